@@ -1,0 +1,61 @@
+import type { ClientConfig, PoolConfig } from 'pg';
+import { PgQueueConfigError } from '../errors';
+import type { DataSourceLike, PgQueueModuleOptions } from '../pg-queue.options';
+
+/** True for an object shaped like a TypeORM DataSource (as opposed to a DI token). */
+export function isDataSourceLike(x: unknown): x is DataSourceLike {
+  return typeof x === 'object' && x !== null && typeof (x as DataSourceLike).options === 'object' && 'type' in (x as DataSourceLike).options;
+}
+
+function fromConnection(c: string | PoolConfig): PoolConfig {
+  if (typeof c === 'string') return { connectionString: c };
+  if (typeof c === 'object' && c !== null) return { ...c };
+  throw new PgQueueConfigError('connection must be a connection string or a pg PoolConfig object.');
+}
+
+/** The connection settings of a TypeORM postgres DataSource, for the queue's own pool. */
+export function fromDataSource(ds: DataSourceLike): PoolConfig {
+  const o = ds.options;
+  if (o.type !== 'postgres') {
+    throw new PgQueueConfigError(
+      `The DataSource is of type "${o.type}"; nestjs-pg-queue needs PostgreSQL ("postgres"). ` +
+        `Pass a postgres DataSource, or a connection string as "connection".`,
+    );
+  }
+  const config: PoolConfig = {
+    connectionString: o.url as string | undefined,
+    host: o.host as string | undefined,
+    port: o.port as number | undefined,
+    user: o.username as string | undefined,
+    password: o.password as PoolConfig['password'],
+    database: o.database as string | undefined,
+    ssl: o.ssl as PoolConfig['ssl'],
+  };
+  for (const k of Object.keys(config) as (keyof PoolConfig)[]) if (config[k] === undefined) delete config[k];
+  return config;
+}
+
+/**
+ * The pool and listener settings from the module options: `connection` first, then the given
+ * DataSource, then the app's default DataSource. Throws a message that says what to pass.
+ */
+export function resolveConnection(
+  options: PgQueueModuleOptions,
+  dataSource: DataSourceLike | undefined,
+): { pool: PoolConfig; listen: ClientConfig } {
+  let pool: PoolConfig;
+  if (options.connection !== undefined) pool = fromConnection(options.connection);
+  else if (dataSource) pool = fromDataSource(dataSource);
+  else {
+    throw new PgQueueConfigError(
+      'PgQueueModule has no database connection. Pass `connection` (a connection string or pg PoolConfig), ' +
+        'or `dataSource` (a TypeORM DataSource or its token), or import TypeOrmModule.forRoot() so the ' +
+        "app's default DataSource can be used.",
+    );
+  }
+  pool.application_name ??= 'nestjs-pg-queue';
+  const listen: ClientConfig =
+    options.listenConnection !== undefined ? fromConnection(options.listenConnection) : { ...pool };
+  listen.application_name ??= 'nestjs-pg-queue:listen';
+  return { pool, listen };
+}

@@ -1,0 +1,195 @@
+import type { Pool } from 'pg';
+import type { Job, JobAttemptError, JobState } from '../job';
+import type { ResolvedBackoff } from '../pg-queue.options';
+import { poolExecutor, type SqlExecutor } from './executor';
+import { buildQueries, type Queries } from './queries';
+
+/** A job row as the queries return it. */
+export interface JobRow {
+  id: string;
+  queue: string;
+  name: string;
+  payload: unknown;
+  state: JobState;
+  priority: number;
+  run_at: Date;
+  attempt: number;
+  max_attempts: number;
+  backoff: ResolvedBackoff | null;
+  timeout_ms: number | null;
+  errors: JobAttemptError[];
+  created_at: Date;
+  started_at: Date | null;
+  finished_at: Date | null;
+  result: unknown;
+}
+
+/** One job to insert, already validated and serialised. */
+export interface NewJobRow {
+  queue: string;
+  name: string;
+  payloadJson: string;
+  priority: number;
+  runAt: Date | null;
+  delayMs: number;
+  maxAttempts: number;
+  backoff: ResolvedBackoff;
+  timeoutMs: number | null;
+}
+
+/** The outcome of one attempt, waiting in the completer for its batch. */
+export type Outcome =
+  | { kind: 'completed'; id: string; attempt: number; resultJson: string | null }
+  | { kind: 'retry'; id: string; attempt: number; errorJson: string; delayMs: number }
+  | { kind: 'failed'; id: string; attempt: number; errorJson: string };
+
+export function rowToJob<T>(r: JobRow): Job<T> {
+  return {
+    id: String(r.id),
+    queue: r.queue,
+    name: r.name,
+    payload: r.payload as T,
+    state: r.state,
+    priority: r.priority,
+    attempt: r.attempt,
+    maxAttempts: r.max_attempts,
+    runAt: r.run_at,
+    createdAt: r.created_at,
+    startedAt: r.started_at,
+    finishedAt: r.finished_at,
+    errors: r.errors ?? [],
+    result: (r.result ?? null) as never,
+    timeoutMs: r.timeout_ms,
+  };
+}
+
+/** A 63-bit advisory lock key derived from a string, identical on every node. */
+export function lockKey(text: string): string {
+  let h = 0xcbf29ce484222325n;
+  for (const c of Buffer.from(text)) h = ((h ^ BigInt(c)) * 0x100000001b3n) & 0xffffffffffffffffn;
+  return (h & 0x7fffffffffffffffn).toString();
+}
+
+/** Every read and write of job rows, on the queue's pool or on a caller's transaction. */
+export class JobStore {
+  readonly q: Queries;
+  readonly channel: string;
+  private readonly db: SqlExecutor;
+
+  constructor(
+    readonly pool: Pool,
+    readonly schema: string,
+    private readonly keepCompletedMs: number,
+  ) {
+    this.q = buildQueries(schema);
+    // One channel per schema; the payload names the queue. Channel names are identifiers of at
+    // most 63 bytes: the schema is at most 48, so this always fits.
+    this.channel = `${schema}_jobs`;
+    this.db = poolExecutor(pool);
+  }
+
+  async insert(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<JobRow[]> {
+    if (rows.length === 0) return [];
+    return db.query<JobRow>(this.q.insert, [
+      rows.map((r) => r.queue),
+      rows.map((r) => r.name),
+      rows.map((r) => r.payloadJson),
+      rows.map((r) => r.priority),
+      rows.map((r) => r.runAt),
+      rows.map((r) => r.delayMs),
+      rows.map((r) => r.maxAttempts),
+      rows.map((r) => JSON.stringify(r.backoff)),
+      rows.map((r) => r.timeoutMs),
+      this.channel,
+    ]);
+  }
+
+  claim(queue: string, limit: number, workerId: string, leaseMs: number): Promise<JobRow[]> {
+    return this.db.query<JobRow>(this.q.claim, [queue, limit, workerId, leaseMs]);
+  }
+
+  /** Writes a batch of outcomes, one statement per kind present. Returns the ids written. */
+  async settle(outcomes: readonly Outcome[], workerId: string): Promise<Set<string>> {
+    const done = outcomes.filter((o) => o.kind === 'completed');
+    const retry = outcomes.filter((o) => o.kind === 'retry');
+    const failed = outcomes.filter((o) => o.kind === 'failed');
+    const written: Promise<{ id: string }[]>[] = [];
+    if (done.length) {
+      written.push(
+        this.db.query(this.keepCompletedMs > 0 ? this.q.completeArchive : this.q.completeDelete, [
+          done.map((o) => o.id),
+          done.map((o) => o.attempt),
+          done.map((o) => o.resultJson),
+          workerId,
+        ]),
+      );
+    }
+    if (retry.length) {
+      written.push(
+        this.db.query(this.q.retry, [
+          retry.map((o) => o.id),
+          retry.map((o) => o.attempt),
+          retry.map((o) => o.errorJson),
+          retry.map((o) => o.delayMs),
+          workerId,
+        ]),
+      );
+    }
+    if (failed.length) {
+      written.push(
+        this.db.query(this.q.fail, [
+          failed.map((o) => o.id),
+          failed.map((o) => o.attempt),
+          failed.map((o) => o.errorJson),
+          workerId,
+        ]),
+      );
+    }
+    const ids = new Set<string>();
+    for (const rows of await Promise.all(written)) for (const r of rows) ids.add(String(r.id));
+    return ids;
+  }
+
+  async heartbeat(ids: readonly string[], workerId: string, leaseMs: number): Promise<Set<string>> {
+    const rows = await this.db.query<{ id: string }>(this.q.heartbeat, [ids, workerId, leaseMs]);
+    return new Set(rows.map((r) => String(r.id)));
+  }
+
+  async handBack(ids: readonly string[], workerId: string): Promise<number> {
+    if (ids.length === 0) return 0;
+    return (await this.db.query(this.q.handBack, [ids, workerId, this.channel])).length;
+  }
+
+  /**
+   * One maintenance pass, on one node at a time (a transaction-scoped advisory lock elects it,
+   * which also works through PgBouncer in transaction mode). Returns null when another node has it.
+   */
+  async maintain(batch: number): Promise<{ retried: number; failed: number; pruned: number } | null> {
+    const client = await this.pool.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query<{ locked: boolean }>(this.q.tryMaintenanceLock, [
+        lockKey(`nestjs-pg-queue:maintenance:${this.schema}`),
+      ]);
+      if (!rows[0].locked) {
+        await client.query('COMMIT');
+        return null;
+      }
+      const r = await client.query<{ retried: number; failed: number }>(this.q.rescue, [batch, this.channel]);
+      const p = this.keepCompletedMs > 0 ? await client.query(this.q.prune, [this.keepCompletedMs, batch]) : null;
+      await client.query('COMMIT');
+      return { retried: r.rows[0].retried, failed: r.rows[0].failed, pruned: p?.rowCount ?? 0 };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async getJob<T>(id: string, db: SqlExecutor = this.db): Promise<Job<T> | null> {
+    if (!/^\d{1,19}$/.test(id)) return null;
+    const rows = await db.query<JobRow>(this.q.getJob, [id]);
+    return rows.length ? rowToJob<T>(rows[0]) : null;
+  }
+}

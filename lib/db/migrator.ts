@@ -1,0 +1,99 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { escapeIdentifier, type Pool } from 'pg';
+import { PgQueueError } from '../errors';
+import type { SqlExecutor } from './executor';
+
+/** One numbered, forward-only migration from `migrations/NNNN_name.sql`. */
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+}
+
+/** The package's `migrations/` folder (beside `dist/` once installed, beside `lib/` in the repo). */
+export const MIGRATIONS_DIR = join(__dirname, '..', '..', 'migrations');
+
+let cached: readonly Migration[] | undefined;
+
+/** Reads the numbered SQL files once, in order. */
+export function loadMigrations(dir = MIGRATIONS_DIR): readonly Migration[] {
+  if (dir === MIGRATIONS_DIR && cached) return cached;
+  const list = readdirSync(dir)
+    .map((file) => /^(\d{4})_([a-z0-9_]+)\.sql$/.exec(file))
+    .filter((m): m is RegExpExecArray => m !== null)
+    .map((m) => ({ version: Number(m[1]), name: m[2], sql: readFileSync(join(dir, m[0]), 'utf8') }))
+    .sort((a, b) => a.version - b.version);
+  list.forEach((m, i) => {
+    if (m.version !== i + 1) throw new PgQueueError(`Migrations in ${dir} must be numbered 0001, 0002, ... without gaps.`);
+  });
+  if (dir === MIGRATIONS_DIR) cached = list;
+  return list;
+}
+
+/** The newest schema version this build of the library needs. */
+export function latestVersion(): number {
+  const list = loadMigrations();
+  return list.length ? list[list.length - 1].version : 0;
+}
+
+/** A stable 64-bit advisory lock key per schema, so two apps with two schemas never wait on each other. */
+function lockSql(): string {
+  return `SELECT pg_advisory_xact_lock(('x' || substr(md5('nestjs-pg-queue:migrate:' || $1), 1, 15))::bit(60)::bigint)`;
+}
+
+/**
+ * Applies one migration inside the caller's open transaction (TypeORM migrations use this):
+ * sets the search path to the schema for the transaction only, runs the SQL, records the version.
+ * Does nothing when the version is already recorded.
+ */
+export async function applyMigration(db: SqlExecutor, schema: string, m: Migration): Promise<boolean> {
+  const s = escapeIdentifier(schema);
+  await db.query(lockSql(), [schema]);
+  await db.query(`CREATE SCHEMA IF NOT EXISTS ${s}`, []);
+  await db.query(
+    `CREATE TABLE IF NOT EXISTS ${s}.migrations (version integer PRIMARY KEY, name text NOT NULL,
+       applied_at timestamptz NOT NULL DEFAULT now())`,
+    [],
+  );
+  const done = await db.query<{ version: number }>(`SELECT version FROM ${s}.migrations WHERE version = $1`, [m.version]);
+  if (done.length) return false;
+  await db.query(`SELECT set_config('search_path', $1, true)`, [s]);
+  await db.query(m.sql, []);
+  await db.query(`INSERT INTO ${s}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+  return true;
+}
+
+/**
+ * Applies every pending migration in one transaction under an advisory lock, so any number of
+ * nodes booting at once apply each step exactly once. Returns the versions it applied.
+ */
+export async function migrate(pool: Pool, schema: string): Promise<number[]> {
+  const client = await pool.connect();
+  const db: SqlExecutor = { query: async (sql, params) => (await client.query(sql, params as unknown[])).rows };
+  try {
+    await client.query('BEGIN');
+    const applied: number[] = [];
+    for (const m of loadMigrations()) {
+      if (await applyMigration(db, schema, m)) applied.push(m.version);
+    }
+    await client.query('COMMIT');
+    return applied;
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw new PgQueueError(`Migrating schema "${schema}" failed: ${(err as Error).message}`, { cause: err });
+  } finally {
+    client.release();
+  }
+}
+
+/** The schema version recorded in the database (0 when the schema does not exist). */
+export async function currentVersion(pool: Pool, schema: string): Promise<number> {
+  const { rows } = await pool.query<{ exists: boolean }>(
+    `SELECT to_regclass($1) IS NOT NULL AS exists`,
+    [`${escapeIdentifier(schema)}.migrations`],
+  );
+  if (!rows[0].exists) return 0;
+  const v = await pool.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${escapeIdentifier(schema)}.migrations`);
+  return v.rows[0].v ?? 0;
+}

@@ -1,0 +1,198 @@
+import { escapeIdentifier } from 'pg';
+
+/** Columns every job-returning query selects, in the order `rowToJob` expects. */
+const LIVE_COLS = `id, queue, name, payload,
+  CASE WHEN state = 'waiting' AND run_at > now() THEN 'delayed' ELSE state END AS state,
+  priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at, started_at,
+  NULL::timestamptz AS finished_at, NULL::jsonb AS result`;
+const HISTORY_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
+  backoff, timeout_ms, errors, created_at, started_at, finished_at, result`;
+const ARCHIVE_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
+  backoff, timeout_ms, errors, result, created_at, started_at, finished_at`;
+
+/** The error recorded when a lease runs out: the worker died, or its event loop stalled. */
+const LEASE_ERROR = `jsonb_build_array(jsonb_build_object(
+  'attempt', j.attempt, 'name', 'LeaseExpiredError', 'at', now(),
+  'message', 'Lease expired at ' || j.locked_until || ' while worker ' || coalesce(j.locked_by, '?') ||
+             ' held the job (it died, was killed, or stalled longer than leaseMs).'))`;
+
+/**
+ * Every statement the engine runs, for one schema. The schema was validated at boot and is
+ * quoted here as well; every value travels as a bind parameter.
+ */
+export function buildQueries(schema: string) {
+  const s = escapeIdentifier(schema);
+  const jobs = `${s}.jobs`;
+  const history = `${s}.job_history`;
+  return {
+    /**
+     * Bulk insert from parallel arrays (one statement whatever the count) plus one NOTIFY per
+     * queue, riding in the caller's transaction so it is delivered only on commit. The payload
+     * `queue|ms` tells listeners how soon the earliest new job is due (0 = now).
+     * $1 queue[] $2 name[] $3 payload[] $4 priority[] $5 run_at[] $6 delay_ms[] $7 max_attempts[]
+     * $8 backoff[] $9 timeout_ms[] $10 channel
+     */
+    insert: `
+      WITH ins AS (
+        INSERT INTO ${jobs} (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms)
+        SELECT t.queue, t.name, t.payload::jsonb, t.priority,
+               coalesce(t.run_at, now() + t.delay_ms * interval '1 millisecond'),
+               t.max_attempts, t.backoff::jsonb, t.timeout_ms
+        FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::bigint[],
+                    $7::int[], $8::text[], $9::int[])
+             AS t(queue, name, payload, priority, run_at, delay_ms, max_attempts, backoff, timeout_ms)
+        RETURNING *
+      ), wake AS (
+        SELECT pg_notify($10, queue || '|' ||
+                 greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
+        FROM ins GROUP BY queue
+      )
+      SELECT ins.id, ins.queue, ins.name, ins.payload,
+             CASE WHEN ins.run_at > now() THEN 'delayed' ELSE 'waiting' END AS state,
+             ins.priority, ins.run_at, ins.attempt, ins.max_attempts, ins.backoff, ins.timeout_ms,
+             ins.errors, ins.created_at, ins.started_at, NULL::timestamptz AS finished_at,
+             NULL::jsonb AS result, (SELECT count(*) FROM wake) AS woken
+      FROM ins ORDER BY ins.id`,
+
+    /**
+     * The claim. The inner SELECT walks jobs_claim_idx in its own order (priority, run_at, id)
+     * for one queue, skips rows other workers hold, and stops at the number of free slots; the
+     * UPDATE marks them active under a lease. It autocommits at once: the job then runs outside
+     * any transaction, so a long job never holds a lock, a connection or the xmin horizon.
+     * $1 queue $2 limit $3 worker id $4 lease ms
+     */
+    claim: `
+      WITH next AS (
+        SELECT id FROM ${jobs}
+        WHERE state = 'waiting' AND queue = $1 AND run_at <= now()
+        ORDER BY priority, run_at, id
+        LIMIT $2
+        FOR UPDATE SKIP LOCKED
+      )
+      UPDATE ${jobs} j
+      SET state = 'active', attempt = j.attempt + 1, locked_by = $3,
+          locked_until = now() + $4 * interval '1 millisecond', started_at = now()
+      FROM next WHERE j.id = next.id
+      RETURNING j.id, j.queue, j.name, j.payload, j.state, j.priority, j.run_at, j.attempt,
+                j.max_attempts, j.backoff, j.timeout_ms, j.errors, j.created_at, j.started_at,
+                NULL::timestamptz AS finished_at, NULL::jsonb AS result`,
+
+    /**
+     * Completes a batch: the rows leave the live table and enter history in one statement.
+     * (id, attempt, locked_by) must still match, so a worker that lost its lease cannot
+     * complete the attempt another worker now owns. $1 id[] $2 attempt[] $3 result[] $4 worker
+     */
+    completeArchive: `
+      WITH done AS (
+        DELETE FROM ${jobs} j
+        USING unnest($1::bigint[], $2::int[], $3::text[]) AS d(id, attempt, result)
+        WHERE j.id = d.id AND j.attempt = d.attempt AND j.locked_by = $4 AND j.state = 'active'
+        RETURNING j.*, d.result AS out
+      )
+      INSERT INTO ${history} (${ARCHIVE_COLS})
+      SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
+             backoff, timeout_ms, errors, out::jsonb, created_at, started_at, now()
+      FROM done
+      RETURNING id`,
+
+    /** Completes a batch without keeping history (retention.completedMs = 0). Same parameters. */
+    completeDelete: `
+      DELETE FROM ${jobs} j
+      USING unnest($1::bigint[], $2::int[], $3::text[]) AS d(id, attempt, result)
+      WHERE j.id = d.id AND j.attempt = d.attempt AND j.locked_by = $4 AND j.state = 'active'
+      RETURNING j.id`,
+
+    /**
+     * Schedules the next attempt of failed jobs, appending each attempt's error.
+     * $1 id[] $2 attempt[] $3 error[] (JSON objects) $4 delay_ms[] $5 worker
+     */
+    retry: `
+      UPDATE ${jobs} j
+      SET state = 'waiting', run_at = now() + r.delay_ms * interval '1 millisecond',
+          locked_by = NULL, locked_until = NULL,
+          errors = j.errors || jsonb_build_array(r.error::jsonb)
+      FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[]) AS r(id, attempt, error, delay_ms)
+      WHERE j.id = r.id AND j.attempt = r.attempt AND j.locked_by = $5 AND j.state = 'active'
+      RETURNING j.id`,
+
+    /** Moves jobs that used their last attempt to history as failed. $1 id[] $2 attempt[] $3 error[] $4 worker */
+    fail: `
+      WITH failed AS (
+        DELETE FROM ${jobs} j
+        USING unnest($1::bigint[], $2::int[], $3::text[]) AS f(id, attempt, error)
+        WHERE j.id = f.id AND j.attempt = f.attempt AND j.locked_by = $4 AND j.state = 'active'
+        RETURNING j.*, f.error AS err
+      )
+      INSERT INTO ${history} (${ARCHIVE_COLS})
+      SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
+             timeout_ms, errors || jsonb_build_array(err::jsonb), NULL, created_at, started_at, now()
+      FROM failed
+      RETURNING id`,
+
+    /** Renews the leases of every job this worker runs, in one statement. $1 id[] $2 worker $3 lease ms */
+    heartbeat: `
+      UPDATE ${jobs} SET locked_until = now() + $3 * interval '1 millisecond'
+      WHERE id = ANY($1::bigint[]) AND locked_by = $2 AND state = 'active'
+      RETURNING id`,
+
+    /**
+     * Shutdown: hands unfinished jobs back without counting the interrupted attempt, and rings
+     * the doorbell so another worker takes them at once. $1 id[] $2 worker $3 channel
+     */
+    handBack: `
+      WITH back AS (
+        UPDATE ${jobs} SET state = 'waiting', locked_by = NULL, locked_until = NULL,
+               attempt = greatest(attempt - 1, 0), run_at = now()
+        WHERE id = ANY($1::bigint[]) AND locked_by = $2 AND state = 'active'
+        RETURNING id, queue
+      ), wake AS (SELECT pg_notify($3, queue || '|0') FROM back GROUP BY queue)
+      SELECT id, (SELECT count(*) FROM wake) AS woken FROM back`,
+
+    /**
+     * The rescuer: jobs whose lease expired go back to waiting (the attempt counts) or, after
+     * their last attempt, to history as failed, with the lease error recorded.
+     * $1 batch size $2 channel
+     */
+    rescue: `
+      WITH expired AS (
+        SELECT id FROM ${jobs} WHERE state = 'active' AND locked_until < now()
+        ORDER BY locked_until LIMIT $1 FOR UPDATE SKIP LOCKED
+      ), retried AS (
+        UPDATE ${jobs} j
+        SET state = 'waiting', locked_by = NULL, locked_until = NULL, run_at = now(),
+            errors = j.errors || ${LEASE_ERROR}
+        FROM expired e WHERE j.id = e.id AND j.attempt < j.max_attempts
+        RETURNING j.id, j.queue
+      ), dead AS (
+        DELETE FROM ${jobs} j USING expired e
+        WHERE j.id = e.id AND j.attempt >= j.max_attempts
+        RETURNING j.*, ${LEASE_ERROR} AS err
+      ), archived AS (
+        INSERT INTO ${history} (${ARCHIVE_COLS})
+        SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
+               timeout_ms, errors || err, NULL, created_at, started_at, now()
+        FROM dead RETURNING id
+      ), wake AS (SELECT pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
+      SELECT (SELECT count(*) FROM retried)::int AS retried,
+             (SELECT count(*) FROM archived)::int AS failed,
+             (SELECT count(*) FROM wake)::int AS woken`,
+
+    /** Deletes completed jobs past retention, a small batch at a time. $1 retention ms $2 batch */
+    prune: `
+      DELETE FROM ${history} WHERE id IN (
+        SELECT id FROM ${history}
+        WHERE state = 'completed' AND finished_at < now() - $1 * interval '1 millisecond'
+        LIMIT $2)`,
+
+    /** Maintenance runs on one node at a time: this transaction-scoped lock elects it. $1 key */
+    tryMaintenanceLock: `SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`,
+
+    /** One job, live or finished. $1 id */
+    getJob: `
+      SELECT ${LIVE_COLS} FROM ${jobs} WHERE id = $1
+      UNION ALL
+      SELECT ${HISTORY_COLS} FROM ${history} WHERE id = $1`,
+  };
+}
+
+export type Queries = ReturnType<typeof buildQueries>;

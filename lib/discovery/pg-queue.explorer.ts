@@ -1,0 +1,105 @@
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleDestroy } from '@nestjs/common';
+import { DiscoveryService, MetadataScanner } from '@nestjs/core';
+import { PgQueueConfigError } from '../errors';
+import type { JobHandler } from '../job';
+import { PG_QUEUE_RUNTIME, PROCESS_METADATA, PROCESSOR_METADATA } from '../pg-queue.constants';
+import type { ProcessorOptions } from '../decorators/processor.decorator';
+import type { ProcessMetadata } from '../decorators/process.decorator';
+import { resolveQueueOptions } from '../pg-queue.options';
+import type { PgQueueRuntime } from '../pg-queue.runtime';
+
+interface Found {
+  handlers: Map<string, JobHandler>;
+  catchAll?: JobHandler;
+  concurrency?: number;
+  owners: string[];
+}
+
+/**
+ * Finds `@Processor` classes once, at bootstrap, fails the boot on any misuse, and starts the
+ * workers; stops them first thing at shutdown, before other providers tear down what jobs use.
+ */
+@Injectable()
+export class PgQueueExplorer implements OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
+  private readonly logger = new Logger('PgQueue');
+
+  constructor(
+    private readonly discovery: DiscoveryService,
+    private readonly scanner: MetadataScanner,
+    @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime,
+  ) {}
+
+  /** Every processor's handlers, by queue; throws on duplicates and unregistered queues. */
+  explore(): Map<string, Found> {
+    const found = new Map<string, Found>();
+    for (const wrapper of this.discovery.getProviders()) {
+      const { instance, metatype } = wrapper;
+      if (!metatype || typeof metatype !== 'function') continue;
+      const meta = Reflect.getMetadata(PROCESSOR_METADATA, metatype) as ProcessorOptions | undefined;
+      if (!meta) continue;
+      const owner = metatype.name;
+      if (!wrapper.isDependencyTreeStatic()) {
+        throw new PgQueueConfigError(`@Processor class ${owner} must not be request-scoped (nor depend on one): workers outlive requests.`);
+      }
+      if (!this.runtime.queueOptions(meta.name)) {
+        throw new PgQueueConfigError(
+          `@Processor('${meta.name}') on ${owner}: queue "${meta.name}" is not registered. ` +
+            `Add PgQueueModule.registerQueue({ name: '${meta.name}' }) to the imports of a module.`,
+        );
+      }
+      const entry: Found = found.get(meta.name) ?? { handlers: new Map(), owners: [] };
+      found.set(meta.name, entry);
+      entry.owners.push(owner);
+      if (meta.concurrency !== undefined) {
+        if (entry.concurrency !== undefined && entry.concurrency !== meta.concurrency) {
+          throw new PgQueueConfigError(`Processors of queue "${meta.name}" (${entry.owners.join(', ')}) set different concurrency values.`);
+        }
+        entry.concurrency = meta.concurrency;
+      }
+      const proto = Object.getPrototypeOf(instance) as object;
+      for (const method of this.scanner.getAllMethodNames(proto)) {
+        const fn = (proto as Record<string, unknown>)[method];
+        const pm = typeof fn === 'function' ? (Reflect.getMetadata(PROCESS_METADATA, fn) as ProcessMetadata | undefined) : undefined;
+        if (!pm) continue;
+        const handler: JobHandler = (job) => (fn as (...a: unknown[]) => unknown).call(instance, job);
+        const where = `${owner}.${method}`;
+        if (pm.name === null) {
+          if (entry.catchAll) throw new PgQueueConfigError(`Queue "${meta.name}" has two catch-all @Process() handlers; ${where} is the second.`);
+          entry.catchAll = handler;
+        } else {
+          if (entry.handlers.has(pm.name)) {
+            throw new PgQueueConfigError(`Job "${pm.name}" of queue "${meta.name}" has two @Process handlers; ${where} is the second. Keep one.`);
+          }
+          entry.handlers.set(pm.name, handler);
+        }
+      }
+      if (entry.handlers.size === 0 && !entry.catchAll) {
+        throw new PgQueueConfigError(`@Processor('${meta.name}') class ${owner} has no @Process methods.`);
+      }
+    }
+    return found;
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    const found = this.explore();
+    if (!this.runtime.options.workers) return;
+    for (const [name, f] of found) {
+      const registered = this.runtime.queueOptions(name)!;
+      const queue =
+        f.concurrency === undefined
+          ? registered
+          : resolveQueueOptions({ name, concurrency: f.concurrency }, registered.defaultJobOptions);
+      this.runtime.supervisor.addQueue({ queue, handlers: f.handlers, catchAll: f.catchAll });
+    }
+    await this.runtime.supervisor.start();
+    if (found.size) this.logger.log(`Workers started for queue(s): ${[...found.keys()].join(', ')} (${this.runtime.supervisor.workerId})`);
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.runtime.supervisor.stop();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.runtime.close();
+  }
+}

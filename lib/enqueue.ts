@@ -1,0 +1,82 @@
+import type { NewJobRow } from './db/job-store';
+import { PgQueueConfigError, PgQueuePayloadError } from './errors';
+import type { JobOptions } from './job';
+import { resolveJobDefaults, validateJobName, type ResolvedJobDefaults } from './pg-queue.options';
+
+/**
+ * Validates one job and turns it into a row, so that anything the database would refuse (or
+ * store differently from what the caller passed) fails here, at enqueue, with a clear error.
+ */
+export function buildJobRow(
+  queue: string,
+  name: string,
+  payload: unknown,
+  opts: JobOptions | undefined,
+  defaults: ResolvedJobDefaults,
+  maxPayloadBytes: number,
+): NewJobRow {
+  validateJobName(name);
+  const o = resolveJobDefaults(`job options of "${queue}/${name}"`, opts, defaults);
+  let payloadJson: string | undefined;
+  try {
+    payloadJson = JSON.stringify(payload === undefined ? null : payload);
+  } catch (err) {
+    throw new PgQueuePayloadError(
+      `Payload of job "${name}" in queue "${queue}" cannot be stored as JSON: ${(err as Error).message}. ` +
+        `Pass plain data: convert BigInt to a string, remove circular references.`,
+      queue,
+      name,
+      { cause: err },
+    );
+  }
+  if (payloadJson === undefined) {
+    throw new PgQueuePayloadError(
+      `Payload of job "${name}" in queue "${queue}" is not JSON data (a function or symbol?). Pass plain data.`,
+      queue,
+      name,
+    );
+  }
+  if (payloadJson.includes('\\u0000')) {
+    throw new PgQueuePayloadError(
+      `Payload of job "${name}" in queue "${queue}" contains a NUL character (\\u0000), which PostgreSQL's jsonb cannot store. Remove or encode it.`,
+      queue,
+      name,
+    );
+  }
+  const bytes = Buffer.byteLength(payloadJson);
+  if (bytes > maxPayloadBytes) {
+    throw new PgQueuePayloadError(
+      `Payload of job "${name}" in queue "${queue}" is ${bytes} bytes of JSON, over maxPayloadBytes (${maxPayloadBytes}). ` +
+        `Store large data elsewhere and pass its id, or raise maxPayloadBytes.`,
+      queue,
+      name,
+    );
+  }
+  let runAt: Date | null = null;
+  let delayMs = 0;
+  if (opts?.runAt !== undefined && opts.delayMs !== undefined) {
+    throw new PgQueueConfigError(`Job "${queue}/${name}": pass runAt or delayMs, not both.`);
+  }
+  if (opts?.runAt !== undefined) {
+    if (!(opts.runAt instanceof Date) || Number.isNaN(opts.runAt.getTime())) {
+      throw new PgQueueConfigError(`Job "${queue}/${name}": runAt must be a valid Date.`);
+    }
+    runAt = opts.runAt;
+  } else if (opts?.delayMs !== undefined) {
+    if (typeof opts.delayMs !== 'number' || !Number.isFinite(opts.delayMs) || opts.delayMs < 0) {
+      throw new PgQueueConfigError(`Job "${queue}/${name}": delayMs must be a number >= 0, got ${String(opts.delayMs)}.`);
+    }
+    delayMs = Math.round(opts.delayMs);
+  }
+  return {
+    queue,
+    name,
+    payloadJson,
+    priority: o.priority,
+    runAt,
+    delayMs,
+    maxAttempts: o.attempts,
+    backoff: o.backoff,
+    timeoutMs: o.timeoutMs,
+  };
+}

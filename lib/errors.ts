@@ -1,0 +1,64 @@
+/**
+ * Base class of every error this library throws. Catch it to tell queue errors from others;
+ * `cause` keeps the underlying error where there is one.
+ */
+export class PgQueueError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** A module, queue or job option is invalid. Thrown at boot (or at enqueue for job options). */
+export class PgQueueConfigError extends PgQueueError {}
+
+/** A payload cannot be stored: not JSON-serialisable, holds a NUL character, or is too large. */
+export class PgQueuePayloadError extends PgQueueError {
+  constructor(
+    message: string,
+    readonly queue: string,
+    readonly jobName: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Recorded as the error of an attempt whose job name has no `@Process` handler in this process. */
+export class UnknownJobNameError extends PgQueueError {
+  constructor(
+    readonly queue: string,
+    readonly jobName: string,
+    readonly knownNames: readonly string[],
+  ) {
+    super(
+      `No handler for job "${jobName}" in queue "${queue}". ` +
+        `Add @Process('${jobName}') (or a catch-all @Process()) to the @Processor('${queue}') class. ` +
+        `Known names: ${knownNames.length ? knownNames.join(', ') : '(none)'}.`,
+    );
+  }
+}
+
+/** Recorded as the error of an attempt that ran longer than its `timeoutMs`. */
+export class JobTimeoutError extends PgQueueError {
+  constructor(readonly timeoutMs: number) {
+    super(`Job exceeded its timeout of ${timeoutMs} ms; its AbortSignal was fired.`);
+  }
+}
+
+/**
+ * The reason given to a handler's AbortSignal when this worker lost the job's lease (the rescuer
+ * handed it to another worker, usually because heartbeats stopped reaching the database).
+ */
+export class LeaseLostError extends PgQueueError {
+  constructor(readonly jobId: string) {
+    super(`Lease of job ${jobId} was lost; another worker may run it. Stop work and return.`);
+  }
+}
+
+/** The reason given to a handler's AbortSignal when the process shuts down before it finished. */
+export class ShutdownError extends PgQueueError {
+  constructor() {
+    super('Worker is shutting down; the job will be handed back to the queue.');
+  }
+}

@@ -1,0 +1,39 @@
+export { PgQueueModule } from './pg-queue.module';
+export { PG_QUEUE_MODULE_OPTIONS } from './pg-queue.module-definition';
+export { getQueueToken, PG_QUEUE_RUNTIME } from './pg-queue.constants';
+export type {
+  PgQueueModuleOptions,
+  RegisterQueueOptions,
+  DataSourceLike,
+  InjectionTokenLike,
+} from './pg-queue.options';
+export { DEFAULTS } from './pg-queue.options';
+export { Queue, type JobMap, type TransactionTarget } from './queue';
+export { QueueService } from './queue.service';
+export type { PgQueueRuntime } from './pg-queue.runtime';
+export type {
+  ActiveJob,
+  BackoffOptions,
+  BulkJob,
+  EnqueueOptions,
+  Job,
+  JobAttemptError,
+  JobHandler,
+  JobOptions,
+  JobState,
+  TransactionClient,
+  TransactionManager,
+} from './job';
+export { Processor, type ProcessorOptions } from './decorators/processor.decorator';
+export { Process } from './decorators/process.decorator';
+export { InjectQueue } from './decorators/inject-queue.decorator';
+export {
+  PgQueueError,
+  PgQueueConfigError,
+  PgQueuePayloadError,
+  UnknownJobNameError,
+  JobTimeoutError,
+  LeaseLostError,
+  ShutdownError,
+} from './errors';
+export { pgQueueMigrations } from './typeorm-migrations';

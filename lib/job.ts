@@ -1,0 +1,118 @@
+/**
+ * Where a job is in its life. `delayed` is a waiting job whose `runAt` is still in the future.
+ * `waiting`, `delayed` and `active` jobs live in the jobs table; `completed` and `failed` ones have
+ * moved to the history table, so they never slow the claim.
+ */
+export type JobState = 'waiting' | 'delayed' | 'active' | 'completed' | 'failed';
+
+/** The error of one failed attempt, as stored with the job. */
+export interface JobAttemptError {
+  /** The attempt (1-based) that failed. */
+  readonly attempt: number;
+  /** `error.name` of what the handler threw, or `'NonError'` when it threw something else. */
+  readonly name: string;
+  readonly message: string;
+  readonly stack?: string;
+  /** ISO timestamp of the failure. */
+  readonly at: string;
+}
+
+/**
+ * How long to wait before the next attempt after a failure.
+ * @example { type: 'exponential', delayMs: 1000, maxDelayMs: 60_000, jitter: true }
+ */
+export interface BackoffOptions {
+  /** `fixed`: always `delayMs`. `exponential`: `delayMs * 2^(attempt - 1)`. */
+  readonly type: 'fixed' | 'exponential';
+  /** Base delay. @default 1000 */
+  readonly delayMs?: number;
+  /** Upper bound of the computed delay. @default 3_600_000 (1 hour) */
+  readonly maxDelayMs?: number;
+  /** Spread the delay uniformly over [delay / 2, delay], so failures do not retry in lockstep. @default true */
+  readonly jitter?: boolean;
+}
+
+/** Options of one job; defaults come from the queue's, then the module's `defaultJobOptions`. */
+export interface JobOptions {
+  /** Run no sooner than this many milliseconds after the enqueue commits (database clock). */
+  readonly delayMs?: number;
+  /** Run no sooner than this instant. Mutually exclusive with `delayMs`. */
+  readonly runAt?: Date;
+  /** Lower runs first, like `@nestjs/bullmq` and graphile-worker; any integer. @default 0 */
+  readonly priority?: number;
+  /** Maximum number of attempts, the first included. @default 3 */
+  readonly attempts?: number;
+  /** Delay between attempts. @default { type: 'exponential', delayMs: 1000, maxDelayMs: 3_600_000, jitter: true } */
+  readonly backoff?: BackoffOptions;
+  /**
+   * Abort the attempt after this long: the handler's `job.signal` fires and the attempt fails.
+   * @default undefined (no timeout)
+   */
+  readonly timeoutMs?: number;
+}
+
+/**
+ * Anything that runs a SQL query inside the caller's transaction: a TypeORM `EntityManager`
+ * (e.g. the one `dataSource.transaction(async (manager) => ...)` hands you) fits this shape.
+ */
+export interface TransactionManager {
+  query(query: string, parameters?: unknown[]): Promise<unknown>;
+}
+
+/** A node-postgres client (`PoolClient` or `Client`) inside the caller's transaction. */
+export interface TransactionClient {
+  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
+}
+
+/** Options of one enqueue call. */
+export interface EnqueueOptions extends JobOptions {
+  /**
+   * Join this TypeORM transaction: the insert and its wake-up notification run on it and take
+   * effect only when it commits. A rollback leaves no job behind.
+   */
+  readonly manager?: TransactionManager;
+  /** Join this node-postgres transaction (for apps without TypeORM). Same guarantee as `manager`. */
+  readonly client?: TransactionClient;
+}
+
+/** One entry of `addBulk`. */
+export interface BulkJob<TName extends string = string, TPayload = unknown> {
+  readonly name: TName;
+  readonly payload: TPayload;
+  readonly opts?: JobOptions;
+}
+
+/** A job as stored. Handlers receive an {@link ActiveJob}, which is a `Job` with a signal. */
+export interface Job<TPayload = unknown, TResult = unknown> {
+  /** Database id (a bigint, as a string so it never loses precision). */
+  readonly id: string;
+  readonly queue: string;
+  readonly name: string;
+  readonly payload: TPayload;
+  readonly state: JobState;
+  readonly priority: number;
+  /** Attempts started so far, the running one included. */
+  readonly attempt: number;
+  readonly maxAttempts: number;
+  readonly runAt: Date;
+  readonly createdAt: Date;
+  readonly startedAt: Date | null;
+  readonly finishedAt: Date | null;
+  /** The errors of earlier attempts, oldest first. */
+  readonly errors: readonly JobAttemptError[];
+  /** What the handler returned (JSON), once completed. */
+  readonly result: TResult | null;
+  readonly timeoutMs: number | null;
+}
+
+/** The job a handler runs. */
+export interface ActiveJob<TPayload = unknown> extends Job<TPayload> {
+  /**
+   * Fires when the attempt should stop: its `timeoutMs` passed, the process is shutting down,
+   * or the lease was lost. Pass it to `fetch` and friends.
+   */
+  readonly signal: AbortSignal;
+}
+
+/** A `@Process` handler. What it returns is stored as the job's result. */
+export type JobHandler<TPayload = unknown> = (job: ActiveJob<TPayload>) => unknown;

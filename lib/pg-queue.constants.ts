@@ -1,0 +1,14 @@
+/** Metadata key written by `@Processor`. */
+export const PROCESSOR_METADATA = 'nestjs-pg-queue:processor';
+/** Metadata key written by `@Process`. */
+export const PROCESS_METADATA = 'nestjs-pg-queue:process';
+/** DI token of the per-application runtime (pool, store, supervisor). */
+export const PG_QUEUE_RUNTIME = Symbol('PG_QUEUE_RUNTIME');
+
+/**
+ * The DI token of a registered queue: the single source of these names, so other libraries
+ * and tests can use it (`moduleRef.get(getQueueToken('email'))`).
+ */
+export function getQueueToken(name: string): string {
+  return `PgQueue:${name}`;
+}

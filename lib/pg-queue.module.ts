@@ -1,0 +1,86 @@
+import { Logger, Module, type DynamicModule, type Provider } from '@nestjs/common';
+import { DiscoveryModule, ModuleRef } from '@nestjs/core';
+import { isDataSourceLike, resolveConnection } from './db/connection';
+import { PgQueueExplorer } from './discovery/pg-queue.explorer';
+import { PgQueueConfigError } from './errors';
+import { getQueueToken, PG_QUEUE_RUNTIME } from './pg-queue.constants';
+import { PG_QUEUE_MODULE_OPTIONS, PgQueueConfigurableModule } from './pg-queue.module-definition';
+import {
+  DEFAULTS,
+  resolveModuleOptions,
+  resolveQueueOptions,
+  type DataSourceLike,
+  type PgQueueModuleOptions,
+  type RegisterQueueOptions,
+} from './pg-queue.options';
+import { PgQueueRuntime } from './pg-queue.runtime';
+import { QueueService } from './queue.service';
+
+/**
+ * The token of the app's default TypeORM DataSource (`@nestjs/typeorm` provides it under the
+ * DataSource class). TypeORM is an optional peer: without it, nothing is injected.
+ */
+function defaultDataSourceToken(): unknown {
+  try {
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    return (require('typeorm') as { DataSource: unknown }).DataSource;
+  } catch {
+    return Symbol('typeorm-not-installed');
+  }
+}
+
+const runtimeProvider: Provider = {
+  provide: PG_QUEUE_RUNTIME,
+  inject: [PG_QUEUE_MODULE_OPTIONS, ModuleRef, { token: defaultDataSourceToken() as string, optional: true }],
+  useFactory: async (options: PgQueueModuleOptions, moduleRef: ModuleRef, defaultDataSource?: DataSourceLike) => {
+    const resolved = resolveModuleOptions(options);
+    let dataSource: DataSourceLike | undefined;
+    if (options.connection === undefined) {
+      if (isDataSourceLike(options.dataSource)) dataSource = options.dataSource;
+      else if (options.dataSource !== undefined) {
+        try {
+          dataSource = moduleRef.get(options.dataSource as string, { strict: false }) as DataSourceLike;
+        } catch (err) {
+          throw new PgQueueConfigError(
+            `dataSource token ${String(options.dataSource)} is not provided. Pass the DataSource itself, ` +
+              'e.g. forRootAsync({ inject: [getDataSourceToken(name)], useFactory: (dataSource) => ({ dataSource }) }).',
+            { cause: err },
+          );
+        }
+      } else dataSource = defaultDataSource;
+    }
+    return PgQueueRuntime.create(resolved, resolveConnection(options, dataSource), new Logger('PgQueue'));
+  },
+};
+
+/** Holds the providers of `registerQueue` calls (separate from the root, so it is created once). */
+@Module({})
+export class PgQueueQueuesModule {}
+
+/**
+ * The queue module. Import `forRoot` (or `forRootAsync`) once, at the root; it is global.
+ * Register each queue with `registerQueue` in the module that uses it.
+ * @example
+ * PgQueueModule.forRoot({ connection: process.env.DATABASE_URL })
+ * PgQueueModule.registerQueue({ name: 'email', concurrency: 5 })
+ */
+@Module({
+  imports: [DiscoveryModule],
+  providers: [runtimeProvider, QueueService, PgQueueExplorer],
+  exports: [PG_QUEUE_RUNTIME, QueueService],
+})
+export class PgQueueModule extends PgQueueConfigurableModule {
+  /** Registers queues: each becomes injectable with `@InjectQueue(name)`. */
+  static registerQueue(...queues: RegisterQueueOptions[]): DynamicModule {
+    const providers: Provider[] = queues.map((q) => {
+      // Validate now, when the module graph is declared, so a typo fails with its own message.
+      const name = resolveQueueOptions(q, DEFAULTS.job).name;
+      return {
+        provide: getQueueToken(name),
+        inject: [PG_QUEUE_RUNTIME],
+        useFactory: (runtime: PgQueueRuntime) => runtime.registerQueue(q),
+      };
+    });
+    return { module: PgQueueQueuesModule, providers, exports: providers };
+  }
+}

@@ -1,0 +1,265 @@
+import type { PoolConfig } from 'pg';
+import { PgQueueConfigError } from './errors';
+import type { BackoffOptions, JobOptions } from './job';
+
+/** Something Nest can resolve from the container: a class, a string or a symbol. */
+export type InjectionTokenLike = string | symbol | (abstract new (...args: never[]) => unknown);
+
+/** The subset of a TypeORM `DataSource` this module reads (its connection options). */
+export interface DataSourceLike {
+  readonly options: { readonly type: string } & Record<string, unknown>;
+}
+
+/** Options of `PgQueueModule.forRoot`. Every field is optional; defaults are listed per field. */
+export interface PgQueueModuleOptions {
+  /**
+   * A TypeORM `DataSource` (or its DI token) whose connection settings the queue reuses for its own
+   * small pool. @default the app's default DataSource, when `@nestjs/typeorm` provides one
+   */
+  dataSource?: DataSourceLike | InjectionTokenLike;
+  /** A connection string or `pg` PoolConfig, for apps without TypeORM. Wins over `dataSource`. */
+  connection?: string | PoolConfig;
+  /**
+   * A direct (not PgBouncer) connection for LISTEN, when `connection` goes through PgBouncer in
+   * transaction mode. @default the same settings as the pool
+   */
+  listenConnection?: string | PoolConfig;
+  /** Schema of the queue's tables. Lower-case letters, digits and `_`. @default 'pgqueue' */
+  schema?: string;
+  /** Apply pending migrations at boot, under an advisory lock. @default true */
+  migrate?: boolean;
+  /** Run this process's workers. Set false in a producer-only process. @default true */
+  workers?: boolean;
+  /** LISTEN for wake-ups. Set false (poll-only) behind PgBouncer in transaction mode without `listenConnection`. @default true */
+  listen?: boolean;
+  /** How often an idle queue polls: the floor when notifications are missed. @default 2000 */
+  pollIntervalMs?: number;
+  /** How long a claimed job is leased before the rescuer may hand it to another worker. @default 30_000 */
+  leaseMs?: number;
+  /** How often the leases of running jobs are renewed. @default leaseMs / 3 */
+  heartbeatIntervalMs?: number;
+  /** How often expired leases are looked for. @default 5000 */
+  rescueIntervalMs?: number;
+  /** How long `app.close()` waits for running jobs before handing them back. @default 10_000 */
+  shutdownTimeoutMs?: number;
+  /** Maximum connections of the queue's own pool (the listener has one more). @default 4 */
+  poolSize?: number;
+  /** Largest payload accepted, in bytes of JSON. @default 1_048_576 */
+  maxPayloadBytes?: number;
+  /**
+   * How long completed jobs stay in the history table before maintenance deletes them.
+   * Failed jobs are kept until you remove them. @default { completedMs: 86_400_000 } (one day)
+   */
+  retention?: { completedMs?: number };
+  /** Job options every queue starts from. */
+  defaultJobOptions?: JobOptions;
+}
+
+/** Options of `PgQueueModule.registerQueue`. */
+export interface RegisterQueueOptions {
+  /** Queue name: letters, digits, `_`, `-`, `.`, `:`; at most 100 characters. */
+  name: string;
+  /** Jobs of this queue run at once in this process. @default 10 */
+  concurrency?: number;
+  /** Job options of this queue, over the module's. */
+  defaultJobOptions?: JobOptions;
+}
+
+export interface ResolvedBackoff {
+  readonly type: 'fixed' | 'exponential';
+  readonly delayMs: number;
+  readonly maxDelayMs: number;
+  readonly jitter: boolean;
+}
+
+export interface ResolvedJobDefaults {
+  readonly priority: number;
+  readonly attempts: number;
+  readonly backoff: ResolvedBackoff;
+  readonly timeoutMs: number | null;
+}
+
+export interface ResolvedPgQueueOptions {
+  readonly schema: string;
+  readonly migrate: boolean;
+  readonly workers: boolean;
+  readonly listen: boolean;
+  readonly pollIntervalMs: number;
+  readonly leaseMs: number;
+  readonly heartbeatIntervalMs: number;
+  readonly rescueIntervalMs: number;
+  readonly shutdownTimeoutMs: number;
+  readonly poolSize: number;
+  readonly maxPayloadBytes: number;
+  readonly retention: { readonly completedMs: number };
+  readonly defaultJobOptions: ResolvedJobDefaults;
+}
+
+export interface ResolvedQueueOptions {
+  readonly name: string;
+  readonly concurrency: number;
+  readonly defaultJobOptions: ResolvedJobDefaults;
+}
+
+
+/** Every default in one place. */
+export const DEFAULTS = {
+  schema: 'pgqueue',
+  migrate: true,
+  workers: true,
+  listen: true,
+  pollIntervalMs: 2000,
+  leaseMs: 30_000,
+  rescueIntervalMs: 5000,
+  shutdownTimeoutMs: 10_000,
+  poolSize: 4,
+  maxPayloadBytes: 1_048_576,
+  retention: { completedMs: 86_400_000 },
+  concurrency: 10,
+  job: {
+    priority: 0,
+    attempts: 3,
+    backoff: { type: 'exponential', delayMs: 1000, maxDelayMs: 3_600_000, jitter: true },
+    timeoutMs: null,
+  } satisfies ResolvedJobDefaults,
+} as const;
+
+const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,47}$/;
+const QUEUE_RE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$/;
+
+/** Throws unless `schema` is a plain lower-case identifier (it is also always quoted in SQL). */
+export function validateSchemaName(schema: unknown): string {
+  if (typeof schema !== 'string' || !SCHEMA_RE.test(schema)) {
+    throw new PgQueueConfigError(
+      `Invalid schema ${JSON.stringify(schema)}: use 1-48 characters of lower-case letters, digits ` +
+        `and "_", not starting with a digit (for example "pgqueue").`,
+    );
+  }
+  return schema;
+}
+
+/** Throws unless `name` is a valid queue name. */
+export function validateQueueName(name: unknown): string {
+  if (typeof name !== 'string' || !QUEUE_RE.test(name)) {
+    throw new PgQueueConfigError(
+      `Invalid queue name ${JSON.stringify(name)}: use 1-100 characters of letters, digits, "_", "-", ` +
+        `"." or ":", starting with a letter or digit (for example "email").`,
+    );
+  }
+  return name;
+}
+
+/** Throws unless `name` is a valid job name. */
+export function validateJobName(name: unknown): string {
+  if (typeof name !== 'string' || name.length === 0 || name.length > 200 || name.includes('\u0000')) {
+    throw new PgQueueConfigError(
+      `Invalid job name ${JSON.stringify(name)}: use a non-empty string of at most 200 characters.`,
+    );
+  }
+  return name;
+}
+
+function int(where: string, value: unknown, fallback: number, min: number, max = 2 ** 31 - 1): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw new PgQueueConfigError(
+      `Invalid ${where}: ${String(value)}. Use a whole number from ${min} to ${max}, or leave it out ` +
+        `for the default (${fallback}).`,
+    );
+  }
+  return value;
+}
+
+function bool(where: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') {
+    throw new PgQueueConfigError(`Invalid ${where}: ${String(value)}. Use true or false.`);
+  }
+  return value;
+}
+
+function resolveBackoff(where: string, b: BackoffOptions | undefined, base: ResolvedBackoff): ResolvedBackoff {
+  if (b === undefined) return base;
+  if (typeof b !== 'object' || b === null || (b.type !== 'fixed' && b.type !== 'exponential')) {
+    throw new PgQueueConfigError(
+      `Invalid ${where}.backoff: ${JSON.stringify(b)}. Use { type: 'fixed' | 'exponential', delayMs?, maxDelayMs?, jitter? }.`,
+    );
+  }
+  return {
+    type: b.type,
+    delayMs: int(`${where}.backoff.delayMs`, b.delayMs, base.delayMs, 0),
+    maxDelayMs: int(`${where}.backoff.maxDelayMs`, b.maxDelayMs, base.maxDelayMs, 0),
+    jitter: bool(`${where}.backoff.jitter`, b.jitter, base.jitter),
+  };
+}
+
+/** Layers `opts` over `base`, validating each field; `where` names the option in errors. */
+export function resolveJobDefaults(where: string, opts: JobOptions | undefined, base: ResolvedJobDefaults): ResolvedJobDefaults {
+  if (opts === undefined) return base;
+  if (typeof opts !== 'object' || opts === null) {
+    throw new PgQueueConfigError(`Invalid ${where}: expected an object of job options.`);
+  }
+  return {
+    priority: int(`${where}.priority`, opts.priority, base.priority, -(2 ** 31)),
+    attempts: int(`${where}.attempts`, opts.attempts, base.attempts, 1),
+    backoff: resolveBackoff(where, opts.backoff, base.backoff),
+    timeoutMs: opts.timeoutMs === undefined ? base.timeoutMs : int(`${where}.timeoutMs`, opts.timeoutMs, 0, 1),
+  };
+}
+
+const KNOWN_MODULE_KEYS = new Set<string>([
+  'dataSource', 'connection', 'listenConnection', 'schema', 'migrate', 'workers', 'listen',
+  'pollIntervalMs', 'leaseMs', 'heartbeatIntervalMs', 'rescueIntervalMs', 'shutdownTimeoutMs',
+  'poolSize', 'maxPayloadBytes', 'retention', 'defaultJobOptions',
+]);
+
+/** Validates module options once, at boot, and fills in every default. */
+export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOptions {
+  if (typeof o !== 'object' || o === null) {
+    throw new PgQueueConfigError('PgQueueModule.forRoot() expects an options object (it may be empty).');
+  }
+  const unknown = Object.keys(o).filter((k) => !KNOWN_MODULE_KEYS.has(k));
+  if (unknown.length) {
+    throw new PgQueueConfigError(
+      `Unknown PgQueueModule option(s): ${unknown.join(', ')}. Known options: ${[...KNOWN_MODULE_KEYS].join(', ')}.`,
+    );
+  }
+  const leaseMs = int('leaseMs', o.leaseMs, DEFAULTS.leaseMs, 1000);
+  const heartbeatIntervalMs = int('heartbeatIntervalMs', o.heartbeatIntervalMs, Math.floor(leaseMs / 3), 100);
+  if (heartbeatIntervalMs >= leaseMs) {
+    throw new PgQueueConfigError(
+      `heartbeatIntervalMs (${heartbeatIntervalMs}) must be shorter than leaseMs (${leaseMs}), ` +
+        `or leases expire between heartbeats; a third of leaseMs is a good value.`,
+    );
+  }
+  return {
+    schema: validateSchemaName(o.schema ?? DEFAULTS.schema),
+    migrate: bool('migrate', o.migrate, DEFAULTS.migrate),
+    workers: bool('workers', o.workers, DEFAULTS.workers),
+    listen: bool('listen', o.listen, DEFAULTS.listen),
+    pollIntervalMs: int('pollIntervalMs', o.pollIntervalMs, DEFAULTS.pollIntervalMs, 10),
+    leaseMs,
+    heartbeatIntervalMs,
+    rescueIntervalMs: int('rescueIntervalMs', o.rescueIntervalMs, DEFAULTS.rescueIntervalMs, 100),
+    shutdownTimeoutMs: int('shutdownTimeoutMs', o.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, 0),
+    poolSize: int('poolSize', o.poolSize, DEFAULTS.poolSize, 1, 100),
+    maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, DEFAULTS.maxPayloadBytes, 1, 256 * 1_048_576),
+    retention: {
+      completedMs: int('retention.completedMs', o.retention?.completedMs, DEFAULTS.retention.completedMs, 0),
+    },
+    defaultJobOptions: resolveJobDefaults('defaultJobOptions', o.defaultJobOptions, DEFAULTS.job),
+  };
+}
+
+/** Validates one `registerQueue` entry against the resolved module defaults. */
+export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDefaults): ResolvedQueueOptions {
+  if (typeof q !== 'object' || q === null) {
+    throw new PgQueueConfigError("PgQueueModule.registerQueue() expects objects like { name: 'email' }.");
+  }
+  const name = validateQueueName(q.name);
+  return {
+    name,
+    concurrency: int(`queue "${name}" concurrency`, q.concurrency, DEFAULTS.concurrency, 1, 1000),
+    defaultJobOptions: resolveJobDefaults(`queue "${name}" defaultJobOptions`, q.defaultJobOptions, base),
+  };
+}

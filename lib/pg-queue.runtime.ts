@@ -1,0 +1,115 @@
+import { Pool, type ClientConfig, type PoolConfig } from 'pg';
+import { JobStore } from './db/job-store';
+import { currentVersion, latestVersion, migrate } from './db/migrator';
+import { PgQueueConfigError, PgQueueError } from './errors';
+import type { EngineLogger } from './worker/logger';
+import { Supervisor } from './worker/supervisor';
+import { Queue } from './queue';
+import {
+  resolveQueueOptions,
+  validateQueueName,
+  type RegisterQueueOptions,
+  type ResolvedPgQueueOptions,
+  type ResolvedQueueOptions,
+} from './pg-queue.options';
+
+/**
+ * One application's queue runtime: the pool, the store, the supervisor and the registered
+ * queues. Created once per `PgQueueModule.forRoot`, never global to the process.
+ */
+export class PgQueueRuntime {
+  readonly store: JobStore;
+  readonly supervisor: Supervisor;
+  private readonly registered = new Map<string, ResolvedQueueOptions>();
+  private readonly queues = new Map<string, Queue>();
+  private closed = false;
+
+  private constructor(
+    readonly options: ResolvedPgQueueOptions,
+    readonly pool: Pool,
+    listen: ClientConfig | null,
+    logger: EngineLogger,
+  ) {
+    this.store = new JobStore(pool, options.schema, options.retention.completedMs);
+    this.supervisor = new Supervisor(this.store, options, listen, logger);
+  }
+
+  /** Connects, then migrates (or checks the schema version), so a bad setup fails the boot. */
+  static async create(
+    options: ResolvedPgQueueOptions,
+    conn: { pool: PoolConfig; listen: ClientConfig },
+    logger: EngineLogger,
+  ): Promise<PgQueueRuntime> {
+    const pool = new Pool({ ...conn.pool, max: options.poolSize });
+    // An idle connection that the server drops (restart, pg_terminate_backend) must not crash
+    // the process: the pool discards it and opens a new one on the next query.
+    pool.on('error', (err) => logger.warn(`pg-queue pool: idle connection lost (${err.message})`));
+    try {
+      if (options.migrate) {
+        const applied = await migrate(pool, options.schema);
+        if (applied.length) logger.log(`Applied migration(s) ${applied.join(', ')} to schema "${options.schema}"`);
+      } else {
+        const have = await currentVersion(pool, options.schema);
+        const need = latestVersion();
+        if (have < need) {
+          throw new PgQueueConfigError(
+            `Schema "${options.schema}" is at version ${have}; this nestjs-pg-queue needs ${need}. ` +
+              'Set migrate: true, or run the PgQueue TypeORM migrations (pgQueueMigrations()) before boot.',
+          );
+        }
+      }
+    } catch (err) {
+      await pool.end().catch(() => undefined);
+      if (err instanceof PgQueueError) throw err;
+      const where = conn.pool.connectionString ?? `${conn.pool.host ?? 'localhost'}:${conn.pool.port ?? 5432}/${conn.pool.database ?? ''}`;
+      throw new PgQueueError(
+        `nestjs-pg-queue cannot use the database at ${where.replace(/\/\/[^@/]*@/, '//***@')}: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+    return new PgQueueRuntime(options, pool, options.listen ? conn.listen : null, logger);
+  }
+
+  /** Registers a queue (from `registerQueue`); the same name twice must mean the same options. */
+  registerQueue(opts: RegisterQueueOptions): Queue {
+    const resolved = resolveQueueOptions(opts, this.options.defaultJobOptions);
+    const prev = this.registered.get(resolved.name);
+    if (prev && JSON.stringify(prev) !== JSON.stringify(resolved)) {
+      throw new PgQueueConfigError(
+        `Queue "${resolved.name}" is registered twice with different options; register it once, or with the same options.`,
+      );
+    }
+    this.registered.set(resolved.name, resolved);
+    this.queues.delete(resolved.name);
+    return this.queue(resolved.name);
+  }
+
+  /** The queue's resolved options, if it was registered. */
+  queueOptions(name: string): ResolvedQueueOptions | undefined {
+    return this.registered.get(name);
+  }
+
+  get registeredQueues(): ResolvedQueueOptions[] {
+    return [...this.registered.values()];
+  }
+
+  /** A producer for any queue name: registered queues use their defaults, others the module's. */
+  queue(name: string): Queue {
+    let q = this.queues.get(name);
+    if (!q) {
+      validateQueueName(name);
+      const defaults = this.registered.get(name)?.defaultJobOptions ?? this.options.defaultJobOptions;
+      q = new Queue(name, this.store, defaults, this.options.maxPayloadBytes);
+      this.queues.set(name, q);
+    }
+    return q;
+  }
+
+  /** Stops the workers (gracefully), then closes the pool. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    await this.supervisor.stop();
+    await this.pool.end();
+  }
+}

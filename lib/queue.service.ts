@@ -1,0 +1,32 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
+import type { PgQueueRuntime } from './pg-queue.runtime';
+import { executorFor, type JobMap, type Queue, type TransactionTarget } from './queue';
+import type { BulkJob, EnqueueOptions, Job } from './job';
+
+/**
+ * Enqueue into any queue by name, without injecting each `Queue`.
+ * @example await queues.add('email', 'welcome', { userId: 42 }, { manager });
+ */
+@Injectable()
+export class QueueService {
+  constructor(@Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime) {}
+
+  /** The producer of a queue (registered or not). */
+  getQueue<TJobs extends JobMap = JobMap>(queue: string): Queue<TJobs> {
+    return this.runtime.queue(queue) as unknown as Queue<TJobs>;
+  }
+
+  add<TPayload = unknown>(queue: string, name: string, payload: TPayload, opts?: EnqueueOptions): Promise<Job<TPayload>> {
+    return this.getQueue<Record<string, TPayload>>(queue).add(name, payload, opts);
+  }
+
+  addBulk<TPayload = unknown>(queue: string, jobs: readonly BulkJob<string, TPayload>[], target?: TransactionTarget): Promise<Job<TPayload>[]> {
+    return this.getQueue<Record<string, TPayload>>(queue).addBulk(jobs, target);
+  }
+
+  /** Any job by id, live or finished; null when unknown. */
+  getJob<TPayload = unknown>(id: string, target?: TransactionTarget): Promise<Job<TPayload> | null> {
+    return this.runtime.store.getJob<TPayload>(String(id), executorFor(target));
+  }
+}

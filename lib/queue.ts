@@ -1,0 +1,69 @@
+import type { JobStore } from './db/job-store';
+import { clientExecutor, managerExecutor, type SqlExecutor } from './db/executor';
+import { buildJobRow } from './enqueue';
+import { rowToJob } from './db/job-store';
+import { PgQueueConfigError } from './errors';
+import type { BulkJob, EnqueueOptions, Job, TransactionClient, TransactionManager } from './job';
+import type { ResolvedJobDefaults } from './pg-queue.options';
+
+/** Maps each job name of a queue to its payload type. */
+export type JobMap = Record<string, unknown>;
+
+/** Where the insert runs: the queue's pool by default, or the caller's transaction. */
+export interface TransactionTarget {
+  readonly manager?: TransactionManager;
+  readonly client?: TransactionClient;
+}
+
+/** @internal */
+export function executorFor(t: TransactionTarget | undefined): SqlExecutor | undefined {
+  if (t?.manager && t.client) throw new PgQueueConfigError('Pass either manager or client, not both.');
+  if (t?.manager) return managerExecutor(t.manager);
+  if (t?.client) return clientExecutor(t.client);
+  return undefined;
+}
+
+/**
+ * The producer side of one queue; inject it with `@InjectQueue('name')`.
+ * `TJobs` maps job names to payload types, so `add` checks both.
+ * @example
+ * constructor(@InjectQueue('email') private readonly email: Queue<{ welcome: { userId: number } }>) {}
+ * await this.email.add('welcome', { userId: 42 }, { manager });
+ */
+export class Queue<TJobs extends JobMap = JobMap> {
+  /** @internal */
+  constructor(
+    readonly name: string,
+    private readonly store: JobStore,
+    private readonly defaults: ResolvedJobDefaults,
+    private readonly maxPayloadBytes: number,
+  ) {}
+
+  /**
+   * Enqueues one job. With `manager` (or `client`) it joins that transaction: the job, and the
+   * wake-up, exist only if it commits.
+   */
+  async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
+    const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
+    const [inserted] = await this.store.insert([row], executorFor(opts));
+    return rowToJob<TJobs[N]>(inserted);
+  }
+
+  /** Enqueues many jobs in one statement (one round trip, one NOTIFY). All or none are inserted. */
+  async addBulk<N extends keyof TJobs & string>(
+    jobs: readonly BulkJob<N, TJobs[N]>[],
+    target?: TransactionTarget,
+  ): Promise<Job<TJobs[N]>[]> {
+    const rows = jobs.map((j) => buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes));
+    return (await this.store.insert(rows, executorFor(target))).map((r) => rowToJob<TJobs[N]>(r));
+  }
+
+  /** A job of this queue by id, live or finished; null when unknown (or pruned). */
+  async getJob<N extends keyof TJobs & string = keyof TJobs & string>(
+    id: string,
+    target?: TransactionTarget,
+  ): Promise<Job<TJobs[N]> | null> {
+    const job = await this.store.getJob<TJobs[N]>(String(id), executorFor(target));
+    return job && job.queue === this.name ? job : null;
+  }
+}

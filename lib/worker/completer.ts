@@ -1,0 +1,84 @@
+import type { JobStore, Outcome } from '../db/job-store';
+import type { EngineLogger } from './logger';
+
+/**
+ * Writes attempt outcomes in batches. At most one write is in flight; outcomes that arrive
+ * meanwhile form the next batch, so batches grow with load and an idle queue pays no delay.
+ * A crash before a write only means the job runs again after its lease: at-least-once holds.
+ */
+export class Completer {
+  private pending: Outcome[] = [];
+  private inFlight: Promise<void> | null = null;
+  private scheduled = false;
+  private failures = 0;
+  private retryTimer: NodeJS.Timeout | null = null;
+
+  constructor(
+    private readonly store: JobStore,
+    private readonly workerId: string,
+    private readonly logger: EngineLogger,
+    private readonly maxBatch = 500,
+  ) {}
+
+  /** Ids whose outcome is not yet written: their leases must still be renewed. */
+  pendingIds(): string[] {
+    return this.pending.map((o) => o.id);
+  }
+
+  push(outcome: Outcome): void {
+    this.pending.push(outcome);
+    if (!this.scheduled && !this.inFlight && !this.retryTimer) {
+      this.scheduled = true;
+      setImmediate(() => {
+        this.scheduled = false;
+        void this.flush();
+      });
+    }
+  }
+
+  private flush(): Promise<void> {
+    if (this.inFlight || this.pending.length === 0) return this.inFlight ?? Promise.resolve();
+    const batch = this.pending.splice(0, this.maxBatch);
+    this.inFlight = this.store
+      .settle(batch, this.workerId)
+      .then(
+        () => {
+          this.failures = 0;
+        },
+        (err: Error) => {
+          // Keep the outcomes and try again: the database may be restarting. Until they are
+          // written the heartbeat keeps renewing these jobs' leases.
+          this.pending.unshift(...batch);
+          this.failures++;
+          this.logger.warn(`Writing ${batch.length} job outcome(s) failed (${err.message}); retrying`);
+        },
+      )
+      .finally(() => {
+        this.inFlight = null;
+        if (this.pending.length === 0) return;
+        if (this.failures === 0) {
+          void this.flush();
+        } else {
+          const delay = Math.min(5000, 50 * 2 ** Math.min(this.failures, 7));
+          this.retryTimer = setTimeout(() => {
+            this.retryTimer = null;
+            void this.flush();
+          }, delay);
+        }
+      });
+    return this.inFlight;
+  }
+
+  /** Writes everything pending; gives up after `deadline` (epoch ms) and returns what is left. */
+  async drain(deadline: number): Promise<number> {
+    while ((this.pending.length || this.inFlight) && Date.now() < deadline) {
+      if (this.retryTimer) {
+        clearTimeout(this.retryTimer);
+        this.retryTimer = null;
+      }
+      await (this.inFlight ?? this.flush());
+      if (this.failures > 0 && this.pending.length) await new Promise((r) => setTimeout(r, 100));
+    }
+    return this.pending.length;
+  }
+}

@@ -1,0 +1,113 @@
+import { Client, escapeIdentifier, type ClientConfig } from 'pg';
+import type { EngineLogger } from './logger';
+
+export interface ListenerOptions {
+  readonly connection: ClientConfig;
+  readonly channel: string;
+  /** Called for each notification: the queue, and how many ms until its earliest new job is due. */
+  readonly onWake: (queue: string, dueInMs: number) => void;
+  /** Called after every (re)connection, so workers poll once to catch what was missed meanwhile. */
+  readonly onConnected: () => void;
+  readonly logger: EngineLogger;
+  /** First reconnect delay; doubles up to `maxBackoffMs`, with full jitter. */
+  readonly minBackoffMs?: number;
+  readonly maxBackoffMs?: number;
+}
+
+/**
+ * The doorbell: one dedicated connection per process LISTENs on the schema's channel. It
+ * reconnects with exponential backoff and jitter after any drop (a server restart, a terminated
+ * backend, a network blip). While it is down, workers still progress by polling.
+ */
+export class Listener {
+  private client: Client | null = null;
+  private stopped = true;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private failures = 0;
+  private connectedAt: number | null = null;
+  private disconnectedAt: number | null = Date.now();
+
+  constructor(private readonly opts: ListenerOptions) {}
+
+  /** True while LISTEN is active. */
+  get connected(): boolean {
+    return this.connectedAt !== null;
+  }
+
+  /** When the connection was lost (or first wanted), or null while connected. */
+  get disconnectedSince(): number | null {
+    return this.disconnectedAt;
+  }
+
+  start(): Promise<void> {
+    this.stopped = false;
+    return this.connect();
+  }
+
+  private async connect(): Promise<void> {
+    if (this.stopped) return;
+    const client = new Client(this.opts.connection);
+    this.client = client;
+    let settled = false;
+    const lost = (err?: Error) => {
+      if (settled) return;
+      settled = true;
+      if (this.client === client) this.client = null;
+      this.connectedAt = null;
+      this.disconnectedAt ??= Date.now();
+      client.removeAllListeners('notification');
+      client.end().catch(() => undefined);
+      if (!this.stopped) {
+        this.opts.logger.warn(`LISTEN connection lost (${err?.message ?? 'closed'}); reconnecting, polling meanwhile`);
+        this.scheduleReconnect();
+      }
+    };
+    client.on('error', lost);
+    client.on('end', () => lost());
+    client.on('notification', (n) => {
+      if (!n.payload) return;
+      const bar = n.payload.lastIndexOf('|');
+      const queue = bar < 0 ? n.payload : n.payload.slice(0, bar);
+      const due = bar < 0 ? 0 : Number(n.payload.slice(bar + 1));
+      this.opts.onWake(queue, Number.isFinite(due) ? due : 0);
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${escapeIdentifier(this.opts.channel)}`);
+      if (this.stopped || settled) {
+        lost();
+        return;
+      }
+      this.failures = 0;
+      this.connectedAt = Date.now();
+      this.disconnectedAt = null;
+      this.opts.onConnected();
+    } catch (err) {
+      lost(err as Error);
+    }
+  }
+
+  private scheduleReconnect(): void {
+    const min = this.opts.minBackoffMs ?? 100;
+    const max = this.opts.maxBackoffMs ?? 10_000;
+    const ceiling = Math.min(max, min * 2 ** Math.min(this.failures++, 20));
+    const delay = Math.round(min / 2 + Math.random() * ceiling);
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = null;
+      void this.connect();
+    }, delay);
+    this.retryTimer.unref();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    const c = this.client;
+    this.client = null;
+    this.connectedAt = null;
+    if (c) {
+      c.removeAllListeners('notification');
+      await c.end().catch(() => undefined);
+    }
+  }
+}

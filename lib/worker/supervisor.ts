@@ -1,0 +1,174 @@
+import { EventEmitter } from 'node:events';
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import type { ClientConfig } from 'pg';
+import type { JobStore } from '../db/job-store';
+import { LeaseLostError, ShutdownError } from '../errors';
+import type { Job, JobAttemptError, JobHandler } from '../job';
+import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../pg-queue.options';
+import { Completer } from './completer';
+import { Listener } from './listener';
+import type { EngineLogger } from './logger';
+import { QueueWorker, type WorkerEvents } from './queue-worker';
+
+/** The handlers of one queue, as discovery found them. */
+export interface QueueHandlers {
+  readonly queue: ResolvedQueueOptions;
+  readonly handlers: ReadonlyMap<string, JobHandler>;
+  readonly catchAll?: JobHandler;
+}
+
+/** Events the supervisor emits, one per job transition. */
+export interface SupervisorEventMap {
+  active: [job: Job];
+  completed: [job: Job, result: unknown];
+  retrying: [job: Job, error: JobAttemptError, delayMs: number];
+  failed: [job: Job, error: JobAttemptError];
+  error: [error: Error];
+}
+
+/**
+ * Every background service of one process: the listener, a worker per queue, the completer,
+ * the heartbeat and the maintenance pass (rescue, prune). Knows nothing of Nest.
+ */
+export class Supervisor extends EventEmitter<SupervisorEventMap> {
+  /** Identifies this process's leases in `locked_by`. */
+  readonly workerId = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  private readonly workers = new Map<string, QueueWorker>();
+  private readonly completer: Completer;
+  private listener: Listener | null = null;
+  private heartbeatTimer: NodeJS.Timeout | null = null;
+  private maintenanceTimer: NodeJS.Timeout | null = null;
+  private started = false;
+  private stopped = false;
+
+  constructor(
+    private readonly store: JobStore,
+    private readonly opts: ResolvedPgQueueOptions,
+    private readonly listenConnection: ClientConfig | null,
+    private readonly logger: EngineLogger,
+  ) {
+    super();
+    this.completer = new Completer(store, this.workerId, logger);
+    // An 'error' event without listeners would throw; the engine reports errors, it never crashes on them.
+    this.on('error', (err) => this.logger.error(`pg-queue: ${err.message}`, err.stack));
+  }
+
+  /** Adds a queue's worker; call before `start`. */
+  addQueue(q: QueueHandlers): void {
+    const events: WorkerEvents = {
+      active: (job) => this.emit('active', job),
+      completed: (job, result) => this.emit('completed', job, result),
+      retrying: (job, error, delayMs) => this.emit('retrying', job, error, delayMs),
+      failed: (job, error) => this.emit('failed', job, error),
+      error: (err) => this.emit('error', err),
+    };
+    this.workers.set(
+      q.queue.name,
+      new QueueWorker(q.queue, q.handlers, q.catchAll, {
+        store: this.store,
+        completer: this.completer,
+        workerId: this.workerId,
+        leaseMs: this.opts.leaseMs,
+        pollIntervalMs: this.opts.pollIntervalMs,
+        logger: this.logger,
+        events,
+      }),
+    );
+  }
+
+  get queues(): string[] {
+    return [...this.workers.keys()];
+  }
+
+  /** True between `start` and `stop`. */
+  get running(): boolean {
+    return this.started && !this.stopped;
+  }
+
+  /** The listener's state, or null in poll-only mode. */
+  get listenerState(): { connected: boolean; disconnectedSince: number | null } | null {
+    return this.listener ? { connected: this.listener.connected, disconnectedSince: this.listener.disconnectedSince } : null;
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.started = true;
+    if (this.workers.size > 0 && this.listenConnection) {
+      this.listener = new Listener({
+        connection: this.listenConnection,
+        channel: this.store.channel,
+        logger: this.logger,
+        onWake: (queue, dueInMs) => this.workers.get(queue)?.wake(dueInMs),
+        onConnected: () => this.workers.forEach((w) => w.wake(0)),
+      });
+      // Do not wait for the listener: if it cannot connect, polling carries the load meanwhile.
+      void this.listener.start();
+    }
+    for (const w of this.workers.values()) w.start();
+    if (this.workers.size > 0) {
+      this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.opts.heartbeatIntervalMs);
+      this.heartbeatTimer.unref();
+    }
+    this.maintenanceTimer = setInterval(() => void this.maintain(), this.opts.rescueIntervalMs);
+    this.maintenanceTimer.unref();
+  }
+
+  /** One heartbeat for every job this process holds. */
+  async heartbeat(): Promise<void> {
+    const byId = new Map<string, QueueWorker>();
+    for (const w of this.workers.values()) for (const id of w.runningIds()) byId.set(id, w);
+    const ids = [...byId.keys(), ...this.completer.pendingIds()];
+    if (ids.length === 0) return;
+    try {
+      const kept = await this.store.heartbeat(ids, this.workerId, this.opts.leaseMs);
+      for (const [id, w] of byId) if (!kept.has(id)) w.leaseLost(id, new LeaseLostError(id));
+    } catch (err) {
+      this.emit('error', err as Error);
+    }
+  }
+
+  /** One maintenance pass (if this node wins the election): rescue expired leases, prune history. */
+  async maintain(): Promise<void> {
+    try {
+      const r = await this.store.maintain(1000);
+      if (r && (r.retried || r.failed)) {
+        this.logger.warn(`Rescued ${r.retried} job(s) with expired leases; ${r.failed} of them had no attempts left and failed`);
+      }
+    } catch (err) {
+      this.emit('error', err as Error);
+    }
+  }
+
+  /**
+   * Graceful stop: claim nothing more, let running jobs finish for up to shutdownTimeoutMs, write
+   * their outcomes, then hand whatever still runs back to the queue so another worker takes it
+   * at once (its interrupted attempt is not counted).
+   */
+  async stop(): Promise<void> {
+    if (!this.started || this.stopped) return;
+    this.stopped = true;
+    const deadline = Date.now() + this.opts.shutdownTimeoutMs;
+    for (const w of this.workers.values()) w.stopClaiming();
+    const all = Promise.all([...this.workers.values()].map((w) => w.idle()));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([all, new Promise((r) => (timer = setTimeout(r, this.opts.shutdownTimeoutMs)))]);
+    clearTimeout(timer);
+    const abandoned = [...this.workers.values()].flatMap((w) => w.abandon(new ShutdownError()));
+    // Outcomes get at least a couple of seconds even when the grace period is spent: losing
+    // them means running those jobs again.
+    const left = await this.completer.drain(Math.max(deadline, Date.now() + 2000));
+    if (left) this.logger.warn(`${left} job outcome(s) could not be written; those jobs will run again after their lease`);
+    if (abandoned.length) {
+      try {
+        const n = await this.store.handBack(abandoned, this.workerId);
+        this.logger.warn(`Handed ${n} unfinished job(s) back to the queue at shutdown`);
+      } catch (err) {
+        this.logger.warn(`Handing back ${abandoned.length} job(s) failed (${(err as Error).message}); the rescuer will after their lease`);
+      }
+    }
+    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
+    if (this.maintenanceTimer) clearInterval(this.maintenanceTimer);
+    await this.listener?.stop();
+  }
+}
