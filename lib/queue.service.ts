@@ -17,11 +17,11 @@ export class QueueService {
     return this.runtime.queue(queue) as unknown as Queue<TJobs>;
   }
 
-  add<TPayload = unknown>(queue: string, name: string, payload: TPayload, opts?: EnqueueOptions): Promise<Job<TPayload>> {
+  async add<TPayload = unknown>(queue: string, name: string, payload: TPayload, opts?: EnqueueOptions): Promise<Job<TPayload>> {
     return this.getQueue<Record<string, TPayload>>(queue).add(name, payload, opts);
   }
 
-  addBulk<TPayload = unknown>(queue: string, jobs: readonly BulkJob<string, TPayload>[], target?: TransactionTarget): Promise<Job<TPayload>[]> {
+  async addBulk<TPayload = unknown>(queue: string, jobs: readonly BulkJob<string, TPayload>[], target?: TransactionTarget): Promise<Job<TPayload>[]> {
     return this.getQueue<Record<string, TPayload>>(queue).addBulk(jobs, target);
   }
 

@@ -55,7 +55,9 @@ export function resolveConnection(
   }
   pool.application_name ??= 'nestjs-pg-queue';
   const listen: ClientConfig =
-    options.listenConnection !== undefined ? fromConnection(options.listenConnection) : { ...pool };
+    options.listenConnection !== undefined
+      ? fromConnection(options.listenConnection)
+      : { ...pool, application_name: `${pool.application_name}:listen` };
   listen.application_name ??= 'nestjs-pg-queue:listen';
   return { pool, listen };
 }

@@ -58,8 +58,12 @@ export async function applyMigration(db: SqlExecutor, schema: string, m: Migrati
   );
   const done = await db.query<{ version: number }>(`SELECT version FROM ${s}.migrations WHERE version = $1`, [m.version]);
   if (done.length) return false;
+  // The SQL files name no schema: point search_path at ours for the step, then put the caller's
+  // back, since a TypeORM migration run goes on in this transaction with unqualified names.
+  const [{ path }] = await db.query<{ path: string }>(`SELECT current_setting('search_path') AS path`, []);
   await db.query(`SELECT set_config('search_path', $1, true)`, [s]);
   await db.query(m.sql, []);
+  await db.query(`SELECT set_config('search_path', $1, true)`, [path]);
   await db.query(`INSERT INTO ${s}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
   return true;
 }

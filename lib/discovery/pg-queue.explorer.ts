@@ -81,7 +81,14 @@ export class PgQueueExplorer implements OnApplicationBootstrap, OnModuleDestroy,
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    const found = this.explore();
+    let found: Map<string, Found>;
+    try {
+      found = this.explore();
+    } catch (err) {
+      // A failed boot must not leave the pool's connections open behind it.
+      await this.runtime.close();
+      throw err;
+    }
     if (!this.runtime.options.workers) return;
     for (const [name, f] of found) {
       const registered = this.runtime.queueOptions(name)!;

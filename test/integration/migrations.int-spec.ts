@@ -1,0 +1,77 @@
+import 'reflect-metadata';
+import { Pool } from 'pg';
+import { DataSource } from 'typeorm';
+import { pgQueueMigrations, Process, Processor, QueueService, type Job } from '../../lib';
+import { latestVersion, migrate } from '../../lib/db/migrator';
+import { bootApp } from '../support/app';
+import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+
+const done: string[] = [];
+
+@Processor('tenant-work')
+class TenantProcessor {
+  @Process()
+  run(job: Job<{ tag: string }>) {
+    done.push(job.payload.tag);
+  }
+}
+
+describe('migrations', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    pool = new Pool({ connectionString: db.url, max: 12 });
+  });
+  afterAll(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  it('ten nodes migrating at once apply each step exactly once', async () => {
+    const pools = Array.from({ length: 10 }, () => new Pool({ connectionString: db.url, max: 1 }));
+    try {
+      const results = await Promise.all(pools.map((p) => migrate(p, 'racing')));
+      // Exactly one node applied the steps; the nine others found them done.
+      expect(results.filter((r) => r.length > 0)).toEqual([Array.from({ length: latestVersion() }, (_, i) => i + 1)]);
+      const { rows } = await pool.query('SELECT version FROM racing.migrations ORDER BY version');
+      expect(rows.map((r) => r.version)).toEqual(Array.from({ length: latestVersion() }, (_, i) => i + 1));
+      const t = await pool.query(`SELECT to_regclass('racing.jobs') IS NOT NULL AS jobs, to_regclass('racing.job_history') IS NOT NULL AS history`);
+      expect(t.rows[0]).toEqual({ jobs: true, history: true });
+    } finally {
+      await Promise.all(pools.map((p) => p.end()));
+    }
+  });
+
+  it('TypeORM migration classes create the schema, and the module then boots with migrate: false', async () => {
+    const ds = new DataSource({ type: 'postgres', url: db.url, migrations: pgQueueMigrations({ schema: 'tenant_a' }) });
+    await ds.initialize();
+    try {
+      const ran = await ds.runMigrations({ transaction: 'each' });
+      expect(ran).toHaveLength(latestVersion());
+      expect(await ds.runMigrations()).toHaveLength(0);
+    } finally {
+      await ds.destroy();
+    }
+    const app = await bootApp({
+      options: { connection: db.url, schema: 'tenant_a', migrate: false },
+      queues: [{ name: 'tenant-work' }],
+      providers: [TenantProcessor],
+    });
+    try {
+      await app.get(QueueService).add('tenant-work', 'x', { tag: 'from-tenant-a' });
+      await waitFor(() => done.includes('from-tenant-a'), { message: 'job in schema tenant_a to run' });
+      const { rows } = await pool.query(`SELECT count(*)::int AS n FROM tenant_a.job_history WHERE state = 'completed'`);
+      expect(rows[0].n).toBe(1);
+      // The default schema was never created: everything lives in tenant_a.
+      expect((await pool.query(`SELECT to_regnamespace('pgqueue') AS s`)).rows[0].s).toBeNull();
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('migrating an up-to-date schema again is a no-op', async () => {
+    expect(await migrate(pool, 'racing')).toEqual([]);
+  });
+});

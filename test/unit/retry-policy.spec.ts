@@ -1,0 +1,42 @@
+import { backoffDelayMs, toAttemptError } from '../../lib/worker/retry-policy';
+
+describe('backoff', () => {
+  const exp = { type: 'exponential' as const, delayMs: 100, maxDelayMs: 1000, jitter: false };
+
+  it('doubles from delayMs and caps at maxDelayMs', () => {
+    expect([1, 2, 3, 4, 5, 6].map((a) => backoffDelayMs(exp, a))).toEqual([100, 200, 400, 800, 1000, 1000]);
+  });
+
+  it('fixed is constant', () => {
+    expect([1, 5, 50].map((a) => backoffDelayMs({ ...exp, type: 'fixed' }, a))).toEqual([100, 100, 100]);
+  });
+
+  it('jitter spreads over [d/2, d]', () => {
+    const j = { ...exp, jitter: true };
+    expect(backoffDelayMs(j, 3, () => 0)).toBe(200);
+    expect(backoffDelayMs(j, 3, () => 1)).toBe(400);
+  });
+
+  it('does not overflow for huge attempt numbers', () => {
+    expect(backoffDelayMs(exp, 10_000)).toBe(1000);
+  });
+});
+
+describe('attempt errors', () => {
+  it('keeps name, message and stack of an Error', () => {
+    const e = toAttemptError(new RangeError('bad'), 2, new Date(0));
+    expect(e).toMatchObject({ attempt: 2, name: 'RangeError', message: 'bad', at: '1970-01-01T00:00:00.000Z' });
+    expect(e.stack).toContain('RangeError: bad');
+  });
+
+  it.each([
+    ['a string', 'oops', 'oops'],
+    ['an object', { code: 42 }, '{"code":42}'],
+    ['undefined', undefined, 'undefined'],
+    ['a BigInt', 5n, '5'],
+  ])('records %s thrown as a NonError', (_what, value, text) => {
+    const e = toAttemptError(value, 1);
+    expect(e.name).toBe('NonError');
+    expect(e.message).toContain(text);
+  });
+});
