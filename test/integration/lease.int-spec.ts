@@ -1,0 +1,97 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import { Pool } from 'pg';
+import { LeaseLostError, Process, Processor, QueueService, type ActiveJob } from '../../lib';
+import { bootApp, runtimeOf } from '../support/app';
+import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+
+const abortReasons = new Map<string, unknown>();
+const ran: string[] = [];
+
+@Processor('lease')
+class LeaseProcessor {
+  @Process('wait-for-abort')
+  waitForAbort(job: ActiveJob) {
+    return new Promise<string>((resolve) => {
+      job.signal.addEventListener('abort', () => {
+        abortReasons.set(job.id, job.signal.reason);
+        resolve('finished after abort');
+      });
+    });
+  }
+
+  @Process('quick')
+  quick(job: ActiveJob) {
+    ran.push(job.id);
+  }
+}
+
+describe('leases: heartbeat, lease loss, rescue', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  let app: INestApplicationContext;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    pool = new Pool({ connectionString: db.url, max: 2 });
+    app = await bootApp({
+      options: { connection: db.url, leaseMs: 1500, heartbeatIntervalMs: 300, rescueIntervalMs: 200, pollIntervalMs: 200 },
+      queues: [{ name: 'lease' }],
+      providers: [LeaseProcessor],
+    });
+  });
+  afterAll(async () => {
+    await app?.close();
+    await pool?.end();
+    await db?.drop();
+  });
+
+  it('the heartbeat keeps a long job leased well past leaseMs', async () => {
+    const job = await app.get(QueueService).add('lease', 'wait-for-abort', {});
+    await waitFor(async () => (await app.get(QueueService).getJob(job.id))?.state === 'active');
+    const first = (await pool.query('SELECT locked_until FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0].locked_until as Date;
+    await waitFor(async () => {
+      const r = await pool.query('SELECT locked_until FROM pgqueue.jobs WHERE id = $1', [job.id]);
+      return +r.rows[0].locked_until > +first + 500;
+    }, { timeoutMs: 5000, message: 'lease to be renewed' });
+    // Not rescued although more than leaseMs may pass: still attempt 1, still ours.
+    const row = (await pool.query('SELECT attempt, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0];
+    expect(row).toEqual({ attempt: 1, locked_by: runtimeOf(app).supervisor.workerId });
+    // Hand it over to "another worker": the next heartbeat notices and aborts the handler.
+    await pool.query(`UPDATE pgqueue.jobs SET locked_by = 'someone-else', locked_until = now() + interval '1 hour' WHERE id = $1`, [job.id]);
+    await waitFor(() => abortReasons.has(job.id), { timeoutMs: 5000, message: 'handler to be aborted' });
+    expect(abortReasons.get(job.id)).toBeInstanceOf(LeaseLostError);
+    // Its completion must not be written over the new owner's attempt.
+    await runtimeOf(app).supervisor.heartbeat();
+    const after = (await pool.query('SELECT state, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0];
+    expect(after).toEqual({ state: 'active', locked_by: 'someone-else' });
+    await pool.query('DELETE FROM pgqueue.jobs WHERE id = $1', [job.id]);
+  });
+
+  it('the rescuer returns a dead worker\'s job to the queue, counting the attempt', async () => {
+    const { rows } = await pool.query(
+      `INSERT INTO pgqueue.jobs (queue, name, payload, state, attempt, max_attempts, locked_by, locked_until, started_at)
+       VALUES ('lease', 'quick', '{}', 'active', 1, 3, 'dead-worker', now() - interval '1 second', now() - interval '1 minute')
+       RETURNING id`,
+    );
+    const id = String(rows[0].id);
+    await waitFor(() => ran.includes(id), { timeoutMs: 5000, message: 'rescued job to run' });
+    await waitFor(async () => (await app.get(QueueService).getJob(id))?.state === 'completed');
+    const job = (await app.get(QueueService).getJob(id))!;
+    expect(job.attempt).toBe(2);
+    expect(job.errors).toHaveLength(1);
+    expect(job.errors[0]).toMatchObject({ attempt: 1, name: 'LeaseExpiredError', message: expect.stringContaining('dead-worker') });
+  });
+
+  it('a dead worker\'s job on its last attempt ends failed with the lease error', async () => {
+    const { rows } = await pool.query(
+      `INSERT INTO pgqueue.jobs (queue, name, payload, state, attempt, max_attempts, locked_by, locked_until)
+       VALUES ('lease', 'quick', '{}', 'active', 2, 2, 'dead-worker', now() - interval '1 second') RETURNING id`,
+    );
+    const id = String(rows[0].id);
+    await waitFor(async () => (await app.get(QueueService).getJob(id))?.state === 'failed', { timeoutMs: 5000 });
+    const job = (await app.get(QueueService).getJob(id))!;
+    expect(job.errors.map((e) => e.name)).toEqual(['LeaseExpiredError']);
+    expect(ran).not.toContain(id);
+  });
+});

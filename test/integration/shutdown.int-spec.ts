@@ -1,0 +1,78 @@
+import 'reflect-metadata';
+import { Pool } from 'pg';
+import { Process, Processor, QueueService, ShutdownError, type ActiveJob } from '../../lib';
+import { bootApp } from '../support/app';
+import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+
+const events: string[] = [];
+const reasons = new Map<string, unknown>();
+
+@Processor('work')
+class WorkProcessor {
+  @Process()
+  async run(job: ActiveJob<{ ms: number; tag: string }>) {
+    events.push(`start:${job.payload.tag}`);
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, job.payload.ms);
+      job.signal.addEventListener('abort', () => {
+        reasons.set(job.payload.tag, job.signal.reason);
+        clearTimeout(t);
+        resolve();
+      });
+    });
+    events.push(`end:${job.payload.tag}`);
+  }
+}
+
+describe('graceful shutdown on app.close()', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    pool = new Pool({ connectionString: db.url, max: 2 });
+  });
+  afterAll(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  const boot = (shutdownTimeoutMs: number) =>
+    bootApp({
+      options: { connection: db.url, shutdownTimeoutMs, pollIntervalMs: 100 },
+      queues: [{ name: 'work', concurrency: 5 }],
+      providers: [WorkProcessor],
+    });
+
+  it('lets short jobs finish, hands long ones back uncounted, and another worker completes them', async () => {
+    const app = await boot(1000);
+    const queues = app.get(QueueService);
+    const short = await queues.addBulk('work', [1, 2, 3].map((i) => ({ name: 'w', payload: { ms: 300, tag: `short${i}` } })));
+    const long = await queues.add('work', 'w', { ms: 60_000, tag: 'long' });
+    await waitFor(() => ['short1', 'short2', 'short3', 'long'].every((t) => events.includes(`start:${t}`)), {
+      message: 'all four jobs to start',
+    });
+    const t0 = Date.now();
+    await app.close();
+    expect(Date.now() - t0).toBeLessThan(10_000);
+    for (const j of short) expect((await pool.query('SELECT state FROM pgqueue.job_history WHERE id = $1', [j.id])).rows[0]?.state).toBe('completed');
+    expect(reasons.get('long')).toBeInstanceOf(ShutdownError);
+    const back = (await pool.query('SELECT state, attempt, locked_by FROM pgqueue.jobs WHERE id = $1', [long.id])).rows[0];
+    expect(back).toEqual({ state: 'waiting', attempt: 0, locked_by: null });
+    // The pool is closed: no connection of the closed app is left on the server.
+    const conns = await pool.query(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'nestjs-pg-queue%'`,
+    );
+    expect(conns.rows[0].n).toBe(0);
+
+    // The next worker takes the job at once and, this time, lets it finish quickly.
+    await pool.query(`UPDATE pgqueue.jobs SET payload = '{"ms": 10, "tag": "long-again"}' WHERE id = $1`, [long.id]);
+    const next = await boot(1000);
+    try {
+      await waitFor(async () => (await next.get(QueueService).getJob(long.id))?.state === 'completed', { timeoutMs: 5000 });
+      expect((await next.get(QueueService).getJob(long.id))!.attempt).toBe(1);
+    } finally {
+      await next.close();
+    }
+  });
+});
