@@ -133,7 +133,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     try {
       const r = await this.store.maintain(1000);
       if (r && (r.retried || r.failed)) {
-        this.logger.warn(`Rescued ${r.retried} job(s) with expired leases; ${r.failed} of them had no attempts left and failed`);
+        this.logger.warn(`Lease expired on ${r.retried + r.failed} job(s): ${r.retried} back in the queue, ${r.failed} failed (no attempts left)`);
       }
     } catch (err) {
       this.emit('error', err as Error);
