@@ -30,7 +30,11 @@ export class PgQueueRuntime {
     listen: ClientConfig | null,
     logger: EngineLogger,
   ) {
-    this.store = new JobStore(pool, options.schema, options.retention.completedMs);
+    this.store = new JobStore(pool, {
+      schema: options.schema,
+      keepCompletedMs: options.retention.completedMs,
+      asyncCommit: options.asyncCommit,
+    });
     this.supervisor = new Supervisor(this.store, options, listen, logger);
   }
 

@@ -1,7 +1,7 @@
 import type { JobStore } from './db/job-store';
 import { clientExecutor, managerExecutor, type SqlExecutor } from './db/executor';
 import { buildJobRow } from './enqueue';
-import { rowToJob } from './db/job-store';
+import { insertedToJob } from './db/job-store';
 import { PgQueueConfigError } from './errors';
 import type { BulkJob, EnqueueOptions, Job, TransactionClient, TransactionManager } from './job';
 import type { ResolvedJobDefaults } from './pg-queue.options';
@@ -46,7 +46,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
   async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
     const [inserted] = await this.store.insert([row], executorFor(opts));
-    return rowToJob<TJobs[N]>(inserted);
+    return insertedToJob<TJobs[N]>(row, inserted);
   }
 
   /** Enqueues many jobs in one statement (one round trip, one NOTIFY). All or none are inserted. */
@@ -55,7 +55,8 @@ export class Queue<TJobs extends JobMap = JobMap> {
     target?: TransactionTarget,
   ): Promise<Job<TJobs[N]>[]> {
     const rows = jobs.map((j) => buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes));
-    return (await this.store.insert(rows, executorFor(target))).map((r) => rowToJob<TJobs[N]>(r));
+    const inserted = await this.store.insert(rows, executorFor(target));
+    return inserted.map((r, i) => insertedToJob<TJobs[N]>(rows[i], r));
   }
 
   /** A job of this queue by id, live or finished; null when unknown (or pruned). */

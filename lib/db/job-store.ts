@@ -2,7 +2,7 @@ import type { Pool } from 'pg';
 import type { Job, JobAttemptError, JobState } from '../job';
 import type { ResolvedBackoff } from '../pg-queue.options';
 import { poolExecutor, type SqlExecutor } from './executor';
-import { buildQueries, type Queries } from './queries';
+import { buildInsert, buildQueries, type Queries } from './queries';
 
 /** A job row as the queries return it. */
 export interface JobRow {
@@ -24,6 +24,18 @@ export interface JobRow {
   result: unknown;
 }
 
+/** What the insert returns per job. */
+export interface InsertedRow {
+  id: string;
+  run_at: Date;
+  created_at: Date;
+  state: 'waiting' | 'delayed';
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+  return a instanceof Date && b instanceof Date ? a.getTime() === b.getTime() : a === b;
+}
+
 /** One job to insert, already validated and serialised. */
 export interface NewJobRow {
   queue: string;
@@ -42,6 +54,27 @@ export type Outcome =
   | { kind: 'completed'; id: string; attempt: number; resultJson: string | null }
   | { kind: 'retry'; id: string; attempt: number; errorJson: string; delayMs: number }
   | { kind: 'failed'; id: string; attempt: number; errorJson: string };
+
+/** The Job an insert created, from what was sent and what the database assigned. */
+export function insertedToJob<T>(n: NewJobRow, r: InsertedRow): Job<T> {
+  return {
+    id: String(r.id),
+    queue: n.queue,
+    name: n.name,
+    payload: JSON.parse(n.payloadJson) as T,
+    state: r.state,
+    priority: n.priority,
+    attempt: 0,
+    maxAttempts: n.maxAttempts,
+    runAt: r.run_at,
+    createdAt: r.created_at,
+    startedAt: null,
+    finishedAt: null,
+    errors: [],
+    result: null,
+    timeoutMs: n.timeoutMs,
+  };
+}
 
 export function rowToJob<T>(r: JobRow): Job<T> {
   return {
@@ -73,35 +106,46 @@ export function lockKey(text: string): string {
 /** Every read and write of job rows, on the queue's pool or on a caller's transaction. */
 export class JobStore {
   readonly q: Queries;
+  private readonly insertSql = new Map<string, string>();
   readonly channel: string;
   private readonly db: SqlExecutor;
 
+  readonly schema: string;
+  private readonly keepCompletedMs: number;
+
   constructor(
     readonly pool: Pool,
-    readonly schema: string,
-    private readonly keepCompletedMs: number,
+    opts: { schema: string; keepCompletedMs: number; asyncCommit: boolean },
   ) {
-    this.q = buildQueries(schema);
+    this.schema = opts.schema;
+    this.keepCompletedMs = opts.keepCompletedMs;
+    const schema = opts.schema;
+    this.q = buildQueries(schema, { asyncCommit: opts.asyncCommit });
     // One channel per schema; the payload names the queue. Channel names are identifiers of at
     // most 63 bytes: the schema is at most 48, so this always fits.
     this.channel = `${schema}_jobs`;
     this.db = poolExecutor(pool);
   }
 
-  async insert(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<JobRow[]> {
+  /** Inserts jobs in one statement; returns what the database assigned, in input order. */
+  async insert(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<InsertedRow[]> {
     if (rows.length === 0) return [];
-    return db.query<JobRow>(this.q.insert, [
+    const columns: unknown[][] = [
       rows.map((r) => r.queue),
       rows.map((r) => r.name),
-      rows.map((r) => r.payloadJson),
       rows.map((r) => r.priority),
       rows.map((r) => r.runAt),
       rows.map((r) => r.delayMs),
       rows.map((r) => r.maxAttempts),
       rows.map((r) => JSON.stringify(r.backoff)),
       rows.map((r) => r.timeoutMs),
-      this.channel,
-    ]);
+    ];
+    const arrays = columns.map((values) => !values.every((v) => sameValue(v, values[0])));
+    const key = arrays.map((a) => (a ? '1' : '0')).join('');
+    let sql = this.insertSql.get(key);
+    if (!sql) this.insertSql.set(key, (sql = buildInsert(this.schema, arrays)));
+    const params = [rows.map((r) => r.payloadJson), ...columns.map((values, i) => (arrays[i] ? values : values[0])), this.channel];
+    return db.query<InsertedRow>(sql, params);
   }
 
   claim(queue: string, limit: number, workerId: string, leaseMs: number): Promise<JobRow[]> {

@@ -20,40 +20,15 @@ const LEASE_ERROR = `jsonb_build_array(jsonb_build_object(
  * Every statement the engine runs, for one schema. The schema was validated at boot and is
  * quoted here as well; every value travels as a bind parameter.
  */
-export function buildQueries(schema: string) {
+export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { asyncCommit: true }) {
   const s = escapeIdentifier(schema);
+  // Claims, outcomes and heartbeats may commit without waiting for the WAL flush: a claim of 50
+  // jobs took 4.6 ms with it and about 1 ms without (bench/). Losing one in a server crash only
+  // means the job runs again, which at-least-once allows; enqueues always commit durably.
+  const ack = opts.asyncCommit ? `AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'` : '';
   const jobs = `${s}.jobs`;
   const history = `${s}.job_history`;
   return {
-    /**
-     * Bulk insert from parallel arrays (one statement whatever the count) plus one NOTIFY per
-     * queue, riding in the caller's transaction so it is delivered only on commit. The payload
-     * `queue|ms` tells listeners how soon the earliest new job is due (0 = now).
-     * $1 queue[] $2 name[] $3 payload[] $4 priority[] $5 run_at[] $6 delay_ms[] $7 max_attempts[]
-     * $8 backoff[] $9 timeout_ms[] $10 channel
-     */
-    insert: `
-      WITH ins AS (
-        INSERT INTO ${jobs} (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms)
-        SELECT t.queue, t.name, t.payload::jsonb, t.priority,
-               coalesce(t.run_at, now() + t.delay_ms * interval '1 millisecond'),
-               t.max_attempts, t.backoff::jsonb, t.timeout_ms
-        FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::bigint[],
-                    $7::int[], $8::text[], $9::int[])
-             AS t(queue, name, payload, priority, run_at, delay_ms, max_attempts, backoff, timeout_ms)
-        RETURNING *
-      ), wake AS (
-        SELECT pg_notify($10, queue || '|' ||
-                 greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
-        FROM ins GROUP BY queue
-      )
-      SELECT ins.id, ins.queue, ins.name, ins.payload,
-             CASE WHEN ins.run_at > now() THEN 'delayed' ELSE 'waiting' END AS state,
-             ins.priority, ins.run_at, ins.attempt, ins.max_attempts, ins.backoff, ins.timeout_ms,
-             ins.errors, ins.created_at, ins.started_at, NULL::timestamptz AS finished_at,
-             NULL::jsonb AS result, (SELECT count(*) FROM wake) AS woken
-      FROM ins ORDER BY ins.id`,
-
     /**
      * The claim. The inner SELECT walks jobs_claim_idx in its own order (priority, run_at, id)
      * for one queue, skips rows other workers hold, and stops at the number of free slots; the
@@ -72,7 +47,7 @@ export function buildQueries(schema: string) {
       UPDATE ${jobs} j
       SET state = 'active', attempt = j.attempt + 1, locked_by = $3,
           locked_until = now() + $4 * interval '1 millisecond', started_at = now()
-      FROM next WHERE j.id = next.id
+      FROM next WHERE j.id = next.id ${ack}
       RETURNING j.id, j.queue, j.name, j.payload, j.state, j.priority, j.run_at, j.attempt,
                 j.max_attempts, j.backoff, j.timeout_ms, j.errors, j.created_at, j.started_at,
                 NULL::timestamptz AS finished_at, NULL::jsonb AS result`,
@@ -86,7 +61,7 @@ export function buildQueries(schema: string) {
       WITH done AS (
         DELETE FROM ${jobs} j
         USING unnest($1::bigint[], $2::int[], $3::text[]) AS d(id, attempt, result)
-        WHERE j.id = d.id AND j.attempt = d.attempt AND j.locked_by = $4 AND j.state = 'active'
+        WHERE j.id = d.id AND j.attempt = d.attempt AND j.locked_by = $4 AND j.state = 'active' ${ack}
         RETURNING j.*, d.result AS out
       )
       INSERT INTO ${history} (${ARCHIVE_COLS})
@@ -99,7 +74,7 @@ export function buildQueries(schema: string) {
     completeDelete: `
       DELETE FROM ${jobs} j
       USING unnest($1::bigint[], $2::int[], $3::text[]) AS d(id, attempt, result)
-      WHERE j.id = d.id AND j.attempt = d.attempt AND j.locked_by = $4 AND j.state = 'active'
+      WHERE j.id = d.id AND j.attempt = d.attempt AND j.locked_by = $4 AND j.state = 'active' ${ack}
       RETURNING j.id`,
 
     /**
@@ -112,7 +87,7 @@ export function buildQueries(schema: string) {
           locked_by = NULL, locked_until = NULL,
           errors = j.errors || jsonb_build_array(r.error::jsonb)
       FROM unnest($1::bigint[], $2::int[], $3::text[], $4::bigint[]) AS r(id, attempt, error, delay_ms)
-      WHERE j.id = r.id AND j.attempt = r.attempt AND j.locked_by = $5 AND j.state = 'active'
+      WHERE j.id = r.id AND j.attempt = r.attempt AND j.locked_by = $5 AND j.state = 'active' ${ack}
       RETURNING j.id`,
 
     /** Moves jobs that used their last attempt to history as failed. $1 id[] $2 attempt[] $3 error[] $4 worker */
@@ -120,7 +95,7 @@ export function buildQueries(schema: string) {
       WITH failed AS (
         DELETE FROM ${jobs} j
         USING unnest($1::bigint[], $2::int[], $3::text[]) AS f(id, attempt, error)
-        WHERE j.id = f.id AND j.attempt = f.attempt AND j.locked_by = $4 AND j.state = 'active'
+        WHERE j.id = f.id AND j.attempt = f.attempt AND j.locked_by = $4 AND j.state = 'active' ${ack}
         RETURNING j.*, f.error AS err
       )
       INSERT INTO ${history} (${ARCHIVE_COLS})
@@ -132,7 +107,7 @@ export function buildQueries(schema: string) {
     /** Renews the leases of every job this worker runs, in one statement. $1 id[] $2 worker $3 lease ms */
     heartbeat: `
       UPDATE ${jobs} SET locked_until = now() + $3 * interval '1 millisecond'
-      WHERE id = ANY($1::bigint[]) AND locked_by = $2 AND state = 'active'
+      WHERE id = ANY($1::bigint[]) AND locked_by = $2 AND state = 'active' ${ack}
       RETURNING id`,
 
     /**
@@ -196,3 +171,56 @@ export function buildQueries(schema: string) {
 }
 
 export type Queries = ReturnType<typeof buildQueries>;
+
+/** The insert's per-job columns after the payload, in parameter order ($2 ... $9). */
+export const INSERT_COLUMNS = [
+  ['queue', 'text'],
+  ['name', 'text'],
+  ['priority', 'int'],
+  ['run_at', 'timestamptz'],
+  ['delay_ms', 'bigint'],
+  ['max_attempts', 'int'],
+  ['backoff', 'text'],
+  ['timeout_ms', 'int'],
+] as const;
+
+/**
+ * The bulk insert: one statement whatever the number of jobs, plus one NOTIFY per queue riding
+ * in the caller's transaction, so it is delivered only on commit; its payload `queue|ms` says how
+ * soon the earliest new job is due (0 = now). Payloads always travel as one array ($1); each
+ * other column travels as an array only when its values differ within the call, else as one
+ * scalar: parsing nine 1,000-element arrays cost about twice the insert itself (measured:
+ * 23 ms vs 12 ms per 1,000 jobs). `arrays[i]` says whether INSERT_COLUMNS[i] is an array.
+ * Every piece of this SQL is from the fixed vocabulary above; values are bind parameters.
+ */
+export function buildInsert(schema: string, arrays: readonly boolean[]): string {
+  const unnest = ['$1::text[]'];
+  const alias = ['payload'];
+  const expr: Record<string, string> = {};
+  INSERT_COLUMNS.forEach(([col, type], i) => {
+    const p = `$${i + 2}`;
+    if (arrays[i]) {
+      unnest.push(`${p}::${type}[]`);
+      alias.push(col);
+      expr[col] = `t.${col}`;
+    } else {
+      expr[col] = `${p}::${type}`;
+    }
+  });
+  return `
+    WITH ins AS (
+      INSERT INTO ${escapeIdentifier(schema)}.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms)
+      SELECT ${expr.queue}, ${expr.name}, t.payload::jsonb, ${expr.priority},
+             coalesce(${expr.run_at}, now() + ${expr.delay_ms} * interval '1 millisecond'),
+             ${expr.max_attempts}, ${expr.backoff}::jsonb, ${expr.timeout_ms}
+      FROM unnest(${unnest.join(', ')}) AS t(${alias.join(', ')})
+      RETURNING id, queue, run_at, created_at
+    ), wake AS (
+      SELECT pg_notify($10, queue || '|' ||
+               greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
+      FROM ins GROUP BY queue
+    )
+    SELECT id, run_at, created_at, CASE WHEN run_at > now() THEN 'delayed' ELSE 'waiting' END AS state,
+           (SELECT count(*) FROM wake) AS woken
+    FROM ins ORDER BY id`;
+}

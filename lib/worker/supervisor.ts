@@ -150,6 +150,13 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     this.stopped = true;
     const deadline = Date.now() + this.opts.shutdownTimeoutMs;
     for (const w of this.workers.values()) w.stopClaiming();
+    // Prefetched jobs that never started go back first, so other workers can take them now.
+    const unstarted = [...this.workers.values()].flatMap((w) => w.takeBuffer());
+    if (unstarted.length) {
+      await this.store.handBack(unstarted, this.workerId).catch((err: Error) => {
+        this.logger.warn(`Handing back ${unstarted.length} prefetched job(s) failed (${err.message}); the rescuer will after their lease`);
+      });
+    }
     const all = Promise.all([...this.workers.values()].map((w) => w.idle()));
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([all, new Promise((r) => (timer = setTimeout(r, this.opts.shutdownTimeoutMs)))]);
