@@ -17,16 +17,22 @@ import { PgQueueRuntime } from './pg-queue.runtime';
 import { QueueService } from './queue.service';
 
 /**
- * The token of the app's default TypeORM DataSource (`@nestjs/typeorm` provides it under the
- * DataSource class). TypeORM is an optional peer: without it, nothing is injected.
+ * The token of the app's default TypeORM DataSource: exactly what `@nestjs/typeorm` registers
+ * (`getDataSourceToken()`), else TypeORM's DataSource class, which is that token. Both are
+ * optional peers: without them, nothing is injected and `connection` must be given.
  */
 function defaultDataSourceToken(): unknown {
+  /* eslint-disable @typescript-eslint/no-require-imports */
   try {
-    // eslint-disable-next-line @typescript-eslint/no-require-imports
-    return (require('typeorm') as { DataSource: unknown }).DataSource;
+    return (require('@nestjs/typeorm') as { getDataSourceToken(): unknown }).getDataSourceToken();
   } catch {
-    return Symbol('typeorm-not-installed');
+    try {
+      return (require('typeorm') as { DataSource: unknown }).DataSource;
+    } catch {
+      return Symbol('typeorm-not-installed');
+    }
   }
+  /* eslint-enable @typescript-eslint/no-require-imports */
 }
 
 const runtimeProvider: Provider = {
