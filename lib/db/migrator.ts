@@ -1,8 +1,7 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { escapeIdentifier, type Pool } from 'pg';
 import { PgQueueError } from '../errors';
 import type { SqlExecutor } from './executor';
+import { MIGRATIONS } from './migrations.generated';
 
 /** One numbered, forward-only migration from `migrations/NNNN_name.sql`. */
 export interface Migration {
@@ -11,24 +10,9 @@ export interface Migration {
   readonly sql: string;
 }
 
-/** The package's `migrations/` folder (beside `dist/` once installed, beside `lib/` in the repo). */
-export const MIGRATIONS_DIR = join(__dirname, '..', '..', 'migrations');
-
-let cached: readonly Migration[] | undefined;
-
-/** Reads the numbered SQL files once, in order. */
-export function loadMigrations(dir = MIGRATIONS_DIR): readonly Migration[] {
-  if (dir === MIGRATIONS_DIR && cached) return cached;
-  const list = readdirSync(dir)
-    .map((file) => /^(\d{4})_([a-z0-9_]+)\.sql$/.exec(file))
-    .filter((m): m is RegExpExecArray => m !== null)
-    .map((m) => ({ version: Number(m[1]), name: m[2], sql: readFileSync(join(dir, m[0]), 'utf8') }))
-    .sort((a, b) => a.version - b.version);
-  list.forEach((m, i) => {
-    if (m.version !== i + 1) throw new PgQueueError(`Migrations in ${dir} must be numbered 0001, 0002, ... without gaps.`);
-  });
-  if (dir === MIGRATIONS_DIR) cached = list;
-  return list;
+/** The numbered migrations, embedded at build time from `migrations/*.sql`. */
+export function loadMigrations(): readonly Migration[] {
+  return MIGRATIONS;
 }
 
 /** The newest schema version this build of the library needs. */
