@@ -57,6 +57,7 @@ export class QueueWorker {
   private buffer: { row: JobRow; at: number }[] = [];
   private avgHandlerMs = Infinity;
   private fetching = false;
+  private claimInFlight: Promise<JobRow[]> | null = null;
   private fetchScheduled = false;
   private mayHaveMore = true;
   private stopping = false;
@@ -96,6 +97,7 @@ export class QueueWorker {
 
   /** Starts buffered jobs in free slots. */
   private pump(): void {
+    if (this.stopping) return;
     while (this.running.size < this.queue.concurrency && this.buffer.length > 0) this.run(this.buffer.shift()!.row);
   }
 
@@ -138,13 +140,15 @@ export class QueueWorker {
       this.fetching = true;
       let rows: JobRow[];
       try {
-        rows = await this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
+        this.claimInFlight = this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
+        rows = await this.claimInFlight;
       } catch (err) {
         // The database is unreachable or restarting: the poll timer tries again.
         this.ctx.events.error(err as Error);
         return;
       } finally {
         this.fetching = false;
+        this.claimInFlight = null;
       }
       this.mayHaveMore = rows.length === free;
       rows.sort((a, b) => a.priority - b.priority || +a.run_at - +b.run_at);
@@ -231,12 +235,16 @@ export class QueueWorker {
     this.running.get(id)?.controller.abort(reason);
   }
 
-  /** Stops claiming. Running jobs go on. */
-  stopClaiming(): void {
+  /**
+   * Stops claiming; running jobs go on. Resolves once a claim already in flight has landed, so
+   * its rows are in the buffer for `takeBuffer` rather than arriving after the hand-back.
+   */
+  async stopClaiming(): Promise<void> {
     this.stopping = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
     if (this.dueTimer) clearTimeout(this.dueTimer);
     this.pollTimer = this.dueTimer = null;
+    await this.claimInFlight?.catch(() => undefined);
   }
 
   /** Prefetched jobs that have not started: handed back at once on shutdown. */

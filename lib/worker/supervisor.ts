@@ -149,7 +149,13 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     if (!this.started || this.stopped) return;
     this.stopped = true;
     const deadline = Date.now() + this.opts.shutdownTimeoutMs;
-    for (const w of this.workers.values()) w.stopClaiming();
+    // A claim stuck on an unreachable database must not hold shutdown past its deadline.
+    let claimTimer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all([...this.workers.values()].map((w) => w.stopClaiming())),
+      new Promise((r) => (claimTimer = setTimeout(r, this.opts.shutdownTimeoutMs))),
+    ]);
+    clearTimeout(claimTimer);
     // Prefetched jobs that never started go back first, so other workers can take them now.
     const unstarted = [...this.workers.values()].flatMap((w) => w.takeBuffer());
     if (unstarted.length) {
@@ -159,7 +165,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     }
     const all = Promise.all([...this.workers.values()].map((w) => w.idle()));
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([all, new Promise((r) => (timer = setTimeout(r, this.opts.shutdownTimeoutMs)))]);
+    await Promise.race([all, new Promise((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now()))))]);
     clearTimeout(timer);
     const abandoned = [...this.workers.values()].flatMap((w) => w.abandon(new ShutdownError()));
     // Outcomes get at least a couple of seconds even when the grace period is spent: losing

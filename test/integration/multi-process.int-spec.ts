@@ -303,14 +303,14 @@ describe('several worker processes on one database', () => {
     await untilReady(a);
 
     const long = await queues.add('work', 'job', { sleepMs: 60_000 });
-    const shorts = await queues.addBulk('work', [1, 2, 3].map(() => ({ name: 'job', payload: { sleepMs: 400 } })));
+    const shorts = await queues.addBulk('work', [1, 2, 3].map(() => ({ name: 'job', payload: { sleepMs: 500 } })));
     const running = [long.id, ...shorts.map((j) => j.id)];
     await waitFor(
       async () => (await n(`SELECT count(*) AS n FROM pgqueue.jobs WHERE state = 'active' AND id = ANY($1::bigint[])`, [running])) === 4,
       { timeoutMs: 10_000, intervalMs: 10, message: 'worker-a to run the long job and the 3 short ones' },
     );
     // More jobs while every slot is taken: they must still be waiting (never claimed) or completed.
-    const queued = await queues.addBulk('work', [1, 2, 3, 4].map(() => ({ name: 'job', payload: { sleepMs: 400 } })));
+    const queued = await queues.addBulk('work', [1, 2, 3, 4].map(() => ({ name: 'job', payload: { sleepMs: 500 } })));
     const all = [...running, ...queued.map((j) => j.id)];
 
     const [{ at: sigtermAt }] = await q<{ at: Date }>('SELECT clock_timestamp() AS at');
