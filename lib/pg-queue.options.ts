@@ -7,7 +7,7 @@ export type InjectionTokenLike = string | symbol | (abstract new (...args: never
 
 /** The subset of a TypeORM `DataSource` this module reads (its connection options). */
 export interface DataSourceLike {
-  readonly options: { readonly type: string } & Record<string, unknown>;
+  readonly options: { readonly type: string };
 }
 
 /** Options of `PgQueueModule.forRoot`. Every field is optional; defaults are listed per field. */

@@ -83,8 +83,10 @@ export class PgQueueRuntime {
         `Queue "${resolved.name}" is registered twice with different options; register it once, or with the same options.`,
       );
     }
-    this.registered.set(resolved.name, resolved);
-    this.queues.delete(resolved.name);
+    if (!prev) {
+      this.registered.set(resolved.name, resolved);
+      this.queues.delete(resolved.name); // an ad-hoc producer made earlier had the module's defaults
+    }
     return this.queue(resolved.name);
   }
 

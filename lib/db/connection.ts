@@ -15,7 +15,7 @@ function fromConnection(c: string | PoolConfig): PoolConfig {
 
 /** The connection settings of a TypeORM postgres DataSource, for the queue's own pool. */
 export function fromDataSource(ds: DataSourceLike): PoolConfig {
-  const o = ds.options;
+  const o = ds.options as { readonly type: string } & Record<string, unknown>;
   if (o.type !== 'postgres') {
     throw new PgQueueConfigError(
       `The DataSource is of type "${o.type}"; nestjs-pg-queue needs PostgreSQL ("postgres"). ` +
