@@ -62,6 +62,7 @@ export class QueueWorker {
   private mayHaveMore = true;
   private stopping = false;
   private pollTimer: NodeJS.Timeout | null = null;
+  private staleTimer: NodeJS.Timeout | null = null;
   private dueTimer: NodeJS.Timeout | null = null;
   private dueAt = Infinity;
   private idleWaiters: (() => void)[] = [];
@@ -83,11 +84,10 @@ export class QueueWorker {
   }
 
   start(): void {
-    this.pollTimer = setInterval(() => {
-      this.returnStaleBuffer();
-      this.wake(0);
-    }, Math.min(this.ctx.pollIntervalMs, MAX_BUFFER_WAIT_MS));
+    this.pollTimer = setInterval(() => this.wake(0), this.ctx.pollIntervalMs);
     this.pollTimer.unref();
+    this.staleTimer = setInterval(() => this.returnStaleBuffer(), MAX_BUFFER_WAIT_MS);
+    this.staleTimer.unref();
     this.wake(0);
   }
 
@@ -242,8 +242,9 @@ export class QueueWorker {
   async stopClaiming(): Promise<void> {
     this.stopping = true;
     if (this.pollTimer) clearInterval(this.pollTimer);
+    if (this.staleTimer) clearInterval(this.staleTimer);
     if (this.dueTimer) clearTimeout(this.dueTimer);
-    this.pollTimer = this.dueTimer = null;
+    this.pollTimer = this.staleTimer = this.dueTimer = null;
     await this.claimInFlight?.catch(() => undefined);
   }
 
