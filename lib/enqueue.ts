@@ -1,7 +1,11 @@
 import type { NewJobRow } from './db/job-store';
 import { PgQueueConfigError, PgQueuePayloadError } from './errors';
 import type { JobOptions } from './job';
-import { resolveJobDefaults, validateJobName, type ResolvedJobDefaults } from './pg-queue.options';
+import { DEFAULTS, resolveJobDefaults, validateJobName, type ResolvedBackoff, type ResolvedJobDefaults } from './pg-queue.options';
+
+function sameBackoff(a: ResolvedBackoff, b: ResolvedBackoff): boolean {
+  return a.type === b.type && a.delayMs === b.delayMs && a.maxDelayMs === b.maxDelayMs && a.jitter === b.jitter;
+}
 
 /**
  * Validates one job and turns it into a row, so that anything the database would refuse (or
@@ -76,7 +80,9 @@ export function buildJobRow(
     runAt,
     delayMs,
     maxAttempts: o.attempts,
-    backoff: o.backoff,
+    // The built-in default is not stored: it saves ~80 bytes a row, and NULL means "the
+    // worker's queue default", which is this unless the worker configured another.
+    backoff: sameBackoff(o.backoff, DEFAULTS.job.backoff) ? null : o.backoff,
     timeoutMs: o.timeoutMs,
   };
 }

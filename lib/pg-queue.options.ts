@@ -55,6 +55,12 @@ export interface PgQueueModuleOptions {
    */
   asyncCommit?: boolean;
   /**
+   * Prepare the hot statements (claim, complete, heartbeat, insert) once per connection. Set
+   * false behind PgBouncer older than 1.21, or with its max_prepared_statements = 0.
+   * @default true
+   */
+  preparedStatements?: boolean;
+  /**
    * How long completed jobs stay in the history table before maintenance deletes them.
    * Failed jobs are kept until you remove them. @default { completedMs: 86_400_000 } (one day)
    */
@@ -100,6 +106,7 @@ export interface ResolvedPgQueueOptions {
   readonly poolSize: number;
   readonly maxPayloadBytes: number;
   readonly asyncCommit: boolean;
+  readonly preparedStatements: boolean;
   readonly retention: { readonly completedMs: number };
   readonly defaultJobOptions: ResolvedJobDefaults;
 }
@@ -124,6 +131,7 @@ export const DEFAULTS = {
   poolSize: 4,
   maxPayloadBytes: 1_048_576,
   asyncCommit: true,
+  preparedStatements: true,
   retention: { completedMs: 86_400_000 },
   concurrency: 10,
   job: {
@@ -220,7 +228,7 @@ export function resolveJobDefaults(where: string, opts: JobOptions | undefined, 
 const KNOWN_MODULE_KEYS = new Set<string>([
   'dataSource', 'connection', 'listenConnection', 'schema', 'migrate', 'workers', 'listen',
   'pollIntervalMs', 'leaseMs', 'heartbeatIntervalMs', 'rescueIntervalMs', 'shutdownTimeoutMs',
-  'poolSize', 'maxPayloadBytes', 'asyncCommit', 'retention', 'defaultJobOptions',
+  'poolSize', 'maxPayloadBytes', 'asyncCommit', 'preparedStatements', 'retention', 'defaultJobOptions',
 ]);
 
 /** Validates module options once, at boot, and fills in every default. */
@@ -255,6 +263,7 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     poolSize: int('poolSize', o.poolSize, DEFAULTS.poolSize, 1, 100),
     maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, DEFAULTS.maxPayloadBytes, 1, 256 * 1_048_576),
     asyncCommit: bool('asyncCommit', o.asyncCommit, DEFAULTS.asyncCommit),
+    preparedStatements: bool('preparedStatements', o.preparedStatements, DEFAULTS.preparedStatements),
     retention: {
       completedMs: int('retention.completedMs', o.retention?.completedMs, DEFAULTS.retention.completedMs, 0),
     },

@@ -34,6 +34,7 @@ export class PgQueueRuntime {
       schema: options.schema,
       keepCompletedMs: options.retention.completedMs,
       asyncCommit: options.asyncCommit,
+      preparedStatements: options.preparedStatements,
     });
     this.supervisor = new Supervisor(this.store, options, listen, logger);
   }

@@ -45,8 +45,8 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
-    const [inserted] = await this.store.insert([row], executorFor(opts));
-    return insertedToJob<TJobs[N]>(row, inserted);
+    const { ids, now } = await this.store.insert([row], executorFor(opts));
+    return insertedToJob<TJobs[N]>(row, String(ids[0]), now);
   }
 
   /** Enqueues many jobs in one statement (one round trip, one NOTIFY). All or none are inserted. */
@@ -55,8 +55,8 @@ export class Queue<TJobs extends JobMap = JobMap> {
     target?: TransactionTarget,
   ): Promise<Job<TJobs[N]>[]> {
     const rows = jobs.map((j) => buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes));
-    const inserted = await this.store.insert(rows, executorFor(target));
-    return inserted.map((r, i) => insertedToJob<TJobs[N]>(rows[i], r));
+    const { ids, now } = await this.store.insert(rows, executorFor(target));
+    return rows.map((r, i) => insertedToJob<TJobs[N]>(r, String(ids[i]), now));
   }
 
   /** A job of this queue by id, live or finished; null when unknown (or pruned). */

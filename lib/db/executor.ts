@@ -1,27 +1,29 @@
 import type { Pool, PoolClient } from 'pg';
 import type { TransactionClient, TransactionManager } from '../job';
 
-/** Runs one statement and returns its rows: the one shape the store needs. */
+/**
+ * Runs one statement and returns its rows: the one shape the store needs. With `name`, the
+ * statement is prepared once per connection under that name (where the executor can).
+ */
 export interface SqlExecutor {
-  query<R>(sql: string, params: readonly unknown[]): Promise<R[]>;
+  query<R>(sql: string, params: readonly unknown[], name?: string): Promise<R[]>;
+}
+
+type Queryable = Pick<Pool, 'query'> | Pick<PoolClient, 'query'>;
+
+async function run<R>(target: Queryable, sql: string, params: readonly unknown[], name?: string): Promise<R[]> {
+  const config = name ? { name, text: sql, values: params as unknown[] } : { text: sql, values: params as unknown[] };
+  return (await (target as Pick<Pool, 'query'>).query(config)).rows as R[];
 }
 
 /** Runs each statement on any free connection of the queue's pool (autocommit). */
 export function poolExecutor(pool: Pool): SqlExecutor {
-  return {
-    async query<R>(sql: string, params: readonly unknown[]) {
-      return (await pool.query(sql, params as unknown[])).rows as R[];
-    },
-  };
+  return { query: (sql, params, name) => run(pool, sql, params, name) };
 }
 
 /** Runs on one pg client, in whatever transaction it has open. */
 export function clientExecutor(client: TransactionClient | PoolClient): SqlExecutor {
-  return {
-    async query<R>(sql: string, params: readonly unknown[]) {
-      return (await client.query(sql, params as unknown[])).rows as R[];
-    },
-  };
+  return { query: (sql, params, name) => run(client as Queryable, sql, params, name) };
 }
 
 /**
@@ -30,6 +32,7 @@ export function clientExecutor(client: TransactionClient | PoolClient): SqlExecu
  */
 export function managerExecutor(manager: TransactionManager): SqlExecutor {
   return {
+    // TypeORM has no named statements: `name` is ignored here.
     async query<R>(sql: string, params: readonly unknown[]) {
       const out = await manager.query(sql, params as unknown[]);
       if (!Array.isArray(out)) {
