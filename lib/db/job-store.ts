@@ -1,5 +1,6 @@
 import type { Pool } from 'pg';
 import type { Job, JobAttemptError, JobState } from '../job';
+import type { ClaimedRow } from '../worker/active-job';
 import type { ResolvedBackoff } from '../pg-queue.options';
 import { poolExecutor, type SqlExecutor } from './executor';
 import { buildInsert, buildQueries, type Queries } from './queries';
@@ -165,8 +166,8 @@ export class JobStore {
     return out;
   }
 
-  claim(queue: string, limit: number, workerId: string, leaseMs: number): Promise<JobRow[]> {
-    return this.db.query<JobRow>(this.q.claim, [queue, limit, workerId, leaseMs], this.name(this.q.claim));
+  claim(queue: string, limit: number, workerId: string, leaseMs: number): Promise<ClaimedRow[]> {
+    return this.db.query<ClaimedRow>(this.q.claim, [queue, limit, workerId, leaseMs], this.name(this.q.claim));
   }
 
   /** Writes a batch of outcomes, one statement per kind present. Returns the ids written. */

@@ -53,9 +53,11 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         ORDER BY priority, run_at, id
         LIMIT $2
         FOR UPDATE SKIP LOCKED)) ${ack}
-      RETURNING j.id, j.queue, j.name, j.payload, j.state, j.priority, j.run_at, j.attempt,
-                j.max_attempts, j.backoff, j.timeout_ms, j.errors, j.created_at, j.started_at,
-                NULL::timestamptz AS finished_at, NULL::jsonb AS result`,
+      RETURNING j.id, j.queue, j.name, j.payload, j.priority, j.attempt, j.max_attempts,
+                j.backoff, j.timeout_ms, j.errors,
+                extract(epoch FROM j.run_at)::float8 * 1000 AS run_at_ms,
+                extract(epoch FROM j.created_at)::float8 * 1000 AS created_at_ms,
+                extract(epoch FROM j.started_at)::float8 * 1000 AS started_at_ms`,
 
     /**
      * Completes a batch: the rows leave the live table and enter history in one statement.

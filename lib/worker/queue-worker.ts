@@ -1,6 +1,7 @@
-import { rowToJob, type JobRow, type JobStore, type Outcome } from '../db/job-store';
+import type { JobStore, Outcome } from '../db/job-store';
+import { RunningJob, type ClaimedRow } from './active-job';
 import { JobTimeoutError, UnknownJobNameError } from '../errors';
-import type { ActiveJob, Job, JobAttemptError, JobHandler } from '../job';
+import type { Job, JobAttemptError, JobHandler } from '../job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../pg-queue.options';
 import type { Completer } from './completer';
 import type { EngineLogger } from './logger';
@@ -26,9 +27,8 @@ export interface QueueWorkerContext {
 }
 
 interface Running {
-  readonly job: ActiveJob;
+  readonly job: RunningJob;
   readonly backoff: ResolvedBackoff;
-  readonly controller: AbortController;
   timer: NodeJS.Timeout | null;
   settled: boolean;
   readonly startedAt: number;
@@ -60,10 +60,11 @@ const MAX_BUFFER_WAIT_MS = 1000;
  */
 export class QueueWorker {
   private readonly running = new Map<string, Running>();
-  private buffer: { row: JobRow; at: number }[] = [];
+  private buffer: { row: ClaimedRow; at: number }[] = [];
   private avgHandlerMs = Infinity;
-  private fetching = false;
-  private claimInFlight: Promise<JobRow[]> | null = null;
+  private readonly claimsInFlight = new Set<Promise<ClaimedRow[]>>();
+  /** Jobs asked for by claims in flight. */
+  private requested = 0;
   private fetchScheduled = false;
   private mayHaveMore = true;
   private stopping = false;
@@ -137,27 +138,31 @@ export class QueueWorker {
   }
 
   private async fetch(): Promise<void> {
-    while (!this.stopping && !this.fetching && this.mayHaveMore) {
-      const held = this.running.size + this.buffer.length;
+    // Fast handlers may have two claims in flight, so the next batch is on its way while this
+    // one runs (the drain was waiting on claims: bench/); slow ones need only one.
+    const maxInFlight = this.prefetch > 0 ? 2 : 1;
+    while (!this.stopping && this.claimsInFlight.size < maxInFlight && this.mayHaveMore) {
+      const held = this.running.size + this.buffer.length + this.requested;
       const prefetch = this.prefetch;
       // Claim when a slot would otherwise idle, or (prefetching) when half the buffer is used.
       if (held >= this.queue.concurrency + Math.floor(prefetch / 2)) return;
       const free = this.queue.concurrency + prefetch - held;
-      this.fetching = true;
-      let rows: JobRow[];
+      this.requested += free;
+      const claim = this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
+      this.claimsInFlight.add(claim);
+      let rows: ClaimedRow[];
       try {
-        this.claimInFlight = this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
-        rows = await this.claimInFlight;
+        rows = await claim;
       } catch (err) {
         // The database is unreachable or restarting: the poll timer tries again.
         this.ctx.events.error(err as Error);
         return;
       } finally {
-        this.fetching = false;
-        this.claimInFlight = null;
+        this.requested -= free;
+        this.claimsInFlight.delete(claim);
       }
-      this.mayHaveMore = rows.length === free;
-      rows.sort((a, b) => a.priority - b.priority || +a.run_at - +b.run_at);
+      if (rows.length < free) this.mayHaveMore = false;
+      rows.sort((a, b) => a.priority - b.priority || a.run_at_ms - b.run_at_ms);
       const at = Date.now();
       for (const row of rows) this.buffer.push({ row, at });
       if (this.stopping) return;
@@ -165,11 +170,10 @@ export class QueueWorker {
     }
   }
 
-  private run(row: JobRow): void {
-    const controller = new AbortController();
-    const job: ActiveJob = { ...rowToJob(row), signal: controller.signal };
+  private run(row: ClaimedRow): void {
+    const job = new RunningJob(row);
     const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
-    const entry: Running = { job, backoff, controller, timer: null, settled: false, startedAt: performance.now() };
+    const entry: Running = { job, backoff, timer: null, settled: false, startedAt: performance.now() };
     this.running.set(job.id, entry);
     this.ctx.events.active(job);
     const handler = this.handlers.get(job.name) ?? this.catchAll;
@@ -177,7 +181,7 @@ export class QueueWorker {
       const timeoutMs = job.timeoutMs;
       entry.timer = setTimeout(() => {
         const err = new JobTimeoutError(timeoutMs);
-        controller.abort(err);
+        job.abort(err);
         this.settle(entry, err, false);
       }, timeoutMs);
     }
@@ -238,7 +242,7 @@ export class QueueWorker {
 
   /** Renewing the lease failed: another worker may own the job now, so ask the handler to stop. */
   leaseLost(id: string, reason: Error): void {
-    this.running.get(id)?.controller.abort(reason);
+    this.running.get(id)?.job.abort(reason);
   }
 
   /**
@@ -251,7 +255,7 @@ export class QueueWorker {
     if (this.staleTimer) clearInterval(this.staleTimer);
     if (this.dueTimer) clearTimeout(this.dueTimer);
     this.pollTimer = this.staleTimer = this.dueTimer = null;
-    await this.claimInFlight?.catch(() => undefined);
+    await Promise.all([...this.claimsInFlight].map((c) => c.catch(() => undefined)));
   }
 
   /** Prefetched jobs that have not started: handed back at once on shutdown. */
@@ -277,7 +281,7 @@ export class QueueWorker {
     for (const entry of this.running.values()) {
       entry.settled = true;
       if (entry.timer) clearTimeout(entry.timer);
-      entry.controller.abort(reason);
+      entry.job.abort(reason);
       ids.push(entry.job.id);
     }
     this.running.clear();
