@@ -177,9 +177,12 @@ export class JobStore {
     const failed = outcomes.filter((o) => o.kind === 'failed');
     const written: Promise<{ id: string }[]>[] = [];
     if (done.length) {
-      const sql = this.keepCompletedMs > 0 ? this.q.completeArchive : this.q.completeDelete;
+      const ids = done.map((o) => o.id);
+      const attempts = done.map((o) => o.attempt);
       written.push(
-        this.db.query(sql, [done.map((o) => o.id), done.map((o) => o.attempt), done.map((o) => o.resultJson), workerId], this.name(sql)),
+        this.keepCompletedMs > 0
+          ? this.db.query(this.q.completeArchive, [ids, attempts, done.map((o) => o.resultJson), workerId], this.name(this.q.completeArchive))
+          : this.db.query(this.q.completeDelete, [ids, attempts, workerId], this.name(this.q.completeDelete)),
       );
     }
     if (retry.length) {

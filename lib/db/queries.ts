@@ -79,10 +79,10 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       FROM done
       RETURNING id`,
 
-    /** Completes a batch without keeping history (retention.completedMs = 0). Same parameters. */
+    /** Completes a batch without keeping history (retention.completedMs = 0). $1 id[] $2 attempt[] $3 worker */
     completeDelete: `
       DELETE FROM ${jobs} j
-      WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
+      WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $3 AND j.attempt = ($2::int[])[${at}] ${ack}
       RETURNING j.id`,
 
     /**

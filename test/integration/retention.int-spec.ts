@@ -1,0 +1,74 @@
+import 'reflect-metadata';
+import { Pool } from 'pg';
+import { Process, Processor, QueueService, type Job } from '../../lib';
+import { bootApp } from '../support/app';
+import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+
+const ran: string[] = [];
+
+@Processor('keep')
+class KeepProcessor {
+  @Process()
+  run(job: Job<{ poison?: boolean }>) {
+    ran.push(job.id);
+    if (job.payload.poison) throw new Error('poison');
+    return 'ok';
+  }
+}
+
+describe('retention of finished jobs', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    pool = new Pool({ connectionString: db.url, max: 2 });
+  });
+  afterAll(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  it('retention.completedMs = 0 deletes completed jobs at once and keeps failed ones', async () => {
+    const app = await bootApp({
+      options: { connection: db.url, schema: 'no_history', retention: { completedMs: 0 }, pollIntervalMs: 100 },
+      queues: [{ name: 'keep' }],
+      providers: [KeepProcessor],
+    });
+    try {
+      const queues = app.get(QueueService);
+      const jobs = await queues.addBulk('keep', Array.from({ length: 50 }, (_, i) => ({ name: 'x', payload: { i } })));
+      const failing = await queues.add('keep', 'x', { poison: true }, { attempts: 1 });
+      await waitFor(async () => (await pool.query('SELECT count(*)::int AS n FROM no_history.jobs')).rows[0].n === 0, {
+        message: 'live table to empty',
+      });
+      expect(jobs.every((j) => ran.includes(j.id))).toBe(true);
+      expect(await queues.getJob(jobs[0].id)).toBeNull();
+      await waitFor(async () => (await queues.getJob(failing.id))?.state === 'failed');
+      const history = await pool.query('SELECT id::text, state FROM no_history.job_history');
+      expect(history.rows).toEqual([{ id: failing.id, state: 'failed' }]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('completed jobs past retention are pruned by the maintenance pass; failed ones stay', async () => {
+    const app = await bootApp({
+      options: { connection: db.url, schema: 'short_history', retention: { completedMs: 1000 }, rescueIntervalMs: 200, pollIntervalMs: 100 },
+      queues: [{ name: 'keep' }],
+      providers: [KeepProcessor],
+    });
+    try {
+      const queues = app.get(QueueService);
+      const done = await queues.add('keep', 'x', {});
+      await waitFor(async () => (await queues.getJob(done.id))?.state === 'completed');
+      await pool.query(
+        `INSERT INTO short_history.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at)
+         VALUES (999999, 'keep', 'x', '{}', 'failed', 0, now(), 3, 3, '[]', now(), now() - interval '1 year')`,
+      );
+      await waitFor(async () => (await queues.getJob(done.id)) === null, { timeoutMs: 10_000, message: 'completed job to be pruned' });
+      expect((await queues.getJob('999999'))?.state).toBe('failed');
+    } finally {
+      await app.close();
+    }
+  });
+});
