@@ -47,7 +47,8 @@ export function buildJobRow(
       name,
     );
   }
-  const bytes = Buffer.byteLength(payloadJson);
+  // A UTF-16 unit is at most 3 bytes of UTF-8: count bytes only when that bound is over the limit.
+  const bytes = payloadJson.length * 3 <= maxPayloadBytes ? 0 : Buffer.byteLength(payloadJson);
   if (bytes > maxPayloadBytes) {
     throw new PgQueuePayloadError(
       `Payload of job "${name}" in queue "${queue}" is ${bytes} bytes of JSON, over maxPayloadBytes (${maxPayloadBytes}). ` +
@@ -75,6 +76,7 @@ export function buildJobRow(
   return {
     queue,
     name,
+    payload: payload === undefined ? null : payload,
     payloadJson,
     priority: o.priority,
     runAt,
