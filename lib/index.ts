@@ -8,7 +8,7 @@ export type {
   InjectionTokenLike,
 } from './pg-queue.options';
 export { DEFAULTS } from './pg-queue.options';
-export { Queue, type JobMap, type TransactionTarget } from './queue';
+export { Queue, EMPTY_COUNTS, type JobMap, type TransactionTarget } from './queue';
 export { QueueService } from './queue.service';
 export type { PgQueueRuntime } from './pg-queue.runtime';
 export type {
@@ -21,12 +21,16 @@ export type {
   JobHandler,
   JobOptions,
   JobState,
+  QueueCounts,
   TransactionClient,
   TransactionManager,
 } from './job';
 export { Processor, type ProcessorOptions } from './decorators/processor.decorator';
 export { Process } from './decorators/process.decorator';
 export { InjectQueue } from './decorators/inject-queue.decorator';
+export { OnQueueEvent, type QueueEventName } from './decorators/on-queue-event.decorator';
+export type { StalledJob } from './db/job-store';
+export type { SupervisorEventMap } from './worker/supervisor';
 export {
   PgQueueError,
   PgQueueConfigError,

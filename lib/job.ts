@@ -116,3 +116,19 @@ export interface ActiveJob<TPayload = unknown> extends Job<TPayload> {
 
 /** A `@Process` handler. What it returns is stored as the job's result. */
 export type JobHandler<TPayload = unknown> = (job: ActiveJob<TPayload>) => unknown;
+
+/** A queue's figures, from one cheap query (`queue.getCounts()`). */
+export interface QueueCounts {
+  /** Due now and not yet claimed: the backlog. */
+  readonly waiting: number;
+  /** Waiting for a later `runAt` (delays and retry backoffs). */
+  readonly delayed: number;
+  /** Claimed and running (or prefetched) under a lease. */
+  readonly active: number;
+  /** Active jobs whose lease has expired: their worker died or stalled; the rescuer will act. */
+  readonly stalled: number;
+  /** Failed jobs kept in history. */
+  readonly failed: number;
+  /** Age of the oldest due job (now - its runAt), or null when none is waiting. */
+  readonly oldestWaitingAgeMs: number | null;
+}

@@ -12,3 +12,6 @@ export const PG_QUEUE_RUNTIME = Symbol('PG_QUEUE_RUNTIME');
 export function getQueueToken(name: string): string {
   return `PgQueue:${name}`;
 }
+
+/** Metadata key written by `@OnQueueEvent`. */
+export const ON_QUEUE_EVENT_METADATA = 'nestjs-pg-queue:on-queue-event';

@@ -106,7 +106,9 @@ export class PgQueueRuntime {
     if (!q) {
       validateQueueName(name);
       const defaults = this.registered.get(name)?.defaultJobOptions ?? this.options.defaultJobOptions;
-      q = new Queue(name, this.store, defaults, this.options.maxPayloadBytes);
+      q = new Queue(name, this.store, defaults, this.options.maxPayloadBytes, (queue, job, count) =>
+        this.supervisor.emit('enqueued', queue, job, count),
+      );
       this.queues.set(name, q);
     }
     return q;

@@ -1,8 +1,8 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import type { PgQueueRuntime } from './pg-queue.runtime';
-import { executorFor, type JobMap, type Queue, type TransactionTarget } from './queue';
-import type { BulkJob, EnqueueOptions, Job } from './job';
+import { EMPTY_COUNTS, executorFor, type JobMap, type Queue, type TransactionTarget } from './queue';
+import type { BulkJob, EnqueueOptions, Job, QueueCounts } from './job';
 
 /**
  * Enqueue into any queue by name, without injecting each `Queue`.
@@ -23,6 +23,18 @@ export class QueueService {
 
   async addBulk<TPayload = unknown>(queue: string, jobs: readonly BulkJob<string, TPayload>[], target?: TransactionTarget): Promise<Job<TPayload>[]> {
     return this.getQueue<Record<string, TPayload>>(queue).addBulk(jobs, target);
+  }
+
+  /**
+   * Figures of every queue that has jobs or is registered here, in one query: what a health
+   * probe or a metrics scrape reads.
+   */
+  async getCounts(): Promise<Record<string, QueueCounts>> {
+    const found = await this.runtime.store.counts(null);
+    const out: Record<string, QueueCounts> = {};
+    for (const q of this.runtime.registeredQueues) out[q.name] = EMPTY_COUNTS;
+    for (const [name, c] of found) out[name] = c;
+    return out;
   }
 
   /** Any job by id, live or finished; null when unknown. */

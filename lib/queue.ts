@@ -3,7 +3,10 @@ import { clientExecutor, managerExecutor, type SqlExecutor } from './db/executor
 import { buildJobRow } from './enqueue';
 import { insertedToJob } from './db/job-store';
 import { PgQueueConfigError } from './errors';
-import type { BulkJob, EnqueueOptions, Job, TransactionClient, TransactionManager } from './job';
+import type { BulkJob, EnqueueOptions, Job, QueueCounts, TransactionClient, TransactionManager } from './job';
+
+/** The figures of a queue with no jobs. */
+export const EMPTY_COUNTS: QueueCounts = Object.freeze({ waiting: 0, delayed: 0, active: 0, stalled: 0, failed: 0, oldestWaitingAgeMs: null });
 import type { ResolvedJobDefaults } from './pg-queue.options';
 
 /** Maps each job name of a queue to its payload type. */
@@ -37,7 +40,19 @@ export class Queue<TJobs extends JobMap = JobMap> {
     private readonly store: JobStore,
     private readonly defaults: ResolvedJobDefaults,
     private readonly maxPayloadBytes: number,
+    private readonly onEnqueued: (queue: string, name: string, count: number) => void = () => undefined,
   ) {}
+
+  private enqueued(rows: readonly { name: string }[]): void {
+    const byName = new Map<string, number>();
+    for (const r of rows) byName.set(r.name, (byName.get(r.name) ?? 0) + 1);
+    for (const [name, count] of byName) this.onEnqueued(this.name, name, count);
+  }
+
+  /** This queue's figures (waiting, delayed, active, stalled, failed, oldest waiting age), in one query. */
+  async getCounts(): Promise<QueueCounts> {
+    return (await this.store.counts(this.name)).get(this.name) ?? EMPTY_COUNTS;
+  }
 
   /**
    * Enqueues one job. With `manager` (or `client`) it joins that transaction: the job, and the
@@ -46,6 +61,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
   async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
     const { ids, now } = await this.store.insert([row], executorFor(opts));
+    this.enqueued([row]);
     return insertedToJob<TJobs[N]>(row, String(ids[0]), now);
   }
 
@@ -56,6 +72,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
   ): Promise<Job<TJobs[N]>[]> {
     const rows = jobs.map((j) => buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes));
     const { ids, now } = await this.store.insert(rows, executorFor(target));
+    this.enqueued(rows);
     return rows.map((r, i) => insertedToJob<TJobs[N]>(r, String(ids[i]), now));
   }
 

@@ -1,5 +1,5 @@
 import type { Pool } from 'pg';
-import type { Job, JobAttemptError, JobState } from '../job';
+import type { Job, JobAttemptError, JobState, QueueCounts } from '../job';
 import type { ClaimedRow } from '../worker/active-job';
 import type { ResolvedBackoff } from '../pg-queue.options';
 import { poolExecutor, type SqlExecutor } from './executor';
@@ -23,6 +23,17 @@ export interface JobRow {
   started_at: Date | null;
   finished_at: Date | null;
   result: unknown;
+}
+
+/** A job whose lease expired, as the rescuer found it. */
+export interface StalledJob {
+  readonly id: string;
+  readonly queue: string;
+  readonly name: string;
+  /** The attempt that stalled. */
+  readonly attempt: number;
+  /** false when that was its last attempt: it is now failed. */
+  readonly willRetry: boolean;
 }
 
 /** What the insert returns: the new ids in input order, and the transaction's clock. */
@@ -228,7 +239,7 @@ export class JobStore {
    * One maintenance pass, on one node at a time (a transaction-scoped advisory lock elects it,
    * which also works through PgBouncer in transaction mode). Returns null when another node has it.
    */
-  async maintain(batch: number): Promise<{ retried: number; failed: number; pruned: number } | null> {
+  async maintain(batch: number): Promise<{ stalled: StalledJob[]; pruned: number } | null> {
     const client = await this.pool.connect();
     try {
       await client.query('BEGIN');
@@ -239,16 +250,43 @@ export class JobStore {
         await client.query('COMMIT');
         return null;
       }
-      const r = await client.query<{ retried: number; failed: number }>(this.q.rescue, [batch, this.channel]);
+      const r = await client.query<{ id: string; queue: string; name: string; attempt: number; retried: boolean }>(
+        this.q.rescue,
+        [batch, this.channel],
+      );
       const p = this.keepCompletedMs > 0 ? await client.query(this.q.prune, [this.keepCompletedMs, batch]) : null;
       await client.query('COMMIT');
-      return { retried: r.rows[0].retried, failed: r.rows[0].failed, pruned: p?.rowCount ?? 0 };
+      return {
+        stalled: r.rows.map((x) => ({ id: String(x.id), queue: x.queue, name: x.name, attempt: x.attempt, willRetry: x.retried })),
+        pruned: p?.rowCount ?? 0,
+      };
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
       client.release();
     }
+  }
+
+  /** Figures per queue (all queues, or one). */
+  async counts(queue: string | null): Promise<Map<string, QueueCounts>> {
+    const rows = await this.db.query<{
+      queue: string; waiting: number; delayed: number; active: number; stalled: number; failed: number;
+      oldest_waiting_age_ms: number | null;
+    }>(this.q.counts, [queue]);
+    return new Map(
+      rows.map((r) => [
+        r.queue,
+        {
+          waiting: r.waiting,
+          delayed: r.delayed,
+          active: r.active,
+          stalled: r.stalled,
+          failed: r.failed,
+          oldestWaitingAgeMs: r.oldest_waiting_age_ms === null ? null : Math.max(0, Math.round(r.oldest_waiting_age_ms)),
+        },
+      ]),
+    );
   }
 
   async getJob<T>(id: string, db: SqlExecutor = this.db): Promise<Job<T> | null> {

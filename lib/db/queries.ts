@@ -143,7 +143,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         SET state = 'waiting', locked_by = NULL, locked_until = NULL, run_at = now(),
             errors = j.errors || ${LEASE_ERROR}
         FROM expired e WHERE j.id = e.id AND j.attempt < j.max_attempts
-        RETURNING j.id, j.queue
+        RETURNING j.id, j.queue, j.name, j.attempt
       ), dead AS (
         DELETE FROM ${jobs} j USING expired e
         WHERE j.id = e.id AND j.attempt >= j.max_attempts
@@ -152,11 +152,11 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
                timeout_ms, errors || err, NULL, created_at, started_at, now()
-        FROM dead RETURNING id
+        FROM dead RETURNING id, queue, name, attempt
       ), wake AS (SELECT pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
-      SELECT (SELECT count(*) FROM retried)::int AS retried,
-             (SELECT count(*) FROM archived)::int AS failed,
-             (SELECT count(*) FROM wake)::int AS woken`,
+      SELECT id, queue, name, attempt, true AS retried, (SELECT count(*) FROM wake) AS woken FROM retried
+      UNION ALL
+      SELECT id, queue, name, attempt, false, 0 FROM archived`,
 
     /** Deletes completed jobs past retention, a small batch at a time. $1 retention ms $2 batch */
     prune: `
@@ -167,6 +167,30 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 
     /** Maintenance runs on one node at a time: this transaction-scoped lock elects it. $1 key */
     tryMaintenanceLock: `SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`,
+
+    /**
+     * Per-queue figures for health probes and metrics, in one statement: the live table holds
+     * only the backlog, and failed jobs are counted from a partial index. $1 queue or NULL (all)
+     */
+    counts: `
+      WITH live AS (
+        SELECT queue,
+               count(*) FILTER (WHERE state = 'waiting' AND run_at <= now()) AS waiting,
+               count(*) FILTER (WHERE state = 'waiting' AND run_at > now()) AS delayed,
+               count(*) FILTER (WHERE state = 'active') AS active,
+               count(*) FILTER (WHERE state = 'active' AND locked_until < now()) AS stalled,
+               extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'waiting' AND run_at <= now()))::float8 * 1000
+                 AS oldest_waiting_age_ms
+        FROM ${jobs} WHERE $1::text IS NULL OR queue = $1 GROUP BY queue
+      ), failed AS (
+        SELECT queue, count(*) AS failed FROM ${history}
+        WHERE state = 'failed' AND ($1::text IS NULL OR queue = $1) GROUP BY queue
+      )
+      SELECT coalesce(l.queue, f.queue) AS queue, coalesce(l.waiting, 0)::int AS waiting,
+             coalesce(l.delayed, 0)::int AS delayed, coalesce(l.active, 0)::int AS active,
+             coalesce(l.stalled, 0)::int AS stalled, coalesce(f.failed, 0)::int AS failed,
+             l.oldest_waiting_age_ms
+      FROM live l FULL JOIN failed f ON f.queue = l.queue`,
 
     /** One job, live or finished. $1 id */
     getJob: `

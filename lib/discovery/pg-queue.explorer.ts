@@ -2,7 +2,8 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplica
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { PgQueueConfigError } from '../errors';
 import type { JobHandler } from '../job';
-import { PG_QUEUE_RUNTIME, PROCESS_METADATA, PROCESSOR_METADATA } from '../pg-queue.constants';
+import { ON_QUEUE_EVENT_METADATA, PG_QUEUE_RUNTIME, PROCESS_METADATA, PROCESSOR_METADATA } from '../pg-queue.constants';
+import type { OnQueueEventMetadata } from '../decorators/on-queue-event.decorator';
 import type { ProcessorOptions } from '../decorators/processor.decorator';
 import type { ProcessMetadata } from '../decorators/process.decorator';
 import { resolveQueueOptions } from '../pg-queue.options';
@@ -80,10 +81,42 @@ export class PgQueueExplorer implements OnApplicationBootstrap, OnModuleDestroy,
     return found;
   }
 
+  /** Subscribes every `@OnQueueEvent` method of every provider to the supervisor's events. */
+  private subscribeListeners(): void {
+    for (const wrapper of this.discovery.getProviders()) {
+      const { instance } = wrapper;
+      if (!instance || typeof instance !== 'object' || !wrapper.isDependencyTreeStatic()) continue;
+      const proto = Object.getPrototypeOf(instance) as object | null;
+      if (!proto) continue;
+      for (const method of this.scanner.getAllMethodNames(proto)) {
+        const fn = (proto as Record<string, unknown>)[method];
+        if (typeof fn !== 'function') continue;
+        const meta = Reflect.getMetadata(ON_QUEUE_EVENT_METADATA, fn) as OnQueueEventMetadata | undefined;
+        if (!meta) continue;
+        const where = `${instance.constructor.name}.${method}`;
+        this.runtime.supervisor.on(meta.event, (...args: unknown[]) => {
+          const queue = (args[0] as { queue?: string }).queue;
+          if (meta.queue !== undefined && meta.queue !== queue) return;
+          try {
+            const out = (fn as (...a: unknown[]) => unknown).apply(instance, args);
+            if (out instanceof Promise) out.catch((err: Error) => this.listenerFailed(where, err));
+          } catch (err) {
+            this.listenerFailed(where, err as Error);
+          }
+        });
+      }
+    }
+  }
+
+  private listenerFailed(where: string, err: Error): void {
+    this.logger.error(`@OnQueueEvent listener ${where} threw: ${err?.message ?? String(err)}`, err?.stack);
+  }
+
   async onApplicationBootstrap(): Promise<void> {
     let found: Map<string, Found>;
     try {
       found = this.explore();
+      this.subscribeListeners();
     } catch (err) {
       // A failed boot must not leave the pool's connections open behind it.
       await this.runtime.close();

@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { ClientConfig } from 'pg';
-import type { JobStore } from '../db/job-store';
+import type { JobStore, StalledJob } from '../db/job-store';
 import { LeaseLostError, ShutdownError } from '../errors';
 import type { Job, JobAttemptError, JobHandler } from '../job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../pg-queue.options';
@@ -24,6 +24,10 @@ export interface SupervisorEventMap {
   completed: [job: Job, result: unknown];
   retrying: [job: Job, error: JobAttemptError, delayMs: number];
   failed: [job: Job, error: JobAttemptError];
+  /** A job whose lease expired (its worker died or stalled), found by this node's rescuer. */
+  stalled: [job: StalledJob];
+  /** Jobs enqueued by this process (after the insert returned; a later rollback removes them). */
+  enqueued: [queue: string, name: string, count: number];
   error: [error: Error];
 }
 
@@ -132,8 +136,10 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   async maintain(): Promise<void> {
     try {
       const r = await this.store.maintain(1000);
-      if (r && (r.retried || r.failed)) {
-        this.logger.warn(`Lease expired on ${r.retried + r.failed} job(s): ${r.retried} back in the queue, ${r.failed} failed (no attempts left)`);
+      if (r && r.stalled.length) {
+        const failed = r.stalled.filter((j) => !j.willRetry).length;
+        this.logger.warn(`Lease expired on ${r.stalled.length} job(s): ${r.stalled.length - failed} back in the queue, ${failed} failed (no attempts left)`);
+        for (const j of r.stalled) this.emit('stalled', j);
       }
     } catch (err) {
       this.emit('error', err as Error);

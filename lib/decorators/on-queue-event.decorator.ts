@@ -1,0 +1,38 @@
+import { SetMetadata } from '@nestjs/common';
+import { PgQueueConfigError } from '../errors';
+import { ON_QUEUE_EVENT_METADATA } from '../pg-queue.constants';
+import { validateQueueName } from '../pg-queue.options';
+
+/**
+ * Job lifecycle events in this process. Listener arguments:
+ * - `active(job)`: a handler is starting;
+ * - `completed(job, result)`;
+ * - `retrying(job, error, delayMs)`: an attempt failed and another is scheduled;
+ * - `failed(job, error)`: the last attempt failed;
+ * - `stalled(stalledJob)`: the rescuer (on whichever node holds the maintenance lock, so
+ *   possibly not the node that ran it) found an expired lease.
+ */
+export type QueueEventName = 'active' | 'completed' | 'retrying' | 'failed' | 'stalled';
+
+export interface OnQueueEventMetadata {
+  readonly event: QueueEventName;
+  /** Only events of this queue; all queues when omitted. */
+  readonly queue?: string;
+}
+
+const EVENTS: readonly QueueEventName[] = ['active', 'completed', 'retrying', 'failed', 'stalled'];
+
+/**
+ * Calls the decorated method of any provider on a job lifecycle event. A listener that throws
+ * is logged and never affects the job.
+ * @example
+ * @OnQueueEvent('failed', { queue: 'email' })
+ * alert(job: Job, error: JobAttemptError) { ... }
+ */
+export function OnQueueEvent(event: QueueEventName, options: { queue?: string } = {}): MethodDecorator {
+  if (!EVENTS.includes(event)) {
+    throw new PgQueueConfigError(`@OnQueueEvent('${String(event)}'): unknown event; use one of ${EVENTS.join(', ')}.`);
+  }
+  if (options.queue !== undefined) validateQueueName(options.queue);
+  return SetMetadata(ON_QUEUE_EVENT_METADATA, { event, queue: options.queue } satisfies OnQueueEventMetadata);
+}
