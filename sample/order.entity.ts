@@ -18,6 +18,10 @@ export class Order {
   @Column('bigint', { name: 'job_id', nullable: true })
   jobId!: string | null;
 
+  /** The `reserve-stock` job of the `warehouse` queue, enqueued in the same transaction. */
+  @Column('bigint', { name: 'warehouse_job_id', nullable: true })
+  warehouseJobId!: string | null;
+
   @CreateDateColumn({ name: 'created_at', type: 'timestamptz' })
   createdAt!: Date;
 }

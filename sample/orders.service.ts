@@ -5,12 +5,15 @@ import { InjectQueue, Queue, type JobState } from '../lib';
 import type { OrderJobs } from './confirmation.processor';
 import { EmailLog } from './email-log.entity';
 import { Order } from './order.entity';
+import type { WarehouseJobs } from './warehouse.processor';
 
 /** What `GET /orders/:id` returns. */
 export interface OrderView {
   order: Order;
   /** null once the queue has pruned the finished job (completed jobs are kept one day). */
   job: { id: string; state: JobState; attempt: number } | null;
+  /** The stock reservation: retried with backoff, so `attempt` climbs to 3 (see warehouse.processor.ts). */
+  warehouseJob: { id: string; state: JobState; attempt: number; errors: string[] } | null;
   email: EmailLog | null;
 }
 
@@ -19,6 +22,7 @@ export class OrdersService {
   constructor(
     private readonly dataSource: DataSource,
     @InjectQueue('orders') private readonly orders: Queue<OrderJobs>,
+    @InjectQueue('warehouse') private readonly warehouse: Queue<WarehouseJobs>,
   ) {}
 
   /**
@@ -30,15 +34,22 @@ export class OrdersService {
       const order = await manager.save(manager.create(Order, { item }));
       // `{ manager }` runs the insert (and the workers' wake-up) in this transaction.
       const job = await this.orders.add('send-confirmation', { orderId: order.id }, { manager });
-      await manager.update(Order, order.id, { jobId: job.id });
+      const reserve = await this.warehouse.add('reserve-stock', { orderId: order.id, item }, { manager });
+      await manager.update(Order, order.id, { jobId: job.id, warehouseJobId: reserve.id });
       order.jobId = job.id;
+      order.warehouseJobId = reserve.id;
       if (fail) {
         throw new UnprocessableEntityException(
           `Order ${order.id} failed after its job ${job.id} was enqueued ("fail": true), so the ` +
             'transaction rolled back: neither the order nor the job exists, and no email will be sent.',
         );
       }
-      return { order, job: { id: job.id, state: job.state, attempt: job.attempt }, email: null };
+      return {
+        order,
+        job: { id: job.id, state: job.state, attempt: job.attempt },
+        warehouseJob: { id: reserve.id, state: reserve.state, attempt: reserve.attempt, errors: [] },
+        email: null,
+      };
     });
   }
 
@@ -47,7 +58,13 @@ export class OrdersService {
     const order = await this.dataSource.getRepository(Order).findOneBy({ id });
     if (!order) return null;
     const job = order.jobId ? await this.orders.getJob(order.jobId) : null;
+    const reserve = order.warehouseJobId ? await this.warehouse.getJob(order.warehouseJobId) : null;
     const email = await this.dataSource.getRepository(EmailLog).findOneBy({ orderId: id });
-    return { order, job: job && { id: job.id, state: job.state, attempt: job.attempt }, email };
+    return {
+      order,
+      job: job && { id: job.id, state: job.state, attempt: job.attempt },
+      warehouseJob: reserve && { id: reserve.id, state: reserve.state, attempt: reserve.attempt, errors: reserve.errors.map((e) => e.message) },
+      email,
+    };
   }
 }

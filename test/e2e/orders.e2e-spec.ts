@@ -83,6 +83,35 @@ describe('sample app: POST /orders, GET /orders/:id', () => {
     expect(await count('email_logs')).toBe(emailsBefore + 1);
   });
 
+  it('retries the warehouse job with backoff until its third attempt succeeds', async () => {
+    const placed = (await http().post('/orders').send({ item: 'lamp' }).expect(201)).body as OrderView;
+    expect(placed.warehouseJob).toMatchObject({ state: 'waiting', attempt: 0 });
+    let view: OrderView | undefined;
+    await waitFor(
+      async () => {
+        view = (await http().get(`/orders/${placed.order.id}`).expect(200)).body as OrderView;
+        return view.warehouseJob?.state === 'completed';
+      },
+      { timeoutMs: 15_000, message: () => `warehouse job to complete; last GET: ${JSON.stringify(view)}` },
+    );
+    expect(view!.warehouseJob).toMatchObject({ attempt: 3, errors: ['Warehouse API timed out (simulated)', 'Warehouse API timed out (simulated)'] });
+  });
+
+  it('a warehouse job that fails every attempt ends failed with each error kept', async () => {
+    const placed = (await http().post('/orders').send({ item: 'unobtainium' }).expect(201)).body as OrderView;
+    let view: OrderView | undefined;
+    await waitFor(
+      async () => {
+        view = (await http().get(`/orders/${placed.order.id}`).expect(200)).body as OrderView;
+        return view.warehouseJob?.state === 'failed';
+      },
+      { timeoutMs: 15_000, message: () => `warehouse job to fail; last GET: ${JSON.stringify(view)}` },
+    );
+    expect(view!.warehouseJob!.attempt).toBe(3);
+    expect(view!.warehouseJob!.errors).toEqual(Array(3).fill('No such item in the warehouse: unobtainium'));
+    expect(view!.order.status).toBe('confirmed'); // the confirmation does not depend on the reservation
+  });
+
   it('rejects a body without an item (400) and an unknown order (404)', async () => {
     const bad = await http().post('/orders').send({}).expect(400);
     expect(bad.body.message).toContain('{"item": "book"}');
