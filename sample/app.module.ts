@@ -3,6 +3,7 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 // An installed app imports this from 'nestjs-pg-queue'.
 import { PgQueueModule } from '../lib';
 import { ConfirmationProcessor } from './confirmation.processor';
+import { WarehouseProcessor } from './warehouse.processor';
 import { EmailLog } from './email-log.entity';
 import { Order } from './order.entity';
 import { OrdersController } from './orders.controller';
@@ -20,10 +21,14 @@ export class AppModule {
         // No connection given: the queue reuses the default DataSource's settings (its own small
         // pool) and creates its tables (schema "pgqueue") at boot.
         PgQueueModule.forRoot({}),
-        PgQueueModule.registerQueue({ name: 'orders' }),
+        PgQueueModule.registerQueue(
+          { name: 'orders' },
+          // Retries: 3 attempts, 300 ms apart (see warehouse.processor.ts).
+          { name: 'warehouse', defaultJobOptions: { attempts: 3, backoff: { type: 'fixed', delayMs: 300 } } },
+        ),
       ],
       controllers: [OrdersController],
-      providers: [OrdersService, ConfirmationProcessor],
+      providers: [OrdersService, ConfirmationProcessor, WarehouseProcessor],
     };
   }
 }
