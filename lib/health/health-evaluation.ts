@@ -1,0 +1,216 @@
+import { PgQueueConfigError } from '../errors';
+import type { QueueCounts } from '../job';
+
+/**
+ * Limits on one queue's figures. A figure above its limit makes the check `down`; a limit left
+ * out is not checked. `Infinity` means "no limit" (useful to lift an overall limit for one queue).
+ */
+export interface PgQueueQueueThresholds {
+  /** Most jobs that may be available (due now, not yet claimed: `QueueCounts.waiting`). */
+  readonly maxAvailable?: number;
+  /** Oldest age, in ms, that an available job may reach (how long the backlog has waited). */
+  readonly maxOldestAvailableAgeMs?: number;
+  /**
+   * Most failed jobs kept in history. Failed jobs stay until you remove them, so a check with
+   * this limit stays down until someone deals with them: meant for alerting, not for probes that
+   * restart the process.
+   */
+  readonly maxFailed?: number;
+  /** Most stalled jobs: active jobs past their lease (their worker died or stalled). */
+  readonly maxStalled?: number;
+}
+
+/**
+ * What `PgQueueHealthIndicator.isHealthy` (and {@link evaluateHealth}) checks.
+ *
+ * **Overall and per-queue limits.** The overall limits (`maxAvailable`, ...) apply to EACH queue,
+ * not to the sum across queues; an entry in `queues` overrides them, limit by limit, for that
+ * queue (a limit the entry leaves out still comes from the overall one). Per queue, because a sum
+ * hides one stuck queue behind the normal traffic of the others, and queues' normal backlogs
+ * differ by orders of magnitude: "no queue may have more than 1,000 available, except `import`,
+ * which may have 100,000" is what both an overall and a per-queue limit then say.
+ *
+ * **Which probe.** Queue limits describe the whole system, not this process: a backlog is the same
+ * on every node, and restarting them does not shrink it. Use them on a readiness or alerting
+ * check; keep a liveness probe to the database, listener and workers (no queue limits).
+ *
+ * @example
+ * { maxAvailable: 1_000, maxStalled: 0, queues: { import: { maxAvailable: 100_000 } } }
+ */
+export interface PgQueueHealthThresholds extends PgQueueQueueThresholds {
+  /**
+   * How long the LISTEN connection may stay down before the check is `down`. Workers keep going
+   * by polling meanwhile, and the listener reconnects by itself (with backoff), so a short drop
+   * is not a failure. Ignored in poll-only mode (`listen: false`). @default 30_000
+   */
+  readonly listenerGraceMs?: number;
+  /** How long the database may take to answer the counts query before the check is `down`. @default 5000 */
+  readonly timeoutMs?: number;
+  /** Per-queue limits, by queue name; each overrides the overall limits it names, for that queue. */
+  readonly queues?: Readonly<Record<string, PgQueueQueueThresholds>>;
+}
+
+/** Defaults of {@link PgQueueHealthThresholds}; every limit not listed here is off by default. */
+export const HEALTH_DEFAULTS = Object.freeze({ listenerGraceMs: 30_000, timeoutMs: 5_000 });
+
+/** What {@link evaluateHealth} judges: a snapshot, taken by the indicator (or a test). */
+export interface PgQueueHealthInput {
+  /** Figures of each queue, as `QueueService.getCounts()` returns them. */
+  readonly counts: Readonly<Record<string, QueueCounts>>;
+  /**
+   * The LISTEN connection's state, or null when this process does not LISTEN (poll-only mode,
+   * or no workers here). `disconnectedSince` is epoch ms; null while connected.
+   */
+  readonly listener: { readonly connected: boolean; readonly disconnectedSince: number | null } | null;
+  /** This process should run workers (module option `workers`). */
+  readonly workersExpected: boolean;
+  /** This process's workers are running (started, and not stopping). */
+  readonly workersRunning: boolean;
+  /** Epoch ms to measure durations against (`Date.now()`). */
+  readonly now: number;
+}
+
+/** One queue's figures in the health details; `available` is `QueueCounts.waiting`. */
+export type PgQueueQueueHealth = {
+  available: number;
+  oldestAvailableAgeMs: number | null;
+  delayed: number;
+  active: number;
+  stalled: number;
+  failed: number;
+};
+
+/** The details a health check reports (a type alias, so Terminus accepts it as extra data). */
+export type PgQueueHealthDetails = {
+  /** Each queue's figures, by name, in name order. */
+  queues: Record<string, PgQueueQueueHealth>;
+  /** `'connected'`, `'disconnected for N ms'`, `'poll-only'`, or `'not used'` (no workers here). */
+  listener: string;
+  /** `'disabled'` when the module option `workers` is false. */
+  workers: 'running' | 'stopped' | 'disabled';
+  /** Why the check is down, one sentence each; empty when up. */
+  problems: string[];
+};
+
+/** The verdict of {@link evaluateHealth}. */
+export interface PgQueueHealthEvaluation {
+  readonly up: boolean;
+  readonly problems: string[];
+  readonly details: PgQueueHealthDetails;
+}
+
+const QUEUE_KEYS = ['maxAvailable', 'maxOldestAvailableAgeMs', 'maxFailed', 'maxStalled'] as const;
+const TOP_KEYS = [...QUEUE_KEYS, 'listenerGraceMs', 'timeoutMs', 'queues'] as const;
+
+function show(v: unknown): string {
+  return typeof v === 'number' ? String(v) : JSON.stringify(v) ?? String(v);
+}
+
+function checkLimit(where: string, v: unknown): void {
+  if (v === undefined) return;
+  if (typeof v !== 'number' || Number.isNaN(v) || v < 0) {
+    throw new PgQueueConfigError(
+      `Health threshold ${where} must be a number >= 0 (Infinity for no limit), got ${show(v)}. Leave it out to not check it.`,
+    );
+  }
+}
+
+function checkKeys(where: string, o: object, known: readonly string[]): void {
+  const unknown = Object.keys(o).filter((k) => !known.includes(k));
+  if (unknown.length) {
+    throw new PgQueueConfigError(`Unknown health threshold(s) ${where}${unknown.join(', ')}. Known: ${known.join(', ')}.`);
+  }
+}
+
+/**
+ * Throws a `PgQueueConfigError` that names the bad threshold and what to change. Call it at boot
+ * to fail early on thresholds read from configuration; `isHealthy` calls it too.
+ */
+export function validateHealthThresholds(t: PgQueueHealthThresholds): void {
+  if (typeof t !== 'object' || t === null) {
+    throw new PgQueueConfigError(`Health thresholds must be an object like { maxAvailable: 1000 }, got ${show(t)}.`);
+  }
+  checkKeys('', t, TOP_KEYS);
+  for (const k of QUEUE_KEYS) checkLimit(k, t[k]);
+  checkLimit('listenerGraceMs', t.listenerGraceMs);
+  if (t.timeoutMs !== undefined && !(typeof t.timeoutMs === 'number' && Number.isInteger(t.timeoutMs) && t.timeoutMs >= 1 && t.timeoutMs <= 2 ** 31 - 1)) {
+    throw new PgQueueConfigError(`Health threshold timeoutMs must be a whole number of ms from 1 to ${2 ** 31 - 1}, got ${show(t.timeoutMs)}.`);
+  }
+  if (t.queues === undefined) return;
+  if (typeof t.queues !== 'object' || t.queues === null) {
+    throw new PgQueueConfigError(`Health threshold queues must be an object of per-queue limits by queue name, got ${show(t.queues)}.`);
+  }
+  for (const [name, q] of Object.entries(t.queues)) {
+    if (typeof q !== 'object' || q === null) {
+      throw new PgQueueConfigError(`Health threshold queues["${name}"] must be an object like { maxAvailable: 1000 }, got ${show(q)}.`);
+    }
+    checkKeys(`in queues["${name}"]: `, q, QUEUE_KEYS);
+    for (const k of QUEUE_KEYS) checkLimit(`queues["${name}"].${k}`, q[k]);
+  }
+}
+
+/** The limit that applies to one queue, and the name to quote in a problem. */
+function limitFor(t: PgQueueHealthThresholds, queue: string, key: (typeof QUEUE_KEYS)[number]): { max: number; label: string } | null {
+  const own = t.queues && Object.hasOwn(t.queues, queue) ? t.queues[queue][key] : undefined;
+  if (own !== undefined) return { max: own, label: `queues["${queue}"].${key}` };
+  const overall = t[key];
+  return overall === undefined ? null : { max: overall, label: key };
+}
+
+/**
+ * Judges a health snapshot; pure (no I/O, no clock), so every rule is unit-tested.
+ * Down when: the listener has been disconnected longer than `listenerGraceMs` (not in poll-only
+ * mode); this process should run workers and they are not running; or any queue's figure exceeds
+ * its limit (strictly: a figure equal to its limit is fine). See {@link PgQueueHealthThresholds}
+ * for how overall and per-queue limits combine.
+ * @throws PgQueueConfigError when a threshold is invalid
+ */
+export function evaluateHealth(input: PgQueueHealthInput, thresholds: PgQueueHealthThresholds = {}): PgQueueHealthEvaluation {
+  validateHealthThresholds(thresholds);
+  const problems: string[] = [];
+
+  const queues: Record<string, PgQueueQueueHealth> = {};
+  for (const name of Object.keys(input.counts).sort()) {
+    const c = input.counts[name];
+    queues[name] = {
+      available: c.waiting,
+      oldestAvailableAgeMs: c.oldestWaitingAgeMs,
+      delayed: c.delayed,
+      active: c.active,
+      stalled: c.stalled,
+      failed: c.failed,
+    };
+    const over = (key: (typeof QUEUE_KEYS)[number], value: number | null, what: string) => {
+      const limit = limitFor(thresholds, name, key);
+      if (limit && value !== null && value > limit.max) problems.push(`queue "${name}": ${what} > ${limit.label} ${limit.max}`);
+    };
+    over('maxAvailable', c.waiting, `${c.waiting} available`);
+    over('maxOldestAvailableAgeMs', c.oldestWaitingAgeMs, `oldest available job waiting ${c.oldestWaitingAgeMs} ms`);
+    over('maxFailed', c.failed, `${c.failed} failed`);
+    over('maxStalled', c.stalled, `${c.stalled} stalled (active past their lease)`);
+  }
+
+  let listener: string;
+  if (input.listener === null) listener = input.workersExpected ? 'poll-only' : 'not used';
+  else if (input.listener.connected) listener = 'connected';
+  else {
+    // Unknown since when (stopped, or never started): count from now rather than call it old.
+    const forMs = Math.max(0, input.now - (input.listener.disconnectedSince ?? input.now));
+    listener = `disconnected for ${forMs} ms`;
+    const graceMs = thresholds.listenerGraceMs ?? HEALTH_DEFAULTS.listenerGraceMs;
+    if (forMs > graceMs) {
+      problems.push(`listener: LISTEN connection down for ${forMs} ms > listenerGraceMs ${graceMs} (workers fall back to polling)`);
+    }
+  }
+
+  let workers: PgQueueHealthDetails['workers'];
+  if (!input.workersExpected) workers = 'disabled';
+  else if (input.workersRunning) workers = 'running';
+  else {
+    workers = 'stopped';
+    problems.push('workers: not running in this process (not started yet, or shutting down)');
+  }
+
+  // problems is also reported in details; a copy, so a caller adding to one does not change the other.
+  return { up: problems.length === 0, problems, details: { queues, listener, workers, problems: [...problems] } };
+}

@@ -1,0 +1,100 @@
+import { Inject, Injectable } from '@nestjs/common';
+// A value import: Nest injects by this class. This file is only reached through the
+// 'nestjs-pg-queue/health' entry point, so apps without Terminus never load it.
+import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
+import type { QueueCounts } from '../job';
+import { PG_QUEUE_RUNTIME } from '../pg-queue.constants';
+import type { PgQueueRuntime } from '../pg-queue.runtime';
+import { QueueService } from '../queue.service';
+import {
+  evaluateHealth,
+  HEALTH_DEFAULTS,
+  validateHealthThresholds,
+  type PgQueueHealthDetails,
+  type PgQueueHealthThresholds,
+} from './health-evaluation';
+
+/**
+ * A Terminus health indicator for the queue: `down` when the database does not answer, when the
+ * LISTEN connection has been down longer than its grace period (unless poll-only), when this
+ * process's workers are not running, or when a queue exceeds a threshold. The details name each
+ * queue's figures, the listener's and workers' state, and the problems.
+ *
+ * Import it from `nestjs-pg-queue/health` (an entry point of its own, so apps without
+ * `@nestjs/terminus` still load `nestjs-pg-queue`), and provide it next to `TerminusModule`.
+ *
+ * @example
+ * import { Controller, Get } from '@nestjs/common';
+ * import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
+ * import { PgQueueHealthIndicator } from 'nestjs-pg-queue/health';
+ *
+ * @Controller('health')
+ * export class HealthController {
+ *   constructor(private readonly health: HealthCheckService, private readonly pgQueue: PgQueueHealthIndicator) {}
+ *
+ *   @Get()
+ *   @HealthCheck()
+ *   check() {
+ *     return this.health.check([() => this.pgQueue.isHealthy('pgqueue', { maxAvailable: 1_000, maxStalled: 0 })]);
+ *   }
+ * }
+ *
+ * // @Module({ imports: [TerminusModule], controllers: [HealthController], providers: [PgQueueHealthIndicator] })
+ */
+@Injectable()
+export class PgQueueHealthIndicator {
+  constructor(
+    private readonly health: HealthIndicatorService,
+    @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime,
+    private readonly queues: QueueService,
+  ) {}
+
+  /**
+   * Checks the queue: one counts query (which also proves the database answers), the listener's
+   * and the workers' state, and the thresholds.
+   * @param key the key of this check in the Terminus result. @default 'pgqueue'
+   * @param thresholds limits and grace periods; see {@link PgQueueHealthThresholds}. @default {}
+   * @throws PgQueueConfigError when a threshold is invalid (Terminus then answers 500, not 503)
+   */
+  async isHealthy<const Key extends string = 'pgqueue'>(
+    key: Key = 'pgqueue' as Key,
+    thresholds: PgQueueHealthThresholds = {},
+  ): Promise<HealthIndicatorResult<Key, 'up' | 'down', PgQueueHealthDetails>> {
+    validateHealthThresholds(thresholds);
+    const indicator = this.health.check(key);
+    let counts: Record<string, QueueCounts> = {};
+    let database: string | null = null;
+    try {
+      counts = await within(this.queues.getCounts(), thresholds.timeoutMs ?? HEALTH_DEFAULTS.timeoutMs);
+    } catch (err) {
+      // Not `instanceof Error`: errors from node:net may come from another realm (jest's sandbox).
+      const message = (err as { message?: unknown } | null)?.message;
+      database = `database: ${typeof message === 'string' ? message : String(err)}`;
+    }
+    const supervisor = this.runtime.supervisor;
+    const verdict = evaluateHealth(
+      {
+        counts,
+        listener: supervisor.listenerState,
+        workersExpected: this.runtime.options.workers,
+        workersRunning: supervisor.running,
+        now: Date.now(),
+      },
+      thresholds,
+    );
+    const details: PgQueueHealthDetails = database
+      ? { ...verdict.details, problems: [database, ...verdict.details.problems] }
+      : verdict.details;
+    return verdict.up && !database ? indicator.up(details) : indicator.down(details);
+  }
+}
+
+/** The promise's value, or a rejection once `ms` have passed (the query itself runs on). */
+function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within timeoutMs ${ms}`)), ms);
+    timer.unref();
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
