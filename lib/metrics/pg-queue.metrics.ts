@@ -1,0 +1,141 @@
+import { Inject, Injectable, Logger, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { register as globalRegistry, type Registry } from 'prom-client';
+import type { StalledJob } from '../db/job-store';
+import type { Job } from '../job';
+import { PG_QUEUE_RUNTIME } from '../pg-queue.constants';
+import type { PgQueueRuntime } from '../pg-queue.runtime';
+import { QueueService } from '../queue.service';
+import { pgQueueMetricSet, sharedInFlight, type PgQueueMetricSet, type QueueMetricsSource } from './metric-set';
+import {
+  PG_QUEUE_METRICS_OPTIONS,
+  PG_QUEUE_METRICS_REGISTRY,
+  resolveMetricsOptions,
+  type PgQueueMetricsOptions,
+} from './pg-queue-metrics.options';
+
+type Outcome = 'completed' | 'retried' | 'failed';
+
+/**
+ * Prometheus metrics of the queue: counts the supervisor's job events as they happen, and reads
+ * queue depth and the listener's state when the registry is scraped. Provided by
+ * `PgQueueMetricsModule.register()`; serve its `registry` at `/metrics`.
+ *
+ * Counters and histograms describe this process (sum them across instances); the `queue_jobs`
+ * and `queue_oldest_waiting_seconds` gauges describe the whole database (every instance reports
+ * the same values: aggregate them with `max`, not `sum`).
+ * @example
+ * @Controller('metrics')
+ * export class MetricsController {
+ *   constructor(private readonly metrics: PgQueueMetrics) {}
+ *
+ *   @Get()
+ *   async scrape(@Res({ passthrough: true }) res: Response): Promise<string> {
+ *     res.setHeader('Content-Type', this.metrics.registry.contentType);
+ *     return this.metrics.registry.metrics();
+ *   }
+ * }
+ */
+@Injectable()
+export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
+  /** The registry the metrics are registered in. */
+  readonly registry: Registry;
+  private readonly metrics: PgQueueMetricSet;
+  private readonly source: QueueMetricsSource;
+  /** Whether this instance counts its runtime's events (false when another one already does). */
+  private attached = false;
+  /** `performance.now()` at each running attempt's start, by job id, for the duration histogram. */
+  private readonly startedAt = new Map<string, number>();
+  private readonly logger = new Logger('PgQueueMetrics');
+
+  constructor(
+    @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime,
+    @Optional() @Inject(PG_QUEUE_METRICS_REGISTRY) registry?: Registry,
+    @Optional() @Inject(PG_QUEUE_METRICS_OPTIONS) options?: Omit<PgQueueMetricsOptions, 'registry'>,
+  ) {
+    this.registry = registry ?? globalRegistry;
+    this.metrics = pgQueueMetricSet(this.registry, resolveMetricsOptions(options));
+    const queues = new QueueService(runtime);
+    this.source = {
+      key: runtime,
+      counts: sharedInFlight(() =>
+        queues.getCounts().catch((err: Error) => {
+          // A database outage must not fail the whole scrape (the app's other metrics, and these
+          // counters, matter most then): the depth gauges go absent until the database answers.
+          this.logger.warn(`Queue depth not reported in this scrape: reading the counts failed (${err.message})`);
+          return null;
+        }),
+      ),
+      listenerState: () => runtime.supervisor.listenerState,
+    };
+  }
+
+  onModuleInit(): void {
+    if (this.attached) return;
+    // The same runtime registered twice in one registry (the module imported twice) counts once.
+    this.attached = this.metrics.attach(this.source);
+    if (!this.attached) return;
+    const s = this.runtime.supervisor;
+    s.on('enqueued', this.onEnqueued);
+    s.on('active', this.onActive);
+    s.on('completed', this.onCompleted);
+    s.on('retrying', this.onRetrying);
+    s.on('failed', this.onFailed);
+    s.on('stalled', this.onStalled);
+  }
+
+  onModuleDestroy(): void {
+    if (!this.attached) return;
+    this.attached = false;
+    this.metrics.detach(this.source);
+    const s = this.runtime.supervisor;
+    s.off('enqueued', this.onEnqueued);
+    s.off('active', this.onActive);
+    s.off('completed', this.onCompleted);
+    s.off('retrying', this.onRetrying);
+    s.off('failed', this.onFailed);
+    s.off('stalled', this.onStalled);
+    this.startedAt.clear();
+  }
+
+  private readonly onEnqueued = (queue: string, name: string, count: number): void => {
+    this.metrics.enqueued.inc({ queue, name }, count);
+  };
+
+  private readonly onActive = (job: Job): void => {
+    this.startedAt.set(job.id, performance.now());
+    if (!job.startedAt) return;
+    // Due since run_at: a delayed job or a retry's backoff is not waiting time. Both instants come
+    // from the database clock, so no clock skew enters. max() with createdAt covers a run_at
+    // given in the past.
+    const dueAt = Math.max(job.runAt.getTime(), job.createdAt.getTime());
+    this.metrics.wait.observe({ queue: job.queue, name: job.name }, Math.max(0, job.startedAt.getTime() - dueAt) / 1000);
+  };
+
+  private readonly onCompleted = (job: Job): void => {
+    this.metrics.completed.inc({ queue: job.queue, name: job.name });
+    this.observeDuration(job, 'completed');
+  };
+
+  private readonly onRetrying = (job: Job): void => {
+    this.metrics.retried.inc({ queue: job.queue, name: job.name });
+    this.observeDuration(job, 'retried');
+  };
+
+  private readonly onFailed = (job: Job): void => {
+    this.metrics.failed.inc({ queue: job.queue, name: job.name });
+    this.observeDuration(job, 'failed');
+  };
+
+  private readonly onStalled = (job: StalledJob): void => {
+    this.metrics.stalled.inc({ queue: job.queue, name: job.name });
+    if (!job.willRetry) this.metrics.failed.inc({ queue: job.queue, name: job.name });
+  };
+
+  private observeDuration(job: Job, outcome: Outcome): void {
+    const started = this.startedAt.get(job.id);
+    // No start seen: the attempt began before these metrics were attached.
+    if (started === undefined) return;
+    this.startedAt.delete(job.id);
+    this.metrics.duration.observe({ queue: job.queue, name: job.name, outcome }, (performance.now() - started) / 1000);
+  }
+}

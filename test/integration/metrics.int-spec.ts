@@ -1,0 +1,226 @@
+import 'reflect-metadata';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Pool } from 'pg';
+import { Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { PgQueueConfigError, Process, Processor, QueueService, type Job } from '../../lib';
+import { PgQueueMetrics, PgQueueMetricsModule } from '../../lib/metrics';
+import { bootApp, runtimeOf } from '../support/app';
+import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+
+@Processor('m')
+class MetricsProcessor {
+  @Process('ok')
+  async ok() {
+    await sleep(20); // the handler's own work, so its duration is measurably above zero
+    return 'ok';
+  }
+
+  @Process('later')
+  later() {
+    return 'later';
+  }
+
+  @Process('flaky')
+  flaky(job: Job) {
+    if (job.attempt === 1) throw new Error('first attempt fails');
+  }
+
+  @Process('bad')
+  bad() {
+    throw new Error('always fails');
+  }
+}
+
+type Labels = Record<string, string>;
+type Scrape = MetricObjectWithValues<MetricValue<string>>[];
+
+/** Sum of the samples named `sample` (a metric, or a histogram's `_count` / `_sum`) whose labels include `labels`. */
+function total(scrape: Scrape, sample: string, labels: Labels = {}): number {
+  let sum = 0;
+  for (const metric of scrape) {
+    for (const v of metric.values) {
+      const name = (v as { metricName?: string }).metricName ?? metric.name;
+      const vl = v.labels as Labels;
+      if (name === sample && Object.entries(labels).every(([k, want]) => vl[k] === want)) sum += v.value;
+    }
+  }
+  return sum;
+}
+
+/** Samples (series) of one metric in the scrape. */
+function series(scrape: Scrape, metric: string): MetricValue<string>[] {
+  return scrape.find((m) => m.name === metric)?.values ?? [];
+}
+
+const scrape = (registry: Registry) => registry.getMetricsAsJSON() as Promise<Scrape>;
+
+describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
+  let db: TestDatabase;
+  let pool: Pool;
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    pool = new Pool({ connectionString: db.url, max: 2 });
+  });
+  afterAll(async () => {
+    await pool?.end();
+    await db?.drop();
+  });
+
+  it('counts enqueued, completed, retried, failed and stalled jobs, times handlers and waits, and reports the listener', async () => {
+    const registry = new Registry();
+    const app = await bootApp({
+      options: { connection: db.url, schema: 'metrics_events', pollIntervalMs: 100, rescueIntervalMs: 100 },
+      queues: [{ name: 'm', defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10 } } }],
+      providers: [MetricsProcessor],
+      imports: [PgQueueMetricsModule.register({ registry })],
+    });
+    try {
+      await waitFor(async () => total(await scrape(registry), 'pgqueue_listener_connected') === 1, { message: 'listener_connected to be 1' });
+
+      const queues = app.get(QueueService);
+      await queues.addBulk('m', [
+        { name: 'ok', payload: {} },
+        { name: 'ok', payload: {} },
+      ]);
+      await queues.add('m', 'flaky', {}, { attempts: 3 });
+      await queues.add('m', 'bad', {}, { attempts: 2 });
+      const later = await queues.add('m', 'later', {}, { delayMs: 1000 });
+
+      let last: Scrape = [];
+      const done = (name: string) => total(last, 'pgqueue_jobs_completed_total', { queue: 'm', name });
+      await waitFor(
+        async () => {
+          last = await scrape(registry);
+          return done('ok') === 2 && done('flaky') === 1 && done('later') === 1 && total(last, 'pgqueue_jobs_failed_total', { name: 'bad' }) === 1;
+        },
+        { timeoutMs: 10_000, message: () => `all jobs to finish; last scrape: ${JSON.stringify(last.filter((m) => m.name.includes('_total')))}` },
+      );
+
+      for (const [name, n] of [['ok', 2], ['flaky', 1], ['bad', 1], ['later', 1]] as const) {
+        expect(total(last, 'pgqueue_jobs_enqueued_total', { queue: 'm', name })).toBe(n);
+      }
+      expect(total(last, 'pgqueue_jobs_retried_total', { queue: 'm', name: 'flaky' })).toBe(1);
+      expect(total(last, 'pgqueue_jobs_retried_total', { queue: 'm', name: 'bad' })).toBe(1);
+      expect(total(last, 'pgqueue_jobs_failed_total', { queue: 'm' })).toBe(1); // bad only, once
+      expect(total(last, 'pgqueue_jobs_completed_total', { queue: 'm', name: 'bad' })).toBe(0);
+
+      // One duration sample per attempt, labelled with its outcome.
+      expect(total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'completed' })).toBe(4);
+      expect(total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'retried' })).toBe(2);
+      expect(total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'failed' })).toBe(1);
+      expect(total(last, 'pgqueue_job_duration_seconds_sum', { name: 'ok', outcome: 'completed' })).toBeGreaterThanOrEqual(0.035);
+      // One wait sample per attempt: ok 2, flaky 2, bad 2, later 1.
+      expect(total(last, 'pgqueue_job_wait_seconds_count', { queue: 'm' })).toBe(7);
+      // The delayed job started a second after its enqueue, but it waited only from when it was due.
+      const finished = (await queues.getJob(later.id))!;
+      expect(finished.startedAt!.getTime() - finished.createdAt.getTime()).toBeGreaterThanOrEqual(1000);
+      expect(total(last, 'pgqueue_job_wait_seconds_count', { name: 'later' })).toBe(1);
+      expect(total(last, 'pgqueue_job_wait_seconds_sum', { name: 'later' })).toBeLessThan(0.5);
+
+      // A dead worker's job with no attempts left: the rescuer fails it, counted as stalled and failed.
+      await pool.query(
+        `INSERT INTO metrics_events.jobs (queue, name, payload, state, attempt, max_attempts, locked_by, locked_until)
+         VALUES ('m', 'ghost', '{}', 'active', 1, 1, 'dead', now() - interval '1 second')`,
+      );
+      await waitFor(async () => total((last = await scrape(registry)), 'pgqueue_jobs_stalled_total', { queue: 'm', name: 'ghost' }) === 1, {
+        message: 'the stalled job to be counted',
+      });
+      expect(total(last, 'pgqueue_jobs_failed_total', { queue: 'm', name: 'ghost' })).toBe(1);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('reads queue depth by state at scrape time, one counts query however many gauges and scrapes run at once', async () => {
+    const registry = new Registry();
+    const app = await bootApp({
+      options: { connection: db.url, schema: 'metrics_depth', workers: false },
+      queues: [{ name: 'd' }, { name: 'idle' }],
+      imports: [PgQueueMetricsModule.register({ registry })],
+    });
+    try {
+      const queues = app.get(QueueService);
+      await queues.addBulk('d', [1, 2, 3].map((i) => ({ name: 'x', payload: { i } })));
+      await queues.add('d', 'x', {}, { delayMs: 60_000 });
+      await pool.query(`UPDATE metrics_depth.jobs SET run_at = now() - interval '5 seconds' WHERE id = 1`);
+
+      const counts = jest.spyOn(runtimeOf(app).store, 'counts');
+      const [text, json] = await Promise.all([registry.metrics(), scrape(registry)]);
+      expect(counts).toHaveBeenCalledTimes(1);
+
+      expect(text).toContain('pgqueue_queue_jobs{queue="d",state="waiting"} 3');
+      expect(text).toContain('pgqueue_queue_jobs{queue="d",state="delayed"} 1');
+      for (const state of ['active', 'stalled', 'failed']) expect(text).toContain(`pgqueue_queue_jobs{queue="d",state="${state}"} 0`);
+      expect(text).toContain('pgqueue_queue_jobs{queue="idle",state="waiting"} 0'); // registered, empty
+      expect(total(json, 'pgqueue_queue_jobs', { queue: 'd', state: 'waiting' })).toBe(3);
+      expect(total(json, 'pgqueue_queue_oldest_waiting_seconds', { queue: 'd' })).toBeGreaterThanOrEqual(4);
+      expect(total(json, 'pgqueue_queue_oldest_waiting_seconds', { queue: 'idle' })).toBe(0);
+      // A producer-only process has no listener: no series at all, rather than a false "down".
+      expect(series(json, 'pgqueue_listener_connected')).toEqual([]);
+      expect(text).not.toMatch(/^pgqueue_listener_connected /m);
+
+      await registry.metrics();
+      expect(counts).toHaveBeenCalledTimes(2); // the next scrape reads afresh
+      counts.mockRestore();
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('registers twice in one registry without throwing, counts one runtime once, and lets go on close', async () => {
+    const registry = new Registry();
+    const boot = (schema: string) =>
+      bootApp({
+        options: { connection: db.url, schema, workers: false },
+        queues: [{ name: 'x' }],
+        imports: [PgQueueMetricsModule.register({ registry })],
+      });
+    let a: Awaited<ReturnType<typeof boot>> | undefined = await boot('metrics_a');
+    let b: Awaited<ReturnType<typeof boot>> | undefined;
+    try {
+      const runtimeA = runtimeOf(a);
+      const supervisorA = runtimeA.supervisor;
+      expect(supervisorA.listenerCount('enqueued')).toBe(1);
+      // The same runtime registered a second time in this registry: its events still count once.
+      const again = new PgQueueMetrics(runtimeA, registry);
+      again.onModuleInit();
+      expect(supervisorA.listenerCount('enqueued')).toBe(1);
+
+      b = await boot('metrics_b'); // another app, same registry
+      await a.get(QueueService).add('x', 'j', {});
+      await b.get(QueueService).addBulk('x', [
+        { name: 'j', payload: {} },
+        { name: 'j', payload: {} },
+      ]);
+      let json = await scrape(registry);
+      expect(total(json, 'pgqueue_jobs_enqueued_total', { queue: 'x', name: 'j' })).toBe(3);
+      // The gauges describe one database: the app attached last answers them...
+      expect(total(json, 'pgqueue_queue_jobs', { queue: 'x', state: 'waiting' })).toBe(2);
+
+      await b.close();
+      b = undefined;
+      json = await scrape(registry);
+      // ...and when it closes, the one before it.
+      expect(total(json, 'pgqueue_queue_jobs', { queue: 'x', state: 'waiting' })).toBe(1);
+
+      again.onModuleDestroy();
+      await a.close();
+      a = undefined;
+      expect(supervisorA.listenerCount('enqueued')).toBe(0);
+      for (const event of ['active', 'completed', 'retrying', 'failed', 'stalled'] as const) expect(supervisorA.listenerCount(event)).toBe(0);
+      // Nothing left to read from: a scrape still answers, with the counters and no depth series.
+      json = await scrape(registry);
+      expect(series(json, 'pgqueue_queue_jobs')).toEqual([]);
+      expect(total(json, 'pgqueue_jobs_enqueued_total')).toBe(3);
+    } finally {
+      await b?.close();
+      await a?.close();
+    }
+  });
+
+  it('rejects a bad prefix or bucket list when the module is declared', () => {
+    expect(() => PgQueueMetricsModule.register({ prefix: 'my-app_' })).toThrow(PgQueueConfigError);
+    expect(() => PgQueueMetricsModule.register({ buckets: { durationSeconds: [1, 0.5] } })).toThrow(/strictly increasing/);
+    expect(() => PgQueueMetricsModule.register({ buckets: { waitSeconds: [] } })).toThrow(/buckets\.waitSeconds/);
+  });
+});
