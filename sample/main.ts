@@ -30,6 +30,9 @@ async function bootstrap(): Promise<void> {
       `  curl -s -X POST ${base}/orders ${json} -d '{"item":"book"}'`,
       `  curl -s ${base}/orders/1`,
       `  curl -s -X POST ${base}/orders ${json} -d '{"item":"lamp","fail":true}'`,
+      `  curl -s -X POST ${base}/orders ${json} -d '{"item":"unobtainium"}'   # its warehouse job ends failed`,
+      `  curl -s ${base}/health`,
+      `  curl -s ${base}/metrics`,
     ].join('\n'),
   );
 }

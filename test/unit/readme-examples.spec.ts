@@ -10,16 +10,20 @@ import * as ts from 'typescript';
 const root = join(__dirname, '..', '..');
 const PRELUDE = `
 import 'reflect-metadata';
-import { Controller, Get, Injectable, Module } from '@nestjs/common';
+import { Controller, Get, Injectable, Module, Res } from '@nestjs/common';
+import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import {
   InjectQueue, Job, JobAttemptError, OnQueueEvent, PgQueueModule, Process, Processor, Queue, QueueService, StalledJob,
 } from '${join(root, 'lib').replace(/\\/g, '/')}';
+import { PgQueueHealthIndicator } from '${join(root, 'lib', 'health').replace(/\\/g, '/')}';
+import { PgQueueMetrics, PgQueueMetricsModule } from '${join(root, 'lib', 'metrics').replace(/\\/g, '/')}';
 declare class Order { id: number; item: string }
 declare class Mailer { sendConfirmation(orderId: number): Promise<void> }
 declare class Pager { alert(message: string): void }
-void Controller; void Get; void QueueService;
+void Controller; void Get; void QueueService; void Res; void HealthCheck; void HealthCheckService; void TerminusModule;
+void PgQueueHealthIndicator; void PgQueueMetrics; void PgQueueMetricsModule;
 `;
 
 function blocks(markdown: string): string[] {
