@@ -1,9 +1,8 @@
 import 'reflect-metadata';
 import { Injectable } from '@nestjs/common';
-import { Pool } from 'pg';
 import { OnQueueEvent, Process, Processor, QueueService, type Job, type JobAttemptError, type StalledJob } from '../../lib';
 import { bootApp } from '../support/app';
-import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { useTestDatabase, waitFor } from '../support/database';
 
 const seen: string[] = [];
 
@@ -46,26 +45,17 @@ class Listeners {
 }
 
 describe('counts and lifecycle events', () => {
-  let db: TestDatabase;
-  let pool: Pool;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    pool = new Pool({ connectionString: db.url, max: 2 });
-  });
-  afterAll(async () => {
-    await pool?.end();
-    await db?.drop();
-  });
+  const t = useTestDatabase();
 
   it('getCounts reports waiting, delayed, active, stalled, failed and the oldest waiting age in one query', async () => {
-    const app = await bootApp({ options: { connection: db.url, workers: false, schema: 'counts' }, queues: [{ name: 'c1' }, { name: 'empty' }] });
+    const app = await bootApp({ options: { connection: t.db.url, workers: false, schema: 'counts' }, queues: [{ name: 'c1' }, { name: 'empty' }] });
     try {
       const queues = app.get(QueueService);
       await queues.addBulk('c1', [1, 2, 3].map((i) => ({ name: 'x', payload: { i } })));
       await queues.add('c1', 'x', {}, { delayMs: 60_000 });
-      await pool.query(`UPDATE counts.jobs SET run_at = now() - interval '5 seconds' WHERE id = 1`);
-      await pool.query(`UPDATE counts.jobs SET state = 'active', locked_by = 'w', locked_until = now() - interval '1 second' WHERE id = 2`);
-      await pool.query(
+      await t.pool.query(`UPDATE counts.jobs SET run_at = now() - interval '5 seconds' WHERE id = 1`);
+      await t.pool.query(`UPDATE counts.jobs SET state = 'active', locked_by = 'w', locked_until = now() - interval '1 second' WHERE id = 2`);
+      await t.pool.query(
         `INSERT INTO counts.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at)
          VALUES (100, 'c1', 'x', '{}', 'failed', 0, now(), 3, 3, '[]', now()), (101, 'c1', 'x', '{}', 'completed', 0, now(), 1, 3, '[]', now())`,
       );
@@ -82,7 +72,7 @@ describe('counts and lifecycle events', () => {
 
   it('@OnQueueEvent methods hear active, completed, retrying, failed and stalled, filtered by queue', async () => {
     const app = await bootApp({
-      options: { connection: db.url, schema: 'events', rescueIntervalMs: 100, pollIntervalMs: 100 },
+      options: { connection: t.db.url, schema: 'events', rescueIntervalMs: 100, pollIntervalMs: 100 },
       queues: [{ name: 'ev', defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10 } } }],
       providers: [EvProcessor, Listeners],
     });
@@ -95,7 +85,7 @@ describe('counts and lifecycle events', () => {
       expect(seen).toContain(`retrying:${bad.id}:nope:true`);
       expect(seen.filter((s) => s.startsWith('other:'))).toEqual([]);
       // A dead worker's job: the rescuer reports it.
-      const { rows } = await pool.query(
+      const { rows } = await t.pool.query(
         `INSERT INTO events.jobs (queue, name, payload, state, attempt, max_attempts, locked_by, locked_until)
          VALUES ('ev', 'x', '{}', 'active', 1, 1, 'dead', now() - interval '1 second') RETURNING id`,
       );

@@ -1,11 +1,10 @@
 import 'reflect-metadata';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Pool } from 'pg';
 import { Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { PgQueueConfigError, Process, Processor, QueueService, type Job } from '../../lib';
 import { PgQueueMetrics, PgQueueMetricsModule } from '../../lib/metrics';
 import { bootApp, runtimeOf } from '../support/app';
-import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { useTestDatabase, waitFor } from '../support/database';
 
 @Processor('m')
 class MetricsProcessor {
@@ -55,21 +54,12 @@ function series(scrape: Scrape, metric: string): MetricValue<string>[] {
 const scrape = (registry: Registry) => registry.getMetricsAsJSON() as Promise<Scrape>;
 
 describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
-  let db: TestDatabase;
-  let pool: Pool;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    pool = new Pool({ connectionString: db.url, max: 2 });
-  });
-  afterAll(async () => {
-    await pool?.end();
-    await db?.drop();
-  });
+  const t = useTestDatabase();
 
   it('counts enqueued, completed, retried, failed and stalled jobs, times handlers and waits, and reports the listener', async () => {
     const registry = new Registry();
     const app = await bootApp({
-      options: { connection: db.url, schema: 'metrics_events', pollIntervalMs: 100, rescueIntervalMs: 100 },
+      options: { connection: t.db.url, schema: 'metrics_events', pollIntervalMs: 100, rescueIntervalMs: 100 },
       queues: [{ name: 'm', defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10 } } }],
       providers: [MetricsProcessor],
       imports: [PgQueueMetricsModule.register({ registry })],
@@ -118,7 +108,7 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
       expect(total(last, 'pgqueue_job_wait_seconds_sum', { name: 'later' })).toBeLessThan(0.5);
 
       // A dead worker's job with no attempts left: the rescuer fails it, counted as stalled and failed.
-      await pool.query(
+      await t.pool.query(
         `INSERT INTO metrics_events.jobs (queue, name, payload, state, attempt, max_attempts, locked_by, locked_until)
          VALUES ('m', 'ghost', '{}', 'active', 1, 1, 'dead', now() - interval '1 second')`,
       );
@@ -134,7 +124,7 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
   it('reads queue depth by state at scrape time, one counts query however many gauges and scrapes run at once', async () => {
     const registry = new Registry();
     const app = await bootApp({
-      options: { connection: db.url, schema: 'metrics_depth', workers: false },
+      options: { connection: t.db.url, schema: 'metrics_depth', workers: false },
       queues: [{ name: 'd' }, { name: 'idle' }],
       imports: [PgQueueMetricsModule.register({ registry })],
     });
@@ -142,7 +132,7 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
       const queues = app.get(QueueService);
       await queues.addBulk('d', [1, 2, 3].map((i) => ({ name: 'x', payload: { i } })));
       await queues.add('d', 'x', {}, { delayMs: 60_000 });
-      await pool.query(`UPDATE metrics_depth.jobs SET run_at = now() - interval '5 seconds' WHERE id = 1`);
+      await t.pool.query(`UPDATE metrics_depth.jobs SET run_at = now() - interval '5 seconds' WHERE id = 1`);
 
       const counts = jest.spyOn(runtimeOf(app).store, 'counts');
       const [text, json] = await Promise.all([registry.metrics(), scrape(registry)]);
@@ -171,7 +161,7 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
     const registry = new Registry();
     const boot = (schema: string) =>
       bootApp({
-        options: { connection: db.url, schema, workers: false },
+        options: { connection: t.db.url, schema, workers: false },
         queues: [{ name: 'x' }],
         imports: [PgQueueMetricsModule.register({ registry })],
       });

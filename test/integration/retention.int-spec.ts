@@ -1,8 +1,7 @@
 import 'reflect-metadata';
-import { Pool } from 'pg';
 import { Process, Processor, QueueService, type Job } from '../../lib';
 import { bootApp } from '../support/app';
-import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { useTestDatabase, waitFor } from '../support/database';
 
 const ran: string[] = [];
 
@@ -17,20 +16,11 @@ class KeepProcessor {
 }
 
 describe('retention of finished jobs', () => {
-  let db: TestDatabase;
-  let pool: Pool;
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    pool = new Pool({ connectionString: db.url, max: 2 });
-  });
-  afterAll(async () => {
-    await pool?.end();
-    await db?.drop();
-  });
+  const t = useTestDatabase();
 
   it('retention.completedMs = 0 deletes completed jobs at once and keeps failed ones', async () => {
     const app = await bootApp({
-      options: { connection: db.url, schema: 'no_history', retention: { completedMs: 0 }, pollIntervalMs: 100 },
+      options: { connection: t.db.url, schema: 'no_history', retention: { completedMs: 0 }, pollIntervalMs: 100 },
       queues: [{ name: 'keep' }],
       providers: [KeepProcessor],
     });
@@ -38,13 +28,13 @@ describe('retention of finished jobs', () => {
       const queues = app.get(QueueService);
       const jobs = await queues.addBulk('keep', Array.from({ length: 50 }, (_, i) => ({ name: 'x', payload: { i } })));
       const failing = await queues.add('keep', 'x', { poison: true }, { attempts: 1 });
-      await waitFor(async () => (await pool.query('SELECT count(*)::int AS n FROM no_history.jobs')).rows[0].n === 0, {
+      await waitFor(async () => (await t.pool.query('SELECT count(*)::int AS n FROM no_history.jobs')).rows[0].n === 0, {
         message: 'live table to empty',
       });
       expect(jobs.every((j) => ran.includes(j.id))).toBe(true);
       expect(await queues.getJob(jobs[0].id)).toBeNull();
       await waitFor(async () => (await queues.getJob(failing.id))?.state === 'failed');
-      const history = await pool.query('SELECT id::text, state FROM no_history.job_history');
+      const history = await t.pool.query('SELECT id::text, state FROM no_history.job_history');
       expect(history.rows).toEqual([{ id: failing.id, state: 'failed' }]);
     } finally {
       await app.close();
@@ -53,7 +43,7 @@ describe('retention of finished jobs', () => {
 
   it('completed jobs past retention are pruned by the maintenance pass; failed ones stay', async () => {
     const app = await bootApp({
-      options: { connection: db.url, schema: 'short_history', retention: { completedMs: 1000 }, rescueIntervalMs: 200, pollIntervalMs: 100 },
+      options: { connection: t.db.url, schema: 'short_history', retention: { completedMs: 1000 }, rescueIntervalMs: 200, pollIntervalMs: 100 },
       queues: [{ name: 'keep' }],
       providers: [KeepProcessor],
     });
@@ -61,7 +51,7 @@ describe('retention of finished jobs', () => {
       const queues = app.get(QueueService);
       const done = await queues.add('keep', 'x', {});
       await waitFor(async () => (await queues.getJob(done.id))?.state === 'completed');
-      await pool.query(
+      await t.pool.query(
         `INSERT INTO short_history.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at)
          VALUES (999999, 'keep', 'x', '{}', 'failed', 0, now(), 3, 3, '[]', now(), now() - interval '1 year')`,
       );

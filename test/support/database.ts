@@ -1,5 +1,5 @@
 import { randomBytes } from 'crypto';
-import { Client } from 'pg';
+import { Client, Pool } from 'pg';
 
 export interface TestDatabase {
   /** Connection URL of the fresh, empty database. */
@@ -113,4 +113,21 @@ export async function waitFor(
     `waitFor timed out after ${Date.now() - started} ms (${attempts} attempts): ${what}${last}`,
     lastError === undefined ? undefined : { cause: lastError },
   );
+}
+
+/**
+ * A fresh database and a small pool on it for the enclosing `describe`, dropped after it.
+ * Read `ctx.db` and `ctx.pool` inside tests (they are set in beforeAll).
+ */
+export function useTestDatabase(): { readonly db: TestDatabase; readonly pool: Pool } {
+  const ctx = {} as { db: TestDatabase; pool: Pool };
+  beforeAll(async () => {
+    ctx.db = await createTestDatabase();
+    ctx.pool = new Pool({ connectionString: ctx.db.url, max: 2 });
+  });
+  afterAll(async () => {
+    await ctx.pool?.end();
+    await ctx.db?.drop();
+  });
+  return ctx;
 }
