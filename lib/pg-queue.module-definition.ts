@@ -1,6 +1,11 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
 import type { PgQueueModuleOptions } from './pg-queue.options';
 
+/**
+ * `forRoot` / `forRootAsync` from Nest's ConfigurableModuleBuilder. `PG_QUEUE_MODULE_OPTIONS` is
+ * the DI token of the raw options as given (validated and defaulted once, by the runtime);
+ * `isGlobal` (default true) makes `QueueService` and the runtime visible to every module.
+ */
 export const {
   ConfigurableModuleClass: PgQueueConfigurableModule,
   MODULE_OPTIONS_TOKEN: PG_QUEUE_MODULE_OPTIONS,
