@@ -3,7 +3,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { Pool } from 'pg';
 import { LeaseLostError, Process, Processor, QueueService, type ActiveJob } from '../../lib';
 import { bootApp, runtimeOf } from '../support/app';
-import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { createTestDatabase, waitFor, type TestDatabase, testPool } from '../support/database';
 
 const abortReasons = new Map<string, unknown>();
 const ran: string[] = [];
@@ -33,7 +33,7 @@ describe('leases: heartbeat, lease loss, rescue', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    pool = new Pool({ connectionString: db.url, max: 2 });
+    pool = testPool(db.url, 2);
     app = await bootApp({
       options: { connection: db.url, leaseMs: 1500, heartbeatIntervalMs: 300, rescueIntervalMs: 200, pollIntervalMs: 200 },
       queues: [{ name: 'lease' }],

@@ -4,7 +4,7 @@ import { DataSource } from 'typeorm';
 import { pgQueueMigrations, Process, Processor, QueueService, type Job } from '../../lib';
 import { latestVersion, migrate } from '../../lib/db/migrator';
 import { bootApp } from '../support/app';
-import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { createTestDatabase, waitFor, type TestDatabase, testPool } from '../support/database';
 
 const done: string[] = [];
 
@@ -22,7 +22,7 @@ describe('migrations', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    pool = new Pool({ connectionString: db.url, max: 12 });
+    pool = testPool(db.url, 12);
   });
   afterAll(async () => {
     await pool?.end();
@@ -30,7 +30,7 @@ describe('migrations', () => {
   });
 
   it('ten nodes migrating at once apply each step exactly once', async () => {
-    const pools = Array.from({ length: 10 }, () => new Pool({ connectionString: db.url, max: 1 }));
+    const pools = Array.from({ length: 10 }, () => testPool(db.url, 1));
     try {
       const results = await Promise.all(pools.map((p) => migrate(p, 'racing')));
       // Exactly one node applied the steps; the nine others found them done.

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Pool } from 'pg';
 import { Process, Processor, QueueService, ShutdownError, type ActiveJob } from '../../lib';
 import { bootApp } from '../support/app';
-import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { createTestDatabase, waitFor, type TestDatabase, testPool } from '../support/database';
 
 const events: string[] = [];
 const reasons = new Map<string, unknown>();
@@ -30,7 +30,7 @@ describe('graceful shutdown on app.close()', () => {
 
   beforeAll(async () => {
     db = await createTestDatabase();
-    pool = new Pool({ connectionString: db.url, max: 2 });
+    pool = testPool(db.url, 2);
   });
   afterAll(async () => {
     await pool?.end();
