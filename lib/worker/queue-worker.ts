@@ -68,6 +68,8 @@ export class QueueWorker {
   private requested = 0;
   private fetchScheduled = false;
   private mayHaveMore = true;
+  /** Counts wake-ups, so a short claim that started before one does not cancel it. */
+  private wakes = 0;
   private stopping = false;
   private pollTimer: NodeJS.Timeout | null = null;
   private staleTimer: NodeJS.Timeout | null = null;
@@ -123,6 +125,7 @@ export class QueueWorker {
     if (this.stopping) return;
     if (dueInMs <= 0) {
       this.mayHaveMore = true;
+      this.wakes++;
       void this.fetch();
       return;
     }
@@ -149,6 +152,7 @@ export class QueueWorker {
       if (held >= this.queue.concurrency + Math.floor(prefetch / 2)) return;
       const free = this.queue.concurrency + prefetch - held;
       this.requested += free;
+      const wakesBefore = this.wakes;
       const claim = this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
       this.claimsInFlight.add(claim);
       let rows: ClaimedRow[];
@@ -162,7 +166,9 @@ export class QueueWorker {
         this.requested -= free;
         this.claimsInFlight.delete(claim);
       }
-      if (rows.length < free) this.mayHaveMore = false;
+      // A short claim means the queue was empty when it ran; but a job committed meanwhile (its
+      // NOTIFY arrived during the claim) may not have been visible to it: claim again then.
+      if (rows.length < free && this.wakes === wakesBefore) this.mayHaveMore = false;
       rows.sort((a, b) => a.priority - b.priority || a.run_at_ms - b.run_at_ms);
       const at = Date.now();
       for (const row of rows) this.buffer.push({ row, at });
