@@ -106,8 +106,13 @@ export class PgQueueRuntime {
     if (!q) {
       validateQueueName(name);
       const defaults = this.registered.get(name)?.defaultJobOptions ?? this.options.defaultJobOptions;
-      q = new Queue(name, this.store, defaults, this.options.maxPayloadBytes, (queue, job, count) =>
-        this.supervisor.emit('enqueued', queue, job, count),
+      q = new Queue(
+        name,
+        this.store,
+        defaults,
+        this.options.maxPayloadBytes,
+        (queue, job, count) => this.supervisor.emit('enqueued', queue, job, count),
+        () => this.supervisor.listenerCount('enqueued') > 0,
       );
       this.queues.set(name, q);
     }

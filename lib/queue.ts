@@ -40,10 +40,13 @@ export class Queue<TJobs extends JobMap = JobMap> {
     private readonly store: JobStore,
     private readonly defaults: ResolvedJobDefaults,
     private readonly maxPayloadBytes: number,
-    private readonly onEnqueued: (queue: string, name: string, count: number) => void = () => undefined,
+    private readonly onEnqueued: ((queue: string, name: string, count: number) => void) | null = null,
+    private readonly wantsEnqueued: () => boolean = () => false,
   ) {}
 
   private enqueued(rows: readonly { name: string }[]): void {
+    // Counting per name costs a pass over the batch: only when someone (metrics) listens.
+    if (!this.onEnqueued || !this.wantsEnqueued()) return;
     const byName = new Map<string, number>();
     for (const r of rows) byName.set(r.name, (byName.get(r.name) ?? 0) + 1);
     for (const [name, count] of byName) this.onEnqueued(this.name, name, count);
