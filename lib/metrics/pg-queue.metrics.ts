@@ -1,9 +1,11 @@
+import type { EventEmitter } from 'node:events';
 import { Inject, Injectable, Logger, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { register as globalRegistry, type Registry } from 'prom-client';
 import type { StalledJob } from '../db/job-store';
 import type { Job } from '../job';
 import { PG_QUEUE_RUNTIME } from '../pg-queue.constants';
 import type { PgQueueRuntime } from '../pg-queue.runtime';
+import type { SupervisorEventMap } from '../worker/supervisor';
 import { QueueService } from '../queue.service';
 import { pgQueueMetricSet, sharedInFlight, type PgQueueMetricSet, type QueueMetricsSource } from './metric-set';
 import {
@@ -69,31 +71,35 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
     };
   }
 
+  /** Every supervisor event this class listens to, so subscribing and unsubscribing cannot drift apart. */
+  private subscriptions(): [keyof SupervisorEventMap, (...args: never[]) => void][] {
+    // (Listed untyped: EventEmitter's per-event typing cannot follow a loop; each handler below
+    // is typed against its event.)
+    return [
+      ['enqueued', this.onEnqueued],
+      ['active', this.onActive],
+      ['completed', this.onCompleted],
+      ['retrying', this.onRetrying],
+      ['failed', this.onFailed],
+      ['stalled', this.onStalled],
+    ];
+  }
+
   onModuleInit(): void {
     if (this.attached) return;
     // The same runtime registered twice in one registry (the module imported twice) counts once.
     this.attached = this.metrics.attach(this.source);
     if (!this.attached) return;
-    const s = this.runtime.supervisor;
-    s.on('enqueued', this.onEnqueued);
-    s.on('active', this.onActive);
-    s.on('completed', this.onCompleted);
-    s.on('retrying', this.onRetrying);
-    s.on('failed', this.onFailed);
-    s.on('stalled', this.onStalled);
+    const emitter: EventEmitter = this.runtime.supervisor;
+    for (const [event, listener] of this.subscriptions()) emitter.on(event, listener as (...args: unknown[]) => void);
   }
 
   onModuleDestroy(): void {
     if (!this.attached) return;
     this.attached = false;
     this.metrics.detach(this.source);
-    const s = this.runtime.supervisor;
-    s.off('enqueued', this.onEnqueued);
-    s.off('active', this.onActive);
-    s.off('completed', this.onCompleted);
-    s.off('retrying', this.onRetrying);
-    s.off('failed', this.onFailed);
-    s.off('stalled', this.onStalled);
+    const emitter: EventEmitter = this.runtime.supervisor;
+    for (const [event, listener] of this.subscriptions()) emitter.off(event, listener as (...args: unknown[]) => void);
     this.startedAt.clear();
   }
 

@@ -157,16 +157,21 @@ describe('several worker processes on one database', () => {
   const n = async (text: string, params: unknown[] = []): Promise<number> =>
     Number((await q<{ n: string | number }>(text, params))[0].n);
 
-  /** A fresh database with the `runs` table, and a producer-only app (no workers) on it. */
-  async function setUp(): Promise<QueueService> {
-    db = await createTestDatabase();
-    sql = new Client({ connectionString: db.url });
+  /** The `runs` table the fixture writes, and a producer-only app (no workers), on `db`. */
+  async function attachProducer(): Promise<QueueService> {
+    sql = new Client({ connectionString: db!.url });
     await sql.connect();
     await sql.query(`CREATE TABLE runs (job_id bigint NOT NULL, attempt int NOT NULL, pid int NOT NULL,
                        at timestamptz NOT NULL DEFAULT clock_timestamp())`);
-    producer = await bootApp({ options: { connection: db.url, workers: false } });
+    producer = await bootApp({ options: { connection: db!.url, workers: false } });
     await producer.init();
     return producer.get(QueueService);
+  }
+
+  /** A fresh database, prepared by attachProducer. */
+  async function setUp(): Promise<QueueService> {
+    db = await createTestDatabase();
+    return attachProducer();
   }
 
   beforeAll(() => {
@@ -194,13 +199,7 @@ describe('several worker processes on one database', () => {
       startWorker(`worker-${i}`, db!.url, { concurrency: 10, pollIntervalMs: 1000, shutdownTimeoutMs }),
     );
     await Promise.all(workers.map((w) => untilReady(w)));
-    sql = new Client({ connectionString: db.url });
-    await sql.connect();
-    await sql.query(`CREATE TABLE runs (job_id bigint NOT NULL, attempt int NOT NULL, pid int NOT NULL,
-                       at timestamptz NOT NULL DEFAULT clock_timestamp())`);
-    producer = await bootApp({ options: { connection: db.url, workers: false } });
-    await producer.init();
-    const queues = producer.get(QueueService);
+    const queues = await attachProducer();
 
     const ids: string[] = [];
     for (let batch = 0; batch < 3; batch++) {

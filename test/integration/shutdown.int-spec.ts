@@ -1,8 +1,7 @@
 import 'reflect-metadata';
-import { Pool } from 'pg';
 import { Process, Processor, QueueService, ShutdownError, type ActiveJob } from '../../lib';
 import { bootApp } from '../support/app';
-import { createTestDatabase, waitFor, type TestDatabase, testPool } from '../support/database';
+import { useTestDatabase, waitFor } from '../support/database';
 
 const events: string[] = [];
 const reasons = new Map<string, unknown>();
@@ -25,21 +24,11 @@ class WorkProcessor {
 }
 
 describe('graceful shutdown on app.close()', () => {
-  let db: TestDatabase;
-  let pool: Pool;
-
-  beforeAll(async () => {
-    db = await createTestDatabase();
-    pool = testPool(db.url, 2);
-  });
-  afterAll(async () => {
-    await pool?.end();
-    await db?.drop();
-  });
+  const t = useTestDatabase();
 
   const boot = (shutdownTimeoutMs: number) =>
     bootApp({
-      options: { connection: db.url, shutdownTimeoutMs, pollIntervalMs: 100 },
+      options: { connection: t.db.url, shutdownTimeoutMs, pollIntervalMs: 100 },
       queues: [{ name: 'work', concurrency: 5 }],
       providers: [WorkProcessor],
     });
@@ -55,18 +44,18 @@ describe('graceful shutdown on app.close()', () => {
     const t0 = Date.now();
     await app.close();
     expect(Date.now() - t0).toBeLessThan(10_000);
-    for (const j of short) expect((await pool.query('SELECT state FROM pgqueue.job_history WHERE id = $1', [j.id])).rows[0]?.state).toBe('completed');
+    for (const j of short) expect((await t.pool.query('SELECT state FROM pgqueue.job_history WHERE id = $1', [j.id])).rows[0]?.state).toBe('completed');
     expect(reasons.get('long')).toBeInstanceOf(ShutdownError);
-    const back = (await pool.query('SELECT state, attempt, locked_by FROM pgqueue.jobs WHERE id = $1', [long.id])).rows[0];
+    const back = (await t.pool.query('SELECT state, attempt, locked_by FROM pgqueue.jobs WHERE id = $1', [long.id])).rows[0];
     expect(back).toEqual({ state: 'waiting', attempt: 0, locked_by: null });
     // The pool is closed: no connection of the closed app is left on the server.
-    const conns = await pool.query(
+    const conns = await t.pool.query(
       `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'nestjs-pg-queue%'`,
     );
     expect(conns.rows[0].n).toBe(0);
 
     // The next worker takes the job at once and, this time, lets it finish quickly.
-    await pool.query(`UPDATE pgqueue.jobs SET payload = '{"ms": 10, "tag": "long-again"}' WHERE id = $1`, [long.id]);
+    await t.pool.query(`UPDATE pgqueue.jobs SET payload = '{"ms": 10, "tag": "long-again"}' WHERE id = $1`, [long.id]);
     const next = await boot(1000);
     try {
       await waitFor(async () => (await next.get(QueueService).getJob(long.id))?.state === 'completed', { timeoutMs: 5000 });

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { Logger, Module, type INestApplicationContext, type ModuleMetadata, type Type } from '@nestjs/common';
+import { Logger, Module, type INestApplicationContext, type ModuleMetadata } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { PgQueueModule, type PgQueueModuleOptions, type RegisterQueueOptions } from '../../lib';
 import type { PgQueueRuntime } from '../../lib/pg-queue.runtime';
@@ -25,13 +25,3 @@ export async function bootApp(t: TestAppOptions): Promise<INestApplicationContex
 export function runtimeOf(app: INestApplicationContext): PgQueueRuntime {
   return app.get<PgQueueRuntime>(PG_QUEUE_RUNTIME);
 }
-
-/** Records what handlers saw, so a test can wait on it. */
-export class Recorder<T = unknown> {
-  readonly seen: T[] = [];
-  add(x: T): void {
-    this.seen.push(x);
-  }
-}
-
-export type Ctor = Type<unknown>;
