@@ -88,7 +88,8 @@ export function databaseUrl(url, name) {
  *                                    `<parent of dataDir>/<basename>.log`; pass true
  *                                    to echo it to stderr too, or a function.
  * @param {boolean} [opts.handleSignals=true] stop the server and exit on SIGINT/SIGTERM.
- * @returns {Promise<{ url: string, embedded: boolean, logFile?: string, dataDir?: string, stop(): Promise<void> }>}
+ * @returns {Promise<{ url: string, embedded: boolean, logFile?: string, dataDir?: string, stop(): Promise<void>,
+ *   restart?(opts?: { downMs?: number }): Promise<void> }>}
  */
 export async function startPostgres({
   dataDir,
@@ -254,7 +255,27 @@ export async function startPostgres({
       process.once('SIGTERM', onSignal);
     }
 
-    return { url, embedded: true, logFile, dataDir, stop };
+    /**
+     * Stops the server (fast shutdown: sessions are cut, the WAL is flushed), waits `downMs`,
+     * and starts it again on the same port and data directory. For the chaos suite.
+     */
+    async function restart({ downMs = 0 } = {}) {
+      const proc = instance.process;
+      if (proc && proc.exitCode === null && proc.signalCode === null) {
+        const exited = new Promise((r) => proc.once('exit', r));
+        proc.kill('SIGINT');
+        await exited;
+      }
+      instance.process = undefined;
+      if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
+      const port = Number(new URL(url).port);
+      const next = makeInstance(port);
+      onLog(`--- restart on port ${port} (${new Date().toISOString()}) ---\n`);
+      await startWithTimeout(next);
+      instance = next;
+    }
+
+    return { url, embedded: true, logFile, dataDir, stop, restart };
   } catch (e) {
     if (ownedTmpDir) {
       removeOwned();

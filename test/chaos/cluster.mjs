@@ -1,0 +1,180 @@
+// The chaos suite's moving parts: replica and producer processes, the database they share, the
+// per-second sampler, and the final count of what was committed against what ran.
+
+import { fork } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+
+const here = path.dirname(fileURLToPath(import.meta.url));
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** The tables the app and producer write: what was committed, and what ran (and how often). */
+export const APP_SCHEMA = `
+  CREATE TABLE chaos_enqueued (seq bigint PRIMARY KEY);
+  CREATE TABLE chaos_done (
+    seq        bigint PRIMARY KEY,
+    runs       integer NOT NULL DEFAULT 1,
+    created_at timestamptz NOT NULL,
+    started_at timestamptz NOT NULL,
+    done_at    timestamptz NOT NULL,
+    pid        integer NOT NULL
+  );`;
+
+/**
+ * A child process of test/chaos/. `exited` resolves with { code, signal, at } whenever it ends;
+ * `unexpected` is set when it ended without the driver asking (a SIGTERM or SIGKILL it sent).
+ */
+export function spawnChild(script, arg, logFile) {
+  const log = fs.openSync(logFile, 'a');
+  const child = fork(path.join(here, script), [JSON.stringify(arg)], { stdio: ['ignore', log, log, 'ipc'] });
+  fs.closeSync(log);
+  child.on('error', () => undefined); // a send to a dead child: request() rejects instead
+  const proc = {
+    pid: child.pid,
+    child,
+    expectedExit: false,
+    unexpected: null,
+    exited: new Promise((resolve) =>
+      child.once('exit', (code, signal) => {
+        if (!proc.expectedExit) proc.unexpected = { code, signal };
+        resolve({ code, signal, at: Date.now() });
+      }),
+    ),
+    ready: new Promise((resolve, reject) => {
+      child.on('message', (m) => m.type === 'ready' && resolve());
+      child.once('exit', (code, signal) => reject(new Error(`${script} (pid ${child.pid}) exited before ready: ${code ?? signal}; see ${logFile}`)));
+    }),
+    /** Sends `msg` and resolves with the first answer of the same type. */
+    request(msg) {
+      return new Promise((resolve, reject) => {
+        if (!child.connected) return reject(new Error(`${script} (pid ${child.pid}) is gone; see ${logFile}`));
+        const on = (m) => m.type === msg.type && (child.off('message', on), resolve(m));
+        child.on('message', on);
+        child.once('exit', (code, signal) => reject(new Error(`${script} (pid ${child.pid}) exited (${code ?? signal}) before answering '${msg.type}'; see ${logFile}`)));
+        child.send(msg, (err) => err && reject(err));
+      });
+    },
+    kill() {
+      proc.expectedExit = true;
+      child.kill('SIGKILL');
+      return proc.exited;
+    },
+    /** SIGTERM; resolves with { code, signal, ms } (ms: until the process was gone). */
+    async terminate() {
+      proc.expectedExit = true;
+      const t0 = Date.now();
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+      const { code, signal, at } = await proc.exited;
+      clearTimeout(timer);
+      return { code, signal, ms: at - t0 };
+    },
+  };
+  proc.ready.catch(() => undefined);
+  return proc;
+}
+
+/** A fresh pg client, retrying while the server is restarting. */
+export async function connect(url, applicationName, deadlineMs = 30_000) {
+  const until = Date.now() + deadlineMs;
+  for (;;) {
+    const c = new pg.Client({ connectionString: url, application_name: applicationName });
+    c.on('error', () => undefined);
+    try {
+      await c.connect();
+      return c;
+    } catch (err) {
+      if (Date.now() > until) throw err;
+      await sleep(200);
+    }
+  }
+}
+
+/** Runs one query on a short-lived connection; null when the server does not answer. */
+export async function tryQuery(url, sql, params) {
+  let c;
+  try {
+    c = new pg.Client({ connectionString: url, application_name: 'chaos-driver', connectionTimeoutMillis: 2000 });
+    c.on('error', () => undefined);
+    await c.connect();
+    return (await c.query(sql, params)).rows;
+  } catch {
+    return null;
+  } finally {
+    await c?.end().catch(() => undefined);
+  }
+}
+
+/** Queue depth and dead tuples, once a second, into `samples` (null fields while the server is down). */
+export function startSampler(url, samples) {
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const t = Date.now();
+      const rows = await tryQuery(
+        url,
+        `SELECT (SELECT count(*) FROM pgqueue.jobs WHERE state = 'waiting')::int AS waiting,
+                (SELECT count(*) FROM pgqueue.jobs WHERE state = 'active')::int AS active,
+                (SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = 'pgqueue' AND relname = 'jobs')::int AS dead_jobs,
+                (SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = 'pgqueue' AND relname = 'job_history')::int AS dead_history`,
+      );
+      samples.push({ t, ...(rows?.[0] ?? { waiting: null, active: null, dead_jobs: null, dead_history: null }) });
+      await sleep(Math.max(0, 1000 - (Date.now() - t)));
+    }
+  })();
+  return async () => {
+    stopped = true;
+    await loop;
+  };
+}
+
+/** Dead tuples of the queue's tables now, or null when the server does not answer. */
+export async function deadTuples(url) {
+  const rows = await tryQuery(
+    url,
+    `SELECT relname, n_dead_tup::int AS dead FROM pg_stat_user_tables WHERE schemaname = 'pgqueue' AND relname IN ('jobs', 'job_history')`,
+  );
+  if (!rows) return null;
+  const by = Object.fromEntries(rows.map((r) => [r.relname, r.dead]));
+  return { jobs: by.jobs ?? 0, history: by.job_history ?? 0 };
+}
+
+/** Jobs a worker process holds a lease on (its `locked_by` carries its pid). */
+export async function heldBy(url, pid) {
+  const rows = await tryQuery(url, `SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active' AND locked_by LIKE $1`, [`%:${pid}:%`]);
+  return rows?.[0]?.n ?? 0;
+}
+
+/** Completions per second and enqueue-to-start latency per second, from `chaos_done`. */
+export async function perSecond(url, fromMs, toMs) {
+  const rows = await tryQuery(
+    url,
+    `SELECT floor((extract(epoch FROM done_at) * 1000 - $1) / 1000)::int AS s, count(*)::int AS n,
+            percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at) * 1000) AS p50,
+            percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - created_at) * 1000) AS p99
+       FROM chaos_done WHERE done_at >= to_timestamp($1 / 1000.0) AND done_at < to_timestamp($2 / 1000.0)
+      GROUP BY 1 ORDER BY 1`,
+    [fromMs, toMs],
+  );
+  const seconds = Math.floor((toMs - fromMs) / 1000); // full seconds only: a partial last one would read as a dip
+  const out = Array.from({ length: seconds }, () => ({ n: 0, p50: null, p99: null }));
+  for (const r of rows ?? []) if (r.s >= 0 && r.s < seconds) out[r.s] = { n: r.n, p50: r.p50, p99: r.p99 };
+  return out;
+}
+
+/** Committed jobs against completed ones, counted in the database. */
+export async function tally(url) {
+  const rows = await tryQuery(
+    url,
+    `SELECT (SELECT count(*) FROM chaos_enqueued)::int AS enqueued,
+            (SELECT count(*) FROM chaos_done)::int AS completed,
+            (SELECT count(*) FROM chaos_enqueued e WHERE NOT EXISTS (SELECT 1 FROM chaos_done d WHERE d.seq = e.seq))::int AS lost,
+            (SELECT coalesce(sum(runs - 1), 0) FROM chaos_done)::int AS duplicates,
+            (SELECT count(*) FROM pgqueue.job_history WHERE queue = 'chaos' AND state = 'failed')::int AS failed,
+            (SELECT count(*) FROM pgqueue.jobs WHERE queue = 'chaos')::int AS live`,
+  );
+  if (!rows) throw new Error('the database did not answer the final count');
+  return rows[0];
+}
