@@ -89,7 +89,7 @@ export class Listener {
 
   private scheduleReconnect(): void {
     const min = this.opts.minBackoffMs ?? 100;
-    const max = this.opts.maxBackoffMs ?? 10_000;
+    const max = this.opts.maxBackoffMs ?? 5_000;
     const ceiling = Math.min(max, min * 2 ** Math.min(this.failures++, 20));
     const delay = Math.round(min / 2 + Math.random() * ceiling);
     this.retryTimer = setTimeout(() => {

@@ -94,8 +94,10 @@ export class QueueWorker {
   }
 
   start(): void {
+    // The one timer left referenced: it keeps a worker-only process (an application context
+    // with no HTTP server) alive while every connection is down. Unreferenced, such a process
+    // exited with code 0 during a PostgreSQL restart (test/chaos, scenario 1). stopClaiming clears it.
     this.pollTimer = setInterval(() => this.wake(0), this.ctx.pollIntervalMs);
-    this.pollTimer.unref();
     this.staleTimer = setInterval(() => this.returnStaleBuffer(), MAX_BUFFER_WAIT_MS);
     this.staleTimer.unref();
     this.wake(0);
