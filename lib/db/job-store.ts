@@ -241,6 +241,9 @@ export class JobStore {
    */
   async maintain(batch: number): Promise<{ stalled: StalledJob[]; pruned: number } | null> {
     const client = await this.pool.connect();
+    // A checked-out client has no error listener: a backend killed between two statements would
+    // otherwise emit an unhandled 'error' and crash the process. The failed query reports it.
+    client.on('error', ignoreError);
     try {
       await client.query('BEGIN');
       const { rows } = await client.query<{ locked: boolean }>(this.q.tryMaintenanceLock, [
@@ -264,6 +267,7 @@ export class JobStore {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
     } finally {
+      client.off('error', ignoreError);
       client.release();
     }
   }
@@ -295,3 +299,5 @@ export class JobStore {
     return rows.length ? rowToJob<T>(rows[0]) : null;
   }
 }
+
+function ignoreError(): void {}

@@ -58,6 +58,9 @@ export async function applyMigration(db: SqlExecutor, schema: string, m: Migrati
  */
 export async function migrate(pool: Pool, schema: string): Promise<number[]> {
   const client = await pool.connect();
+  // Checked out, the client has no error listener; a lost connection fails the next query instead.
+  const ignoreError = (): void => undefined;
+  client.on('error', ignoreError);
   const db: SqlExecutor = { query: async (sql, params) => (await client.query(sql, params as unknown[])).rows };
   try {
     await client.query('BEGIN');
@@ -71,6 +74,7 @@ export async function migrate(pool: Pool, schema: string): Promise<number[]> {
     await client.query('ROLLBACK').catch(() => undefined);
     throw new PgQueueError(`Migrating schema "${schema}" failed: ${(err as Error).message}`, { cause: err });
   } finally {
+    client.off('error', ignoreError);
     client.release();
   }
 }
