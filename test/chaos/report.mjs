@@ -73,7 +73,7 @@ export function printReport(results, { short, config, outDir }) {
   }
   lines.push('');
   for (const r of results) {
-    const extra = [...r.notes, `backlog at SIGTERM: ${r.backlogAtStop ?? 'n/a'} job(s)`];
+    const extra = [...r.notes, `${r.backlogAtStop ?? 'n/a'} job(s) in the jobs table at SIGTERM`];
     lines.push(`- ${r.title}: ${extra.join('; ')}.`);
     for (const f of r.verdict.failures) lines.push(`  - FAILED: ${f}`);
     for (const w of r.verdict.warnings) lines.push(`  - below target (not fatal in --short): ${w}`);

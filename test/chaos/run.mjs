@@ -2,8 +2,8 @@
 //
 // For each scenario: a fresh database on an embedded PostgreSQL this script owns (it must be able
 // to restart it), a producer at a steady rate, two replicas of a small app (test/chaos/replica.cjs),
-// then baseline, fault and recovery phases. Afterwards the producer stops, both replicas get
-// SIGTERM (with whatever backlog is left: shutdown under pressure), a fresh replica drains the
+// then baseline, fault and recovery phases. Afterwards both replicas get
+// SIGTERM while the producer still runs (shutdown under pressure), a fresh replica drains the
 // rest, and the database says how many committed jobs never ran and how many ran twice.
 //
 // Flags: --short (CI durations; only correctness targets fail the run: loss, duplicates beyond
@@ -95,13 +95,14 @@ async function runScenario(sc, server, logDir) {
   await sleep(CONFIG.recoveryMs);
   const t3 = Date.now();
   const deadRecovery = await deadTuples(url);
-  const produced = await producer.request({ type: 'stop' });
-  await producer.exited;
 
-  // Shutdown under pressure: whatever the replicas still hold or have waiting.
+  // Shutdown under pressure: SIGTERM while the producer still enqueues and the replicas hold jobs.
   const backlogAtStop = (await tryQuery(url, `SELECT count(*)::int AS n FROM pgqueue.jobs`))?.[0]?.n ?? null;
   const unexpected = everyReplica.filter((r) => r.unexpected).map((r) => ({ pid: r.pid, ...r.unexpected }));
   const shutdowns = await Promise.all(replicas.map((r) => r.terminate()));
+  const produced = await producer.request({ type: 'stop' });
+  await producer.exited;
+  notes.push(`the producer committed ${produced.committed} jobs; ${produced.failedBatches} transaction(s) failed and were not retried`);
 
   // A fresh replica finishes the rest; jobs a killed replica held come back after their lease.
   const drainer = spawnChild('replica.cjs', { url, options: REPLICA_OPTIONS }, log('drainer'));
