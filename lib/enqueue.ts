@@ -1,4 +1,5 @@
 import type { NewJobRow } from './db/job-store';
+import { hasLoneSurrogate, isStorableJson } from './db/jsonb';
 import { PgQueueConfigError, PgQueuePayloadError } from './errors';
 import type { JobOptions } from './job';
 import { DEFAULTS, resolveJobDefaults, validateJobName, type ResolvedBackoff, type ResolvedJobDefaults } from './pg-queue.options';
@@ -40,9 +41,13 @@ export function buildJobRow(
       name,
     );
   }
-  if (payloadJson.includes('\\u0000')) {
+  if (!isStorableJson(payloadJson)) {
     throw new PgQueuePayloadError(
-      `Payload of job "${name}" in queue "${queue}" contains a NUL character (\\u0000), which PostgreSQL's jsonb cannot store. Remove or encode it.`,
+      hasLoneSurrogate(payloadJson)
+        ? `Payload of job "${name}" in queue "${queue}" contains a lone UTF-16 surrogate (half of an emoji or other ` +
+            `character, usually from cutting a string with slice or substring), which PostgreSQL's jsonb cannot store. ` +
+            `Cut strings between characters, or pass them through String.prototype.toWellFormed().`
+        : `Payload of job "${name}" in queue "${queue}" contains a NUL character (\\u0000), which PostgreSQL's jsonb cannot store. Remove or encode it.`,
       queue,
       name,
     );

@@ -12,7 +12,10 @@ export class PgQueueError extends Error {
 /** A module, queue or job option is invalid. Thrown at boot (or at enqueue for job options). */
 export class PgQueueConfigError extends PgQueueError {}
 
-/** A payload cannot be stored: not JSON-serialisable, holds a NUL character, or is too large. */
+/**
+ * A payload cannot be stored: not JSON-serialisable, holds a NUL character or a lone UTF-16
+ * surrogate (which jsonb refuses), or is too large.
+ */
 export class PgQueuePayloadError extends PgQueueError {
   constructor(
     message: string,

@@ -61,6 +61,15 @@ export interface PgQueueModuleOptions {
    */
   preparedStatements?: boolean;
   /**
+   * While this process's workers run, log a promise rejection that nothing handled (say, a
+   * handler's forgotten `await`) as an error and keep the process running, instead of Node's
+   * default of ending it: handlers run arbitrary code, and one forgotten `await` must not kill
+   * every job in the process. Uncaught exceptions are not caught: Node documents resuming after
+   * one as unsafe. Set false if the app handles `unhandledRejection` itself.
+   * @default true
+   */
+  handleUnhandledRejections?: boolean;
+  /**
    * How long completed jobs stay in the history table before maintenance deletes them.
    * Failed jobs are kept until you remove them. @default { completedMs: 86_400_000 } (one day)
    */
@@ -107,6 +116,7 @@ export interface ResolvedPgQueueOptions {
   readonly maxPayloadBytes: number;
   readonly asyncCommit: boolean;
   readonly preparedStatements: boolean;
+  readonly handleUnhandledRejections: boolean;
   readonly retention: { readonly completedMs: number };
   readonly defaultJobOptions: ResolvedJobDefaults;
 }
@@ -132,6 +142,7 @@ export const DEFAULTS = {
   maxPayloadBytes: 1_048_576,
   asyncCommit: true,
   preparedStatements: true,
+  handleUnhandledRejections: true,
   retention: { completedMs: 86_400_000 },
   concurrency: 10,
   job: {
@@ -228,7 +239,8 @@ export function resolveJobDefaults(where: string, opts: JobOptions | undefined, 
 const KNOWN_MODULE_KEYS = new Set<string>([
   'dataSource', 'connection', 'listenConnection', 'schema', 'migrate', 'workers', 'listen',
   'pollIntervalMs', 'leaseMs', 'heartbeatIntervalMs', 'rescueIntervalMs', 'shutdownTimeoutMs',
-  'poolSize', 'maxPayloadBytes', 'asyncCommit', 'preparedStatements', 'retention', 'defaultJobOptions',
+  'poolSize', 'maxPayloadBytes', 'asyncCommit', 'preparedStatements', 'handleUnhandledRejections', 'retention',
+  'defaultJobOptions',
 ]);
 
 /** Validates module options once, at boot, and fills in every default. */
@@ -264,6 +276,7 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, DEFAULTS.maxPayloadBytes, 1, 256 * 1_048_576),
     asyncCommit: bool('asyncCommit', o.asyncCommit, DEFAULTS.asyncCommit),
     preparedStatements: bool('preparedStatements', o.preparedStatements, DEFAULTS.preparedStatements),
+    handleUnhandledRejections: bool('handleUnhandledRejections', o.handleUnhandledRejections, DEFAULTS.handleUnhandledRejections),
     retention: {
       completedMs: int('retention.completedMs', o.retention?.completedMs, DEFAULTS.retention.completedMs, 0),
     },

@@ -10,11 +10,16 @@ const HISTORY_COLS = `id, queue, name, payload, state, priority, run_at, attempt
 const ARCHIVE_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
   backoff, timeout_ms, errors, result, created_at, started_at, finished_at`;
 
-/** The error recorded when a lease runs out: the worker died, or its event loop stalled. */
+/**
+ * The error recorded when a lease runs out: the worker died, or its event loop stalled. (An
+ * active row without a lease was written by hand: the library sets both in one statement.)
+ */
 const LEASE_ERROR = `jsonb_build_array(jsonb_build_object(
   'attempt', j.attempt, 'name', 'LeaseExpiredError', 'at', now(),
-  'message', 'Lease expired at ' || j.locked_until || ' while worker ' || coalesce(j.locked_by, '?') ||
-             ' held the job (it died, was killed, or stalled longer than leaseMs).'))`;
+  'message', CASE WHEN j.locked_until IS NULL
+    THEN 'Job was active without a lease (locked_until is NULL, so no worker renews it); handed back to the queue.'
+    ELSE 'Lease expired at ' || j.locked_until || ' while worker ' || coalesce(j.locked_by, '?') ||
+         ' held the job (it died, was killed, or stalled longer than leaseMs).' END))`;
 
 /**
  * Every statement the engine runs, for one schema. The schema was validated at boot and is
@@ -41,11 +46,12 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * `id = ANY(ARRAY(subquery))` rather than a join: as a prepared statement its generic plan
      * guessed LIMIT $2 at 5,000 rows and hash-joined a sequential scan of the whole table
      * (14 ms per claim at 50,000 jobs, measured); an array of ids always takes the primary key.
+     * `least()` keeps a hand-written attempt of 2^31-1 from failing every claim of its queue.
      * $1 queue $2 limit $3 worker id $4 lease ms
      */
     claim: `
       UPDATE ${jobs} j
-      SET state = 'active', attempt = j.attempt + 1, locked_by = $3,
+      SET state = 'active', attempt = least(j.attempt, 2147483646) + 1, locked_by = $3,
           locked_until = now() + $4 * interval '1 millisecond', started_at = now()
       WHERE j.id = ANY(ARRAY(
         SELECT id FROM ${jobs}
@@ -131,12 +137,13 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 
     /**
      * The rescuer: jobs whose lease expired go back to waiting (the attempt counts) or, after
-     * their last attempt, to history as failed, with the lease error recorded.
+     * their last attempt, to history as failed, with the lease error recorded. A NULL lease
+     * counts as expired: nothing would ever renew it, and the job would stay active for good.
      * $1 batch size $2 channel
      */
     rescue: `
       WITH expired AS (
-        SELECT id FROM ${jobs} WHERE state = 'active' AND locked_until < now()
+        SELECT id FROM ${jobs} WHERE state = 'active' AND (locked_until < now() OR locked_until IS NULL)
         ORDER BY locked_until LIMIT $1 FOR UPDATE SKIP LOCKED
       ), retried AS (
         UPDATE ${jobs} j

@@ -1,4 +1,5 @@
 import type { JobStore, Outcome } from '../db/job-store';
+import { isStorableJson } from '../db/jsonb';
 import { RunningJob, type ClaimedRow } from './active-job';
 import { JobTimeoutError, UnknownJobNameError } from '../errors';
 import type { Job, JobAttemptError, JobHandler } from '../job';
@@ -182,6 +183,10 @@ export class QueueWorker {
   private run(row: ClaimedRow): void {
     const job = new RunningJob(row);
     const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
+    if (backoff !== row.backoff && row.backoff !== null) {
+      const shown = JSON.stringify(row.backoff).slice(0, 200);
+      this.ctx.logger.warn(`Job ${job.id} (${job.queue}/${job.name}) has an unusable backoff ${shown}; using the queue's default`);
+    }
     const entry: Running = { job, backoff, timer: null, settled: false, startedAt: performance.now() };
     this.running.set(job.id, entry);
     this.ctx.events.active(job);
@@ -221,7 +226,12 @@ export class QueueWorker {
       } catch {
         this.ctx.logger.warn(`Result of job ${job.id} (${job.queue}/${job.name}) is not JSON-serialisable; storing null`);
       }
-      if (resultJson?.includes('\\u0000')) resultJson = null;
+      if (resultJson !== null && !isStorableJson(resultJson)) {
+        this.ctx.logger.warn(
+          `Result of job ${job.id} (${job.queue}/${job.name}) cannot be stored as jsonb (it holds a NUL character or a lone UTF-16 surrogate); storing null`,
+        );
+        resultJson = null;
+      }
       outcome = { kind: 'completed', id: job.id, attempt: job.attempt, resultJson };
       this.ctx.events.completed(job, value);
     } else {
@@ -298,6 +308,24 @@ export class QueueWorker {
   }
 }
 
+/**
+ * A stored backoff the retry policy can use. The library stores only validated ones (or NULL),
+ * but a row written by hand may hold any JSON, and a delay that is not a whole number of
+ * milliseconds in range used to make the retry statement fail: on every flush, for every outcome
+ * batched with it, while heartbeats kept the job active.
+ */
 function isBackoff(b: unknown): b is ResolvedBackoff {
-  return typeof b === 'object' && b !== null && 'type' in b && 'delayMs' in b && 'maxDelayMs' in b;
+  if (typeof b !== 'object' || b === null) return false;
+  const { type, delayMs, maxDelayMs, jitter } = b as Record<string, unknown>;
+  return (
+    (type === 'fixed' || type === 'exponential') &&
+    isMs(delayMs) &&
+    isMs(maxDelayMs) &&
+    (jitter === undefined || typeof jitter === 'boolean')
+  );
+}
+
+/** The range the options accept for a delay. */
+function isMs(v: unknown): boolean {
+  return Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 2 ** 31 - 1;
 }

@@ -1,3 +1,4 @@
+import { toStorableJson } from '../db/jsonb';
 import type { JobAttemptError } from '../job';
 import type { ResolvedBackoff } from '../pg-queue.options';
 
@@ -11,21 +12,40 @@ export function backoffDelayMs(b: ResolvedBackoff, attempt: number, random: () =
   return Math.round(b.jitter ? capped / 2 + random() * (capped / 2) : capped);
 }
 
-/** Records what a handler threw, Error or not, as the attempt's error. */
+/**
+ * Records what a handler threw, Error or not, as the attempt's error. Never throws itself: a
+ * value that can be neither serialised nor printed (a null-prototype object holding a BigInt,
+ * a getter that throws) must still fail the attempt, not leave its outcome unwritten.
+ */
 export function toAttemptError(thrown: unknown, attempt: number, at = new Date()): JobAttemptError {
   if (thrown instanceof Error) {
-    return { attempt, name: thrown.name, message: thrown.message, stack: thrown.stack, at: at.toISOString() };
+    try {
+      const { name, message, stack } = thrown;
+      return {
+        attempt,
+        name: String(name),
+        message: String(message),
+        stack: stack === undefined ? undefined : String(stack),
+        at: at.toISOString(),
+      };
+    } catch {
+      return { attempt, name: 'Error', message: 'Handler threw an Error whose name, message or stack cannot be read', at: at.toISOString() };
+    }
   }
   let message: string;
   try {
     message = typeof thrown === 'string' ? thrown : (JSON.stringify(thrown) ?? String(thrown));
   } catch {
-    message = String(thrown);
+    try {
+      message = String(thrown);
+    } catch {
+      message = Object.prototype.toString.call(thrown);
+    }
   }
   return { attempt, name: 'NonError', message: `Handler threw a non-Error value: ${message}`, at: at.toISOString() };
 }
 
-/** Serialises an attempt error for storage; NUL characters (which jsonb rejects) are replaced. */
+/** Serialises an attempt error for storage; what jsonb refuses (NUL, lone surrogates) becomes U+FFFD. */
 export function attemptErrorJson(e: JobAttemptError): string {
-  return JSON.stringify(e).replace(/\\u0000/g, '\\ufffd');
+  return toStorableJson(JSON.stringify(e));
 }

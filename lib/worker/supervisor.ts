@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { ClientConfig } from 'pg';
 import type { JobStore, StalledJob } from '../db/job-store';
-import { LeaseLostError, ShutdownError } from '../errors';
+import { LeaseLostError, PgQueueError, ShutdownError } from '../errors';
 import type { Job, JobAttemptError, JobHandler } from '../job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../pg-queue.options';
 import { Completer } from './completer';
@@ -45,6 +45,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private maintenanceTimer: NodeJS.Timeout | null = null;
   private started = false;
   private stopped = false;
+  private catchingRejections = false;
 
   constructor(
     private readonly store: JobStore,
@@ -108,6 +109,10 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       });
       // Do not wait for the listener: if it cannot connect, polling carries the load meanwhile.
       void this.listener.start();
+    }
+    if (this.workers.size > 0 && this.opts.handleUnhandledRejections) {
+      process.on('unhandledRejection', this.onUnhandledRejection);
+      this.catchingRejections = true;
     }
     for (const w of this.workers.values()) w.start();
     if (this.workers.size > 0) {
@@ -189,5 +194,36 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.maintenanceTimer) clearInterval(this.maintenanceTimer);
     await this.listener?.stop();
+    // Last: handlers still ran until the jobs were abandoned above.
+    if (this.catchingRejections) process.off('unhandledRejection', this.onUnhandledRejection);
+    this.catchingRejections = false;
+  }
+
+  /**
+   * Node ends the process on a rejection nothing handled, and with it every job it runs: one
+   * handler's forgotten `await` would take the others down. Reported through 'error' (logged by
+   * the listener the constructor adds). The rejection may come from any code in the process,
+   * not only a handler; the message says what is likely.
+   */
+  private readonly onUnhandledRejection = (reason: unknown): void => {
+    const err = new PgQueueError(
+      `Unhandled promise rejection: ${describeReason(reason)}. The workers keep running ` +
+        '(handleUnhandledRejections: true). Most likely a job handler started a promise without awaiting ' +
+        'or catching it: await it, or add .catch().',
+      { cause: reason },
+    );
+    // The log should point at the code that rejected, not at this listener.
+    if (reason instanceof Error && reason.stack) err.stack = reason.stack;
+    this.emit('error', err);
+  };
+}
+
+/** A rejection reason as text, whatever it is. */
+function describeReason(reason: unknown): string {
+  try {
+    if (reason instanceof Error) return `${reason.name}: ${reason.message}`;
+    return typeof reason === 'string' ? reason : (JSON.stringify(reason) ?? String(reason));
+  } catch {
+    return Object.prototype.toString.call(reason);
   }
 }

@@ -1,11 +1,11 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import { Client } from 'pg';
 import { QueueService, type Job } from '../../lib';
 import { bootApp } from '../support/app';
+import { assertBuilt } from '../support/built';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 
 // Several real worker processes (test/fixtures/worker-process.js, running the BUILT package from
@@ -15,36 +15,6 @@ import { createTestDatabase, waitFor, type TestDatabase } from '../support/datab
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'worker-process.js');
-const DIST_INDEX = path.join(ROOT, 'dist', 'index.js');
-
-/** Newest mtime of the files under `dir` whose names end with `ext`. */
-function newestMtime(dir: string, ext: string): number {
-  let newest = 0;
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
-    const p = path.join(dir, entry.name);
-    if (entry.isDirectory()) newest = Math.max(newest, newestMtime(p, ext));
-    else if (entry.name.endsWith(ext)) newest = Math.max(newest, fs.statSync(p).mtimeMs);
-  }
-  return newest;
-}
-
-/** The worker processes run dist/, the test process runs lib/: both must be the same code. */
-function assertBuilt(): void {
-  if (!fs.existsSync(DIST_INDEX)) {
-    throw new Error(
-      `${path.relative(ROOT, DIST_INDEX)} is missing: the worker processes of this test run the built package. ` +
-        'Run `npm run build` first (`npm test` does).',
-    );
-  }
-  const lib = newestMtime(path.join(ROOT, 'lib'), '.ts');
-  const dist = newestMtime(path.join(ROOT, 'dist'), '.js');
-  if (lib > dist) {
-    throw new Error(
-      'dist/ is older than lib/ (a source file changed after the last build): the worker processes would run ' +
-        'stale code. Run `npm run build` first (`npm test` does).',
-    );
-  }
-}
 
 type Exit = { code: number | null; signal: NodeJS.Signals | null };
 

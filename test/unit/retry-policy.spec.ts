@@ -1,4 +1,4 @@
-import { backoffDelayMs, toAttemptError } from '../../lib/worker/retry-policy';
+import { attemptErrorJson, backoffDelayMs, toAttemptError } from '../../lib/worker/retry-policy';
 
 describe('backoff', () => {
   const exp = { type: 'exponential' as const, delayMs: 100, maxDelayMs: 1000, jitter: false };
@@ -38,5 +38,22 @@ describe('attempt errors', () => {
     const e = toAttemptError(value, 1);
     expect(e.name).toBe('NonError');
     expect(e.message).toContain(text);
+  });
+
+  it('never throws, whatever was thrown', () => {
+    const unprintable = Object.assign(Object.create(null) as object, { n: 1n }); // JSON and String() both throw
+    expect(toAttemptError(unprintable, 1)).toMatchObject({ name: 'NonError', message: 'Handler threw a non-Error value: [object Object]' });
+    const unreadable = new Error('x');
+    Object.defineProperty(unreadable, 'message', {
+      get() {
+        throw new Error('no');
+      },
+    });
+    expect(toAttemptError(unreadable, 1)).toMatchObject({ name: 'Error', message: expect.stringContaining('cannot be read') });
+  });
+
+  it('stores what jsonb refuses (NUL, half a surrogate pair) as U+FFFD', () => {
+    const e = toAttemptError(new Error('a\u0000b 😀'.slice(0, -1)), 1, new Date(0));
+    expect(JSON.parse(attemptErrorJson(e)).message).toBe('a\ufffdb \ufffd');
   });
 });
