@@ -6,6 +6,7 @@ import { Client } from 'pg';
 import { QueueService, type Job } from '../../lib';
 import { bootApp } from '../support/app';
 import { assertBuilt } from '../support/built';
+import { TcpProxy } from '../support/tcp-proxy';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 
 // Several real worker processes (test/fixtures/worker-process.js, running the BUILT package from
@@ -318,5 +319,31 @@ describe('several worker processes on one database', () => {
     expect(await n('SELECT count(*) AS n FROM pgqueue.jobs')).toBe(0);
 
     expectCleanExit(b, await stopWorker(b, 'SIGTERM', shutdownTimeoutMs + 5000));
+  }, 40_000);
+
+  it('a worker-only process stays up while its database is unreachable, and runs jobs again once it is back', async () => {
+    // Its only connections go through a proxy the test cuts: the pool and the listener lose
+    // every socket, and reconnects are refused. Before the fix, nothing then held the event
+    // loop (every engine timer was unref'd) and the process exited with code 0 mid-outage.
+    const queues = await setUp();
+    const proxy = await TcpProxy.forUrl(db!.url);
+    try {
+      const w = startWorker('cut-off', proxy.urlThrough(db!.url), { concurrency: 2, pollIntervalMs: 200 });
+      await untilReady(w);
+      await proxy.stop();
+      // Ten poll intervals with no database: claims fail, the listener retries, the process lives.
+      const outage = Date.now();
+      await waitFor(() => w.exit !== null || Date.now() - outage > 2000, { timeoutMs: 5000, intervalMs: 50 });
+      expect(w.exit).toBeNull();
+      const job = await queues.add('work', 'job', {});
+      await proxy.start();
+      await waitFor(async () => (await n('SELECT count(*) AS n FROM runs WHERE job_id = $1', [job.id])) === 1, {
+        timeoutMs: 15_000,
+        message: () => `the job to run after the outage; worker output:\n${w.output()}`,
+      });
+      expectCleanExit(w, await stopWorker(w, 'SIGTERM', 10_000));
+    } finally {
+      await proxy.stop();
+    }
   }, 40_000);
 });
