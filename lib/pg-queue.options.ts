@@ -42,6 +42,17 @@ export interface PgQueueModuleOptions {
   rescueIntervalMs?: number;
   /** How long `app.close()` waits for running jobs before handing them back. @default 10_000 */
   shutdownTimeoutMs?: number;
+  /**
+   * The node that runs maintenance vacuums the jobs table once it holds this many dead tuples
+   * (or a tenth of its live rows, if more). Every job leaves two or three dead row versions
+   * there, and autovacuum visits a database only once a minute by default: at 300 jobs/s that
+   * is tens of thousands of dead tuples in a table whose backlog may be a few hundred rows. A
+   * vacuum that frees little (a long transaction elsewhere holds the xmin horizon back) is
+   * retried with a growing pause, up to a minute. 0 leaves the table to autovacuum alone.
+   * Needs the table's owner (the role that ran the migrations).
+   * @default 10_000
+   */
+  vacuumAtDeadTuples?: number;
   /** Maximum connections of the queue's own pool (the listener has one more). @default 4 */
   poolSize?: number;
   /** Largest payload accepted, in bytes of JSON. @default 1_048_576 */
@@ -111,6 +122,7 @@ export interface ResolvedPgQueueOptions {
   readonly leaseMs: number;
   readonly heartbeatIntervalMs: number;
   readonly rescueIntervalMs: number;
+  readonly vacuumAtDeadTuples: number;
   readonly shutdownTimeoutMs: number;
   readonly poolSize: number;
   readonly maxPayloadBytes: number;
@@ -137,6 +149,7 @@ export const DEFAULTS = {
   pollIntervalMs: 2000,
   leaseMs: 30_000,
   rescueIntervalMs: 5000,
+  vacuumAtDeadTuples: 10_000,
   shutdownTimeoutMs: 10_000,
   poolSize: 4,
   maxPayloadBytes: 1_048_576,
@@ -238,7 +251,7 @@ export function resolveJobDefaults(where: string, opts: JobOptions | undefined, 
 
 const KNOWN_MODULE_KEYS = new Set<string>([
   'dataSource', 'connection', 'listenConnection', 'schema', 'migrate', 'workers', 'listen',
-  'pollIntervalMs', 'leaseMs', 'heartbeatIntervalMs', 'rescueIntervalMs', 'shutdownTimeoutMs',
+  'pollIntervalMs', 'leaseMs', 'heartbeatIntervalMs', 'rescueIntervalMs', 'vacuumAtDeadTuples', 'shutdownTimeoutMs',
   'poolSize', 'maxPayloadBytes', 'asyncCommit', 'preparedStatements', 'handleUnhandledRejections', 'retention',
   'defaultJobOptions',
 ]);
@@ -271,6 +284,7 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     leaseMs,
     heartbeatIntervalMs,
     rescueIntervalMs: int('rescueIntervalMs', o.rescueIntervalMs, DEFAULTS.rescueIntervalMs, 100),
+    vacuumAtDeadTuples: int('vacuumAtDeadTuples', o.vacuumAtDeadTuples, DEFAULTS.vacuumAtDeadTuples, 0),
     shutdownTimeoutMs: int('shutdownTimeoutMs', o.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, 0),
     poolSize: int('poolSize', o.poolSize, DEFAULTS.poolSize, 1, 100),
     maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, DEFAULTS.maxPayloadBytes, 1, 256 * 1_048_576),

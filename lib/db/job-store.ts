@@ -1,4 +1,4 @@
-import type { Pool } from 'pg';
+import { escapeIdentifier, type Pool } from 'pg';
 import type { Job, JobAttemptError, JobState, QueueCounts } from '../job';
 import type { ClaimedRow } from '../worker/active-job';
 import type { ResolvedBackoff } from '../pg-queue.options';
@@ -270,6 +270,17 @@ export class JobStore {
       client.off('error', ignoreError);
       client.release();
     }
+  }
+
+  /** Dead and live row versions of the jobs table (statistics, about a second old). */
+  async jobsTableTuples(): Promise<{ dead: number; live: number }> {
+    const { rows } = await this.pool.query<{ dead: number; live: number }>(this.q.jobsTableTuples, [`${escapeIdentifier(this.schema)}.jobs`]);
+    return rows[0] ?? { dead: 0, live: 0 };
+  }
+
+  /** VACUUM of the jobs table, on a pool connection (never inside a transaction). */
+  async vacuumJobs(): Promise<void> {
+    await this.pool.query(this.q.vacuumJobs);
   }
 
   /** Figures per queue (all queues, or one). */

@@ -172,6 +172,17 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         WHERE state = 'completed' AND finished_at < now() - $1 * interval '1 millisecond'
         LIMIT $2)`,
 
+    /**
+     * Dead and live row versions of the jobs table, from the cumulative statistics (about a
+     * second behind). $1 the table, as text
+     */
+    jobsTableTuples: `
+      SELECT n_dead_tup::float8 AS dead, n_live_tup::float8 AS live
+      FROM pg_stat_user_tables WHERE relid = $1::regclass`,
+
+    /** Outside any transaction (VACUUM refuses one); SKIP_LOCKED: never wait on a lock for it. */
+    vacuumJobs: `VACUUM (SKIP_LOCKED) ${jobs}`,
+
     /** Maintenance runs on one node at a time: this transaction-scoped lock elects it. $1 key */
     tryMaintenanceLock: `SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`,
 

@@ -10,6 +10,7 @@ import { Completer } from './completer';
 import { Listener } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
+import { JobsTableVacuum } from './vacuum';
 
 /** The handlers of one queue, as discovery found them. */
 export interface QueueHandlers {
@@ -40,6 +41,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   readonly workerId = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   private readonly workers = new Map<string, QueueWorker>();
   private readonly completer: Completer;
+  private readonly vacuum: JobsTableVacuum;
   private listener: Listener | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private maintenanceTimer: NodeJS.Timeout | null = null;
@@ -55,6 +57,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   ) {
     super();
     this.completer = new Completer(store, this.workerId, logger);
+    this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
     // An 'error' event without listeners would throw; the engine reports errors, it never crashes on them.
     this.on('error', (err) => this.logger.error(`pg-queue: ${err.message}`, err.stack));
   }
@@ -137,10 +140,14 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     }
   }
 
-  /** One maintenance pass (if this node wins the election): rescue expired leases, prune history. */
+  /**
+   * One maintenance pass (if this node wins the election): rescue expired leases, prune history,
+   * vacuum the jobs table when it needs it.
+   */
   async maintain(): Promise<void> {
     try {
       const r = await this.store.maintain(1000);
+      if (r) await this.vacuum.runOnce();
       if (r && r.stalled.length) {
         const failed = r.stalled.filter((j) => !j.willRetry).length;
         this.logger.warn(`Lease expired on ${r.stalled.length} job(s): ${r.stalled.length - failed} back in the queue, ${failed} failed (no attempts left)`);

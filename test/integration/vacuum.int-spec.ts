@@ -1,0 +1,103 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import { Client } from 'pg';
+import { Process, Processor, QueueService } from '../../lib';
+import { bootApp, runtimeOf } from '../support/app';
+import { useTestDatabase, waitFor } from '../support/database';
+
+// The maintenance node vacuums the jobs table once dead tuples pile up (autovacuum visits a
+// database once a minute by default). Maintenance passes are called directly here (the timer's
+// interval is an hour), so each assertion follows a pass the test chose.
+
+@Processor('vac')
+class NoopProcessor {
+  @Process()
+  run() {}
+}
+
+describe('vacuum of the jobs table', () => {
+  const t = useTestDatabase();
+
+  async function boot(schema: string, vacuumAtDeadTuples: number): Promise<INestApplicationContext> {
+    const app = await bootApp({
+      options: { connection: t.db.url, schema, vacuumAtDeadTuples, rescueIntervalMs: 3_600_000, pollIntervalMs: 100 },
+      queues: [{ name: 'vac', concurrency: 20 }],
+      providers: [NoopProcessor],
+    });
+    // An autovacuum run in the middle would make the counts below depend on timing.
+    await t.pool.query(`ALTER TABLE ${schema}.jobs SET (autovacuum_enabled = false)`);
+    return app;
+  }
+
+  async function tableStats(schema: string): Promise<{ dead: number; vacuums: number }> {
+    const { rows } = await t.pool.query(
+      `SELECT n_dead_tup::int AS dead, vacuum_count::int AS vacuums FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'jobs'`,
+      [schema],
+    );
+    return rows[0];
+  }
+
+  /** Runs 1,000 jobs through the table, then waits until the statistics show their dead tuples. */
+  async function churn(app: INestApplicationContext, schema: string): Promise<void> {
+    await app.get(QueueService).addBulk('vac', Array.from({ length: 1000 }, (_, i) => ({ name: 'n', payload: { i } })));
+    await waitFor(async () => (await t.pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs`)).rows[0].n === 0, { message: 'the queue to drain' });
+    await waitFor(async () => (await tableStats(schema)).dead >= 1000, { timeoutMs: 15_000, message: 'dead tuples in the statistics' });
+  }
+
+  it('vacuums once the dead tuples pass the threshold', async () => {
+    const app = await boot('vac_on', 500);
+    try {
+      await churn(app, 'vac_on');
+      expect((await tableStats('vac_on')).vacuums).toBe(0);
+      await runtimeOf(app).supervisor.maintain();
+      const after = await tableStats('vac_on');
+      expect(after.vacuums).toBe(1);
+      expect(after.dead).toBeLessThan(100);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('leaves the table to autovacuum with vacuumAtDeadTuples: 0', async () => {
+    const app = await boot('vac_off', 0);
+    try {
+      await churn(app, 'vac_off');
+      await runtimeOf(app).supervisor.maintain();
+      await runtimeOf(app).supervisor.maintain();
+      expect((await tableStats('vac_off')).vacuums).toBe(0);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('backs off while a long transaction holds the xmin horizon, and vacuums again once it ends', async () => {
+    const app = await boot('vac_held', 500);
+    const holder = new Client({ connectionString: t.db.url });
+    holder.on('error', () => undefined);
+    await holder.connect();
+    try {
+      await holder.query('BEGIN ISOLATION LEVEL REPEATABLE READ');
+      await holder.query('SELECT 1'); // the snapshot: every row version deleted after it must stay
+      await churn(app, 'vac_held');
+      await runtimeOf(app).supervisor.maintain();
+      const held = await tableStats('vac_held');
+      expect(held.vacuums).toBe(1);
+      expect(held.dead).toBeGreaterThanOrEqual(1000); // nothing was removable
+      await runtimeOf(app).supervisor.maintain();
+      expect((await tableStats('vac_held')).vacuums).toBe(1); // paused, not vacuuming in a loop
+      await holder.query('COMMIT');
+      // The first pause is 5 s; the pass after it vacuums, and this time it frees the tuples.
+      await waitFor(
+        async () => {
+          await runtimeOf(app).supervisor.maintain();
+          const s = await tableStats('vac_held');
+          return s.vacuums === 2 && s.dead < 100;
+        },
+        { timeoutMs: 15_000, intervalMs: 500, message: 'a second vacuum after the transaction ended' },
+      );
+    } finally {
+      await holder.end().catch(() => undefined);
+      await app.close();
+    }
+  });
+});
