@@ -151,6 +151,7 @@ async function runScenario(sc, server, logDir) {
     shutdowns,
     drainerExit,
     shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS,
+    vacuumAtDeadTuples: 10_000, // the library's default; replica.cjs does not change it
   };
 }
 
