@@ -44,10 +44,12 @@ export function evaluate(r, { short }) {
   if (r.recoverWithinMs !== null && (ttrS === null || ttrS * 1000 > r.recoverWithinMs)) {
     rate.push(`back above 90 % of baseline after ${ttrS === null ? 'never' : `${ttrS} s`} (target <= ${r.recoverWithinMs / 1000} s)`);
   }
-  // "Dead tuples return to a small, stable level": at the recovery's end, at most twice the
-  // level at which the maintenance node vacuums (vacuumAtDeadTuples, 10,000 by default).
+  // "Dead tuples return to a small, stable level after the idle transaction ends": at the
+  // recovery's end, at most twice the level at which the maintenance node vacuums
+  // (vacuumAtDeadTuples, 10,000 by default). Elsewhere only reported: while a backlog drains at
+  // thousands of jobs/s, dead tuples between two maintenance passes (5 s) exceed that by design.
   const deadEnd = r.dead.recovery?.jobs ?? null;
-  if (deadEnd === null || deadEnd > 2 * r.vacuumAtDeadTuples) {
+  if (r.key === 'idle-in-transaction' && (deadEnd === null || deadEnd > 2 * r.vacuumAtDeadTuples)) {
     rate.push(`${deadEnd ?? 'n/a'} dead tuples in the jobs table at the recovery's end (target <= ${2 * r.vacuumAtDeadTuples})`);
   }
   (short ? warnings : failures).push(...rate);
