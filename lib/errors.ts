@@ -65,3 +65,28 @@ export class ShutdownError extends PgQueueError {
     super('Worker is shutting down; the job will be handed back to the queue.');
   }
 }
+
+/**
+ * Throw from a handler to end its job as cancelled: no retry, whatever attempts are left. Also
+ * the reason a handler's AbortSignal carries when `queue.cancel(id)` reached the running job.
+ * @example throw new CancelJobError('the order was deleted');
+ */
+export class CancelJobError extends PgQueueError {
+  constructor(reason = 'Job was cancelled.') {
+    super(reason);
+  }
+}
+
+/**
+ * Throw from a handler to run the job again after `delayMs` without using an attempt (waiting on
+ * something outside, say a rate-limited API that said "try in a minute").
+ * @example throw new SnoozeJobError(60_000);
+ */
+export class SnoozeJobError extends PgQueueError {
+  constructor(readonly delayMs: number) {
+    super(`Job snoozed for ${delayMs} ms.`);
+    if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > 2 ** 31 - 1) {
+      throw new PgQueueConfigError(`SnoozeJobError delayMs must be a whole number of milliseconds from 0 to 2^31-1, got ${String(delayMs)}.`);
+    }
+  }
+}

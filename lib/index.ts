@@ -39,5 +39,7 @@ export {
   JobTimeoutError,
   LeaseLostError,
   ShutdownError,
+  CancelJobError,
+  SnoozeJobError,
 } from './errors';
 export { pgQueueMigrations } from './typeorm-migrations';

@@ -3,7 +3,7 @@
  * `waiting`, `delayed` and `active` jobs live in the jobs table; `completed` and `failed` ones have
  * moved to the history table, so they never slow the claim.
  */
-export type JobState = 'waiting' | 'delayed' | 'active' | 'completed' | 'failed';
+export type JobState = 'waiting' | 'delayed' | 'active' | 'completed' | 'failed' | 'cancelled';
 
 /** The error of one failed attempt, as stored with the job. */
 export interface JobAttemptError {

@@ -79,6 +79,38 @@ export class Queue<TJobs extends JobMap = JobMap> {
     return rows.map((r, i) => insertedToJob<TJobs[N]>(r, String(ids[i]), now));
   }
 
+  /**
+   * Cancels a job of this queue. A waiting (or delayed) job ends cancelled at once:
+   * `'cancelled'`. A running one has its handler's `job.signal` fired with `CancelJobError` on
+   * whichever node runs it (told by NOTIFY, or by its next heartbeat if that is missed), and ends
+   * cancelled unless the handler completes anyway: `'cancelling'`. `null`: no live job of this
+   * queue has that id (unknown, or already finished). With `manager` or `client`, a cancel of a
+   * waiting job takes effect only if that transaction commits.
+   */
+  async cancel(id: string, target?: TransactionTarget): Promise<'cancelled' | 'cancelling' | null> {
+    if (!/^\d{1,19}$/.test(String(id))) return null;
+    return this.store.cancel(this.name, String(id), executorFor(target));
+  }
+
+  /**
+   * Pauses this queue on every node: no worker claims its jobs until `resume()`; jobs already
+   * running finish, and jobs a worker prefetched go back to the queue. Stored in the database,
+   * so it holds across restarts and for nodes that start later.
+   */
+  async pause(): Promise<void> {
+    await this.store.setPaused(this.name, true);
+  }
+
+  /** Resumes a paused queue; every node's workers are woken at once. */
+  async resume(): Promise<void> {
+    await this.store.setPaused(this.name, false);
+  }
+
+  /** True while the queue is paused. */
+  async isPaused(): Promise<boolean> {
+    return this.store.isPaused(this.name);
+  }
+
   /** A job of this queue by id, live or finished; null when unknown (or pruned). */
   async getJob<N extends keyof TJobs & string = keyof TJobs & string>(
     id: string,

@@ -65,7 +65,8 @@ export interface NewJobRow {
 export type Outcome =
   | { kind: 'completed'; id: string; attempt: number; resultJson: string | null }
   | { kind: 'retry'; id: string; attempt: number; errorJson: string; delayMs: number }
-  | { kind: 'failed'; id: string; attempt: number; errorJson: string };
+  | { kind: 'failed' | 'cancelled'; id: string; attempt: number; errorJson: string }
+  | { kind: 'snoozed'; id: string; attempt: number; delayMs: number };
 
 /** The Job an insert created, from what was sent and what the database assigned. */
 export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
@@ -188,7 +189,10 @@ export class JobStore {
   async settle(outcomes: readonly Outcome[], workerId: string): Promise<Set<string>> {
     const done = outcomes.filter((o) => o.kind === 'completed');
     const retry = outcomes.filter((o) => o.kind === 'retry');
-    const failed = outcomes.filter((o) => o.kind === 'failed');
+    type Finished = Extract<Outcome, { kind: 'failed' | 'cancelled' }>;
+    const failed = outcomes.filter((o): o is Finished => o.kind === 'failed');
+    const cancelled = outcomes.filter((o): o is Finished => o.kind === 'cancelled');
+    const snoozed = outcomes.filter((o) => o.kind === 'snoozed');
     const written: Promise<{ id: string }[]>[] = [];
     if (done.length) {
       const ids = done.map((o) => o.id);
@@ -210,14 +214,15 @@ export class JobStore {
         ]),
       );
     }
-    if (failed.length) {
+    for (const [state, list] of [['failed', failed], ['cancelled', cancelled]] as const) {
+      if (list.length === 0) continue;
       written.push(
-        this.db.query(this.q.fail, [
-          failed.map((o) => o.id),
-          failed.map((o) => o.attempt),
-          failed.map((o) => o.errorJson),
-          workerId,
-        ]),
+        this.db.query(this.q.fail, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, state]),
+      );
+    }
+    if (snoozed.length) {
+      written.push(
+        this.db.query(this.q.snooze, [snoozed.map((o) => o.id), snoozed.map((o) => o.attempt), snoozed.map((o) => o.delayMs), workerId]),
       );
     }
     const ids = new Set<string>();
@@ -225,9 +230,35 @@ export class JobStore {
     return ids;
   }
 
-  async heartbeat(ids: readonly string[], workerId: string, leaseMs: number): Promise<Set<string>> {
-    const rows = await this.db.query<{ id: string }>(this.q.heartbeat, [ids, workerId, leaseMs], this.name(this.q.heartbeat));
-    return new Set(rows.map((r) => String(r.id)));
+  /** Renews leases; returns the ids still held, and those of them whose cancel was asked. */
+  async heartbeat(ids: readonly string[], workerId: string, leaseMs: number): Promise<{ kept: Set<string>; cancel: string[] }> {
+    const rows = await this.db.query<{ id: string; cancel: boolean }>(this.q.heartbeat, [ids, workerId, leaseMs], this.name(this.q.heartbeat));
+    return { kept: new Set(rows.map((r) => String(r.id))), cancel: rows.filter((r) => r.cancel).map((r) => String(r.id)) };
+  }
+
+  /**
+   * Cancels a live job: 'cancelled' (it was waiting), 'cancelling' (it runs: its node is told),
+   * or null (no live job of that queue has this id: unknown, or already finished).
+   */
+  async cancel(queue: string, id: string, db: SqlExecutor = this.db): Promise<'cancelled' | 'cancelling' | null> {
+    // A claim between the statement's snapshot and its row lock makes both branches miss; the
+    // next run sees the job active. Three runs cover any realistic interleaving.
+    for (let i = 0; i < 3; i++) {
+      const [r] = await db.query<{ cancelled: number; cancelling: number; live: boolean }>(this.q.cancel, [id, queue, this.channel]);
+      if (r.cancelled > 0) return 'cancelled';
+      if (r.cancelling > 0) return 'cancelling';
+      if (!r.live) return null;
+    }
+    return null;
+  }
+
+  async setPaused(queue: string, paused: boolean): Promise<void> {
+    await this.db.query(this.q.setPaused, [queue, paused, this.channel]);
+  }
+
+  async isPaused(queue: string): Promise<boolean> {
+    const [r] = await this.db.query<{ paused: boolean }>(this.q.isPaused, [queue]);
+    return r.paused;
   }
 
   async handBack(ids: readonly string[], workerId: string): Promise<number> {

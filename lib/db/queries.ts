@@ -47,6 +47,10 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * guessed LIMIT $2 at 5,000 rows and hash-joined a sequential scan of the whole table
      * (14 ms per claim at 50,000 jobs, measured); an array of ids always takes the primary key.
      * `least()` keeps a hand-written attempt of 2^31-1 from failing every claim of its queue.
+     * A paused queue claims nothing: the uncorrelated NOT EXISTS is a one-time filter, one
+     * primary-key probe per claim. A job whose cancel was asked while it ran, and which came
+     * back to waiting since (a retry, a hand-back, a rescue), is claimed only to be finished as
+     * cancelled (`cancel_requested`), never run.
      * $1 queue $2 limit $3 worker id $4 lease ms
      */
     claim: `
@@ -56,11 +60,12 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       WHERE j.id = ANY(ARRAY(
         SELECT id FROM ${jobs}
         WHERE state = 'waiting' AND queue = $1 AND run_at <= now()
+          AND NOT EXISTS (SELECT 1 FROM ${s}.queues WHERE name = $1 AND paused)
         ORDER BY priority, run_at, id
         LIMIT $2
         FOR UPDATE SKIP LOCKED)) ${ack}
       RETURNING j.id, j.queue, j.name, j.payload, j.priority, j.attempt, j.max_attempts,
-                j.backoff, j.timeout_ms, j.errors,
+                j.backoff, j.timeout_ms, j.errors, j.cancel_requested_at IS NOT NULL AS cancel_requested,
                 extract(epoch FROM j.run_at)::float8 * 1000 AS run_at_ms,
                 extract(epoch FROM j.created_at)::float8 * 1000 AS created_at_ms,
                 extract(epoch FROM j.started_at)::float8 * 1000 AS started_at_ms`,
@@ -103,7 +108,10 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $5 AND j.attempt = ($2::int[])[${at}] ${ack}
       RETURNING j.id`,
 
-    /** Moves jobs that used their last attempt to history as failed. $1 id[] $2 attempt[] $3 error[] $4 worker */
+    /**
+     * Moves jobs to history as failed (no attempts left) or cancelled, with the attempt's error.
+     * $1 id[] $2 attempt[] $3 error[] $4 worker $5 'failed' | 'cancelled'
+     */
     fail: `
       WITH failed AS (
         DELETE FROM ${jobs} j
@@ -111,16 +119,64 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         RETURNING j.*, ($3::text[])[${at}] AS err
       )
       INSERT INTO ${history} (${ARCHIVE_COLS})
-      SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
+      SELECT id, queue, name, payload, $5::text, priority, run_at, attempt, max_attempts, backoff,
              timeout_ms, errors || jsonb_build_array(err::jsonb), NULL, created_at, started_at, now()
       FROM failed
       RETURNING id`,
+
+    /**
+     * A handler snoozed its job: back to waiting after a delay, the attempt not counted.
+     * $1 id[] $2 attempt[] $3 delay_ms[] $4 worker
+     */
+    snooze: `
+      UPDATE ${jobs} j
+      SET state = 'waiting', run_at = now() + ($3::bigint[])[${at}] * interval '1 millisecond',
+          locked_by = NULL, locked_until = NULL, attempt = greatest(j.attempt - 1, 0)
+      WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
+      RETURNING j.id`,
 
     /** Renews the leases of every job this worker runs, in one statement. $1 id[] $2 worker $3 lease ms */
     heartbeat: `
       UPDATE ${jobs} SET locked_until = now() + $3 * interval '1 millisecond'
       WHERE id = ANY($1::bigint[]) AND locked_by = $2 ${ack}
-      RETURNING id`,
+      RETURNING id, cancel_requested_at IS NOT NULL AS cancel`,
+
+    /**
+     * queue.cancel(id): a waiting job goes to history as cancelled at once; a running one is
+     * flagged, and NOTIFY '!cancel|id' tells the node running it (its heartbeat reads the flag if
+     * the notification is missed). Both branches read the same snapshot: a job claimed
+     * meanwhile matches neither, and the store runs the statement again. $1 id $2 queue $3 channel
+     */
+    cancel: `
+      WITH waiting AS (
+        DELETE FROM ${jobs} WHERE id = $1 AND queue = $2 AND state = 'waiting' RETURNING *
+      ), archived AS (
+        INSERT INTO ${history} (${ARCHIVE_COLS})
+        SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
+               timeout_ms, errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'name', 'CancelJobError',
+                 'message', 'Cancelled by queue.cancel() while waiting.', 'at', now())),
+               NULL, created_at, started_at, now()
+        FROM waiting RETURNING id
+      ), running AS (
+        UPDATE ${jobs} SET cancel_requested_at = coalesce(cancel_requested_at, now())
+        WHERE id = $1 AND queue = $2 AND state = 'active' RETURNING id
+      ), wake AS (SELECT pg_notify($3, '!cancel|' || id) FROM running)
+      SELECT (SELECT count(*) FROM archived)::int AS cancelled, (SELECT count(*) FROM running)::int AS cancelling,
+             (SELECT count(*) FROM wake)::int AS notified, EXISTS (SELECT 1 FROM ${jobs} WHERE id = $1 AND queue = $2) AS live`,
+
+    /**
+     * Pause or resume a queue for every node. Pausing tells running workers to hand back the
+     * jobs they prefetched; resuming wakes them. $1 queue $2 paused $3 channel
+     */
+    setPaused: `
+      WITH up AS (
+        INSERT INTO ${s}.queues (name, paused) VALUES ($1, $2) ON CONFLICT (name)
+        DO UPDATE SET paused = EXCLUDED.paused, updated_at = now() RETURNING name
+      )
+      SELECT pg_notify($3, CASE WHEN $2 THEN '!pause|' || name ELSE name || '|0' END) FROM up`,
+
+    /** $1 queue */
+    isPaused: `SELECT coalesce((SELECT paused FROM ${s}.queues WHERE name = $1), false) AS paused`,
 
     /**
      * Shutdown: hands unfinished jobs back without counting the interrupted attempt, and rings

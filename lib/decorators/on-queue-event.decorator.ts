@@ -12,7 +12,7 @@ import { validateQueueName } from '../pg-queue.options';
  * - `stalled(stalledJob)`: the rescuer (on whichever node holds the maintenance lock, so
  *   possibly not the node that ran it) found an expired lease.
  */
-export type QueueEventName = 'active' | 'completed' | 'retrying' | 'failed' | 'stalled';
+export type QueueEventName = 'active' | 'completed' | 'retrying' | 'failed' | 'cancelled' | 'snoozed' | 'stalled';
 
 export interface OnQueueEventMetadata {
   readonly event: QueueEventName;
@@ -20,7 +20,7 @@ export interface OnQueueEventMetadata {
   readonly queue?: string;
 }
 
-const EVENTS: readonly QueueEventName[] = ['active', 'completed', 'retrying', 'failed', 'stalled'];
+const EVENTS: readonly QueueEventName[] = ['active', 'completed', 'retrying', 'failed', 'cancelled', 'snoozed', 'stalled'];
 
 /**
  * Calls the decorated method of any provider on a job lifecycle event. A listener that throws

@@ -137,7 +137,7 @@ export function pgQueueMetricSet(registry: Registry, opts: ResolvedMetricsOption
     duration: reuse(registry, `${p}job_duration_seconds`, Histogram, () =>
       new Histogram<JobLabels | 'outcome'>({
         name: `${p}job_duration_seconds`,
-        help: 'Handler run time per attempt in this process; outcome is completed, retried or failed.',
+        help: 'Handler run time per attempt in this process; outcome is completed, retried, failed, cancelled or snoozed.',
         labelNames: ['queue', 'name', 'outcome'],
         buckets: [...opts.durationBuckets],
         registers,

@@ -15,7 +15,7 @@ import {
   type PgQueueMetricsOptions,
 } from './pg-queue-metrics.options';
 
-type Outcome = 'completed' | 'retried' | 'failed';
+type Outcome = 'completed' | 'retried' | 'failed' | 'cancelled' | 'snoozed';
 
 /**
  * Prometheus metrics of the queue: counts the supervisor's job events as they happen, and reads
@@ -82,6 +82,8 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
       ['retrying', this.onRetrying],
       ['failed', this.onFailed],
       ['stalled', this.onStalled],
+      ['cancelled', this.onCancelled],
+      ['snoozed', this.onSnoozed],
     ];
   }
 
@@ -131,6 +133,10 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
     this.metrics.failed.inc({ queue: job.queue, name: job.name });
     this.observeDuration(job, 'failed');
   };
+
+  private readonly onCancelled = (job: Job): void => this.observeDuration(job, 'cancelled');
+
+  private readonly onSnoozed = (job: Job): void => this.observeDuration(job, 'snoozed');
 
   private readonly onStalled = (job: StalledJob): void => {
     this.metrics.stalled.inc({ queue: job.queue, name: job.name });

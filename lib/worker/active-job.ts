@@ -64,6 +64,8 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
 
 /** A row as the claim returns it: times as epoch milliseconds, cheaper to decode than timestamps. */
 export interface ClaimedRow extends Pick<JobRow, 'id' | 'queue' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'errors'> {
+  /** Its cancel was asked while an earlier attempt ran: finish it as cancelled, do not run it. */
+  cancel_requested: boolean;
   run_at_ms: number;
   created_at_ms: number;
   started_at_ms: number;

@@ -6,6 +6,10 @@ export interface ListenerOptions {
   readonly channel: string;
   /** Called for each notification: the queue, and how many ms until its earliest new job is due. */
   readonly onWake: (queue: string, dueInMs: number) => void;
+  /** `queue.cancel(id)` was called for a running job (possibly one this process runs). */
+  readonly onCancel: (id: string) => void;
+  /** A queue was paused: workers hand back the jobs they prefetched. */
+  readonly onPause: (queue: string) => void;
   /** Called after every (re)connection, so workers poll once to catch what was missed meanwhile. */
   readonly onConnected: () => void;
   readonly logger: EngineLogger;
@@ -66,6 +70,10 @@ export class Listener {
     client.on('end', () => lost());
     client.on('notification', (n) => {
       if (!n.payload) return;
+      // Control messages start with '!', which no queue name may: '!cancel|<id>', '!pause|<queue>'.
+      if (n.payload.startsWith('!cancel|')) return this.opts.onCancel(n.payload.slice(8));
+      if (n.payload.startsWith('!pause|')) return this.opts.onPause(n.payload.slice(7));
+      if (n.payload.startsWith('!')) return;
       const bar = n.payload.lastIndexOf('|');
       const queue = bar < 0 ? n.payload : n.payload.slice(0, bar);
       const due = bar < 0 ? 0 : Number(n.payload.slice(bar + 1));

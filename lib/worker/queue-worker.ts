@@ -1,7 +1,7 @@
 import type { JobStore, Outcome } from '../db/job-store';
 import { isStorableJson } from '../db/jsonb';
 import { RunningJob, type ClaimedRow } from './active-job';
-import { JobTimeoutError, UnknownJobNameError } from '../errors';
+import { CancelJobError, JobTimeoutError, SnoozeJobError, UnknownJobNameError } from '../errors';
 import type { Job, JobAttemptError, JobHandler } from '../job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../pg-queue.options';
 import type { Completer } from './completer';
@@ -14,6 +14,8 @@ export interface WorkerEvents {
   completed(job: Job, result: unknown): void;
   retrying(job: Job, error: JobAttemptError, delayMs: number): void;
   failed(job: Job, error: JobAttemptError): void;
+  cancelled(job: Job, error: JobAttemptError): void;
+  snoozed(job: Job, delayMs: number): void;
   error(err: Error): void;
 }
 
@@ -32,6 +34,8 @@ interface Running {
   readonly backoff: ResolvedBackoff;
   timer: NodeJS.Timeout | null;
   settled: boolean;
+  /** queue.cancel(id) reached it: unless the handler completes anyway, it ends cancelled. */
+  cancelRequested: boolean;
   readonly startedAt: number;
 }
 
@@ -187,8 +191,14 @@ export class QueueWorker {
       const shown = JSON.stringify(row.backoff).slice(0, 200);
       this.ctx.logger.warn(`Job ${job.id} (${job.queue}/${job.name}) has an unusable backoff ${shown}; using the queue's default`);
     }
-    const entry: Running = { job, backoff, timer: null, settled: false, startedAt: performance.now() };
+    const entry: Running = { job, backoff, timer: null, settled: false, cancelRequested: false, startedAt: performance.now() };
     this.running.set(job.id, entry);
+    if (row.cancel_requested) {
+      // Cancelled while an earlier attempt ran, and back in the queue since: never run again.
+      entry.cancelRequested = true;
+      this.settle(entry, new CancelJobError('Cancelled by queue.cancel() while an earlier attempt ran.'), false);
+      return;
+    }
     this.ctx.events.active(job);
     const handler = this.handlers.get(job.name) ?? this.catchAll;
     if (job.timeoutMs !== null) {
@@ -234,6 +244,16 @@ export class QueueWorker {
       }
       outcome = { kind: 'completed', id: job.id, attempt: job.attempt, resultJson };
       this.ctx.events.completed(job, value);
+    } else if (value instanceof SnoozeJobError && !entry.cancelRequested) {
+      outcome = { kind: 'snoozed', id: job.id, attempt: job.attempt, delayMs: value.delayMs };
+      this.ctx.events.snoozed(job, value.delayMs);
+      this.wake(value.delayMs);
+    } else if (value instanceof CancelJobError || entry.cancelRequested) {
+      // A cancelled job ends cancelled whatever its handler threw on the way out (usually the
+      // AbortError of an operation the signal stopped); a handler that completes anyway wins above.
+      const error = toAttemptError(value instanceof CancelJobError ? value : new CancelJobError('Cancelled by queue.cancel() while running.'), job.attempt);
+      outcome = { kind: 'cancelled', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error) };
+      this.ctx.events.cancelled(job, error);
     } else {
       const error = toAttemptError(value, job.attempt);
       if (job.attempt < job.maxAttempts) {
@@ -257,6 +277,33 @@ export class QueueWorker {
         void this.fetch();
       });
     }
+  }
+
+  /**
+   * queue.cancel(id) for a job this worker may hold: a running one gets its signal fired with
+   * CancelJobError and ends cancelled; a prefetched one ends cancelled without running.
+   */
+  cancel(id: string): void {
+    const entry = this.running.get(id);
+    if (entry) {
+      entry.cancelRequested = true;
+      entry.job.abort(new CancelJobError('Cancelled by queue.cancel() while running.'));
+      return;
+    }
+    const i = this.buffer.findIndex((b) => String(b.row.id) === id);
+    if (i >= 0) {
+      const [{ row }] = this.buffer.splice(i, 1);
+      row.cancel_requested = true;
+      this.run(row);
+    }
+  }
+
+  /** The queue was paused: prefetched jobs go back at once, so no node starts them meanwhile. */
+  paused(): void {
+    if (this.buffer.length === 0) return;
+    const ids = this.buffer.map((b) => String(b.row.id));
+    this.buffer = [];
+    this.ctx.store.handBack(ids, this.ctx.workerId).catch((err: Error) => this.ctx.events.error(err));
   }
 
   /** Renewing the lease failed: another worker may own the job now, so ask the handler to stop. */

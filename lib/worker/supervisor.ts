@@ -25,6 +25,10 @@ export interface SupervisorEventMap {
   completed: [job: Job, result: unknown];
   retrying: [job: Job, error: JobAttemptError, delayMs: number];
   failed: [job: Job, error: JobAttemptError];
+  /** The job ended cancelled: by `queue.cancel(id)`, or its handler threw `CancelJobError`. */
+  cancelled: [job: Job, error: JobAttemptError];
+  /** The handler threw `SnoozeJobError`: the job runs again after `delayMs`, the attempt not counted. */
+  snoozed: [job: Job, delayMs: number];
   /** A job whose lease expired (its worker died or stalled), found by this node's rescuer. */
   stalled: [job: StalledJob];
   /** Jobs enqueued by this process (after the insert returned; a later rollback removes them). */
@@ -69,6 +73,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       completed: (job, result) => this.emit('completed', job, result),
       retrying: (job, error, delayMs) => this.emit('retrying', job, error, delayMs),
       failed: (job, error) => this.emit('failed', job, error),
+      cancelled: (job, error) => this.emit('cancelled', job, error),
+      snoozed: (job, delayMs) => this.emit('snoozed', job, delayMs),
       error: (err) => this.emit('error', err),
     };
     this.workers.set(
@@ -108,6 +114,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         channel: this.store.channel,
         logger: this.logger,
         onWake: (queue, dueInMs) => this.workers.get(queue)?.wake(dueInMs),
+        onCancel: (id) => this.workers.forEach((w) => w.cancel(id)),
+        onPause: (queue) => this.workers.get(queue)?.paused(),
         onConnected: () => this.workers.forEach((w) => w.wake(0)),
       });
       // Do not wait for the listener: if it cannot connect, polling carries the load meanwhile.
@@ -133,8 +141,10 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     const ids = [...byId.keys(), ...this.completer.pendingIds()];
     if (ids.length === 0) return;
     try {
-      const kept = await this.store.heartbeat(ids, this.workerId, this.opts.leaseMs);
+      const { kept, cancel } = await this.store.heartbeat(ids, this.workerId, this.opts.leaseMs);
       for (const [id, w] of byId) if (!kept.has(id)) w.leaseLost(id, new LeaseLostError(id));
+      // The cancels whose NOTIFY this node missed (the listener was down, or poll-only mode).
+      for (const id of cancel) byId.get(id)?.cancel(id);
     } catch (err) {
       this.emit('error', err as Error);
     }
