@@ -91,5 +91,22 @@ export function buildJobRow(
     // worker's queue default", which is this unless the worker configured another.
     backoff: sameBackoff(o.backoff, DEFAULTS.job.backoff) ? null : o.backoff,
     timeoutMs: o.timeoutMs,
+    ...uniqueness(queue, name, opts),
   };
+}
+
+function uniqueness(queue: string, name: string, opts: JobOptions | undefined): { uniqueKey: string | null; replaceWaiting: boolean } {
+  const key = opts?.uniqueKey;
+  const replace = opts?.replaceWaiting;
+  if (replace !== undefined && typeof replace !== 'boolean') {
+    throw new PgQueueConfigError(`Job "${queue}/${name}": replaceWaiting must be true or false, got ${String(replace)}.`);
+  }
+  if (key === undefined) {
+    if (replace) throw new PgQueueConfigError(`Job "${queue}/${name}": replaceWaiting needs a uniqueKey (it replaces the waiting job with that key).`);
+    return { uniqueKey: null, replaceWaiting: false };
+  }
+  if (typeof key !== 'string' || key.length === 0 || key.length > 1000 || key.includes('\u0000')) {
+    throw new PgQueueConfigError(`Job "${queue}/${name}": uniqueKey must be a string of 1 to 1000 characters without NUL, got ${JSON.stringify(key)}.`);
+  }
+  return { uniqueKey: key, replaceWaiting: replace ?? false };
 }

@@ -49,7 +49,22 @@ export interface JobOptions {
    * @default undefined (no timeout)
    */
   readonly timeoutMs?: number;
+  /**
+   * At most one live (waiting or running) job of this queue carries this key. Adding another
+   * while one is live inserts nothing and returns the live job; once it has finished, the key is
+   * free. Per job only: not allowed in `defaultJobOptions`.
+   */
+  readonly uniqueKey?: string;
+  /**
+   * With `uniqueKey`: when the live job is still waiting, replace its payload, run time,
+   * priority and attempts by this add's (debounce: the last add wins, and runs after its own
+   * delay). A running job is left alone and returned. @default false
+   */
+  readonly replaceWaiting?: boolean;
 }
+
+/** The job options a queue or the module may default: all but the per-job ones. */
+export type JobDefaults = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting'>;
 
 /**
  * Anything that runs a SQL query inside the caller's transaction: a TypeORM `EntityManager`

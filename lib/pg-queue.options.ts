@@ -1,6 +1,6 @@
 import type { PoolConfig } from 'pg';
 import { PgQueueConfigError } from './errors';
-import type { BackoffOptions, JobOptions } from './job';
+import type { BackoffOptions, JobDefaults, JobOptions } from './job';
 
 /** Something Nest can resolve from the container: a class, a string or a symbol. */
 export type InjectionTokenLike = string | symbol | (abstract new (...args: never[]) => unknown);
@@ -86,7 +86,7 @@ export interface PgQueueModuleOptions {
    */
   retention?: { completedMs?: number };
   /** Job options every queue starts from. */
-  defaultJobOptions?: JobOptions;
+  defaultJobOptions?: JobDefaults;
 }
 
 /** Options of `PgQueueModule.registerQueue`. */
@@ -96,7 +96,7 @@ export interface RegisterQueueOptions {
   /** Jobs of this queue run at once in this process. @default 10 */
   concurrency?: number;
   /** Job options of this queue, over the module's. */
-  defaultJobOptions?: JobOptions;
+  defaultJobOptions?: JobDefaults;
 }
 
 export interface ResolvedBackoff {
@@ -240,6 +240,9 @@ export function resolveJobDefaults(where: string, opts: JobOptions | undefined, 
   if (opts === undefined) return base;
   if (typeof opts !== 'object' || opts === null) {
     throw new PgQueueConfigError(`Invalid ${where}: expected an object of job options.`);
+  }
+  if (where.endsWith('defaultJobOptions') && ('uniqueKey' in opts || 'replaceWaiting' in opts)) {
+    throw new PgQueueConfigError(`Invalid ${where}: uniqueKey and replaceWaiting are per job; pass them to add(), not as defaults.`);
   }
   return {
     priority: int(`${where}.priority`, opts.priority, base.priority, -(2 ** 31)),

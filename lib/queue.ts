@@ -63,6 +63,11 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
+    if (row.uniqueKey !== null) {
+      const [job] = await this.store.insertUnique<TJobs[N]>([row], executorFor(opts));
+      this.enqueued([row]);
+      return job;
+    }
     const { ids, now } = await this.store.insert([row], executorFor(opts));
     this.enqueued([row]);
     return insertedToJob<TJobs[N]>(row, String(ids[0]), now);
@@ -74,6 +79,11 @@ export class Queue<TJobs extends JobMap = JobMap> {
     target?: TransactionTarget,
   ): Promise<Job<TJobs[N]>[]> {
     const rows = jobs.map((j) => buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes));
+    if (rows.some((r) => r.uniqueKey !== null)) {
+      const out = await this.store.insertUnique<TJobs[N]>(rows, executorFor(target));
+      this.enqueued(rows);
+      return out;
+    }
     const { ids, now } = await this.store.insert(rows, executorFor(target));
     this.enqueued(rows);
     return rows.map((r, i) => insertedToJob<TJobs[N]>(r, String(ids[i]), now));

@@ -3,7 +3,8 @@ import type { Job, JobAttemptError, JobState, QueueCounts } from '../job';
 import type { ClaimedRow } from '../worker/active-job';
 import type { ResolvedBackoff } from '../pg-queue.options';
 import { poolExecutor, type SqlExecutor } from './executor';
-import { buildInsert, buildQueries, type Queries } from './queries';
+import { buildInsert, buildQueries, buildUniqueInsert, type Queries } from './queries';
+import { PgQueueConfigError, PgQueueError } from '../errors';
 
 /** A job row as the queries return it. */
 export interface JobRow {
@@ -59,6 +60,8 @@ export interface NewJobRow {
   /** null: the worker's queue default applies. */
   backoff: ResolvedBackoff | null;
   timeoutMs: number | null;
+  uniqueKey: string | null;
+  replaceWaiting: boolean;
 }
 
 /** The outcome of one attempt, waiting in the completer for its batch. */
@@ -157,6 +160,61 @@ export class JobStore {
     let n = this.names.get(sql);
     if (!n) this.names.set(sql, (n = `pgq_${lockKey(sql).slice(0, 12)}`));
     return n;
+  }
+
+  /**
+   * Inserts jobs with unique keys (and any others of the same call) in one statement; returns
+   * the Job of each input, in input order: the new one, or the live one that holds its key.
+   */
+  async insertUnique<T>(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<Job<T>[]> {
+    const keyed = rows.filter((r) => r.uniqueKey !== null);
+    const seen = new Set<string>();
+    for (const r of keyed) {
+      const k = `${r.queue}\u0000${r.uniqueKey}`;
+      if (seen.has(k)) throw new PgQueueConfigError(`uniqueKey "${r.uniqueKey}" appears twice in one addBulk call (queue "${r.queue}"); pass each key once.`);
+      seen.add(k);
+    }
+    const replace = keyed[0].replaceWaiting;
+    if (keyed.some((r) => r.replaceWaiting !== replace)) {
+      throw new PgQueueConfigError('replaceWaiting must be the same for every job with a uniqueKey in one addBulk call; split the call.');
+    }
+    const sql = buildUniqueInsert(this.schema, replace);
+    const [out] = await db.query<{ rows: [string, string | null][]; now: Date }>(sql, [
+      rows.map((r) => r.payloadJson),
+      rows.map((r) => r.queue),
+      rows.map((r) => r.name),
+      rows.map((r) => r.priority),
+      rows.map((r) => r.runAt),
+      rows.map((r) => r.delayMs),
+      rows.map((r) => r.maxAttempts),
+      rows.map((r) => (r.backoff ? JSON.stringify(r.backoff) : null)),
+      rows.map((r) => r.timeoutMs),
+      rows.map((r) => r.uniqueKey),
+      this.channel,
+    ]);
+    const now = new Date(out.now);
+    const plainIds = out.rows.filter(([, key]) => key === null).map(([id]) => id);
+    const insertedByKey = new Map(out.rows.filter(([, key]) => key !== null).map(([id, key]) => [key as string, id]));
+    // Jobs that kept an existing live job, or replaced one (whose createdAt, attempt and state
+    // are its own): read back as they are now, in the caller's transaction.
+    const lookup = keyed.filter((r) => replace || !insertedByKey.has(r.uniqueKey as string));
+    const live = new Map<string, Job<T>>();
+    if (lookup.length) {
+      const found = await db.query<JobRow & { unique_key: string }>(this.q.liveByUniqueKey, [lookup.map((r) => r.queue), lookup.map((r) => r.uniqueKey)]);
+      for (const f of found) live.set(`${f.queue}\u0000${f.unique_key}`, rowToJob<T>(f));
+    }
+    let plain = 0;
+    return rows.map((r) => {
+      if (r.uniqueKey === null) return insertedToJob<T>(r, plainIds[plain++], now);
+      const existing = live.get(`${r.queue}\u0000${r.uniqueKey}`);
+      if (existing) return existing;
+      const id = insertedByKey.get(r.uniqueKey);
+      if (id !== undefined) return insertedToJob<T>(r, id, now);
+      throw new PgQueueError(
+        `The job holding uniqueKey "${r.uniqueKey}" in queue "${r.queue}" finished while this add ran, so there is neither ` +
+          `a new job nor a live one to return. Add it again.`,
+      );
+    });
   }
 
   /** Inserts jobs in one statement; returns what the database assigned, in input order. */

@@ -16,5 +16,10 @@ export const MIGRATIONS: readonly Migration[] = [
     "version": 3,
     "name": "cancel_pause",
     "sql": "-- nestjs-pg-queue schema, version 3: cancellation and pause.\n-- Every change here is catalog-only or creates a new table: no rewrite, no scan of history.\n\n-- Cancelling a running job sets this; the heartbeat of the node that runs it reads it, so a\n-- cancel reaches the handler even when the NOTIFY that hurries it is missed.\nALTER TABLE jobs ADD COLUMN cancel_requested_at timestamptz;\n\n-- A third way to finish. NOT VALID: every existing row satisfies it (it only widens the old\n-- check), so nothing scans a history that may hold millions of rows.\nALTER TABLE job_history DROP CONSTRAINT job_history_state_check;\nALTER TABLE job_history ADD CONSTRAINT job_history_state_check\n  CHECK (state IN ('completed', 'failed', 'cancelled')) NOT VALID;\n\n-- Per-queue state every node obeys; the claim reads it. A queue with no row is not paused.\nCREATE TABLE queues (\n  name        text        PRIMARY KEY,\n  paused      boolean     NOT NULL DEFAULT false,\n  updated_at  timestamptz NOT NULL DEFAULT now()\n);\n"
+  },
+  {
+    "version": 4,
+    "name": "unique_key",
+    "sql": "-- nestjs-pg-queue schema, version 4: unique keys.\n-- At most one live job (waiting or active) per queue and key. Finished jobs leave this table,\n-- so a key is free again the moment its job completes, fails or is cancelled. The column is\n-- catalog-only; the index is built over the live table, which holds only the backlog.\nALTER TABLE jobs ADD COLUMN unique_key text;\nCREATE UNIQUE INDEX jobs_unique_key_idx ON jobs (queue, unique_key) WHERE unique_key IS NOT NULL;\n"
   }
 ];

@@ -266,6 +266,11 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
              l.oldest_waiting_age_ms
       FROM live l FULL JOIN failed f ON f.queue = l.queue`,
 
+    /** Live jobs by queue and unique key (pairs of arrays). $1 queue[] $2 key[] */
+    liveByUniqueKey: `
+      SELECT ${LIVE_COLS}, unique_key FROM ${jobs}
+      WHERE (queue, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+
     /** One job, live or finished. $1 id */
     getJob: `
       SELECT ${LIVE_COLS} FROM ${jobs} WHERE id = $1
@@ -327,5 +332,41 @@ export function buildInsert(schema: string, arrays: readonly boolean[]): string 
     -- One row back, whatever the count: decoding 1,000 rows of timestamps cost the producer more
     -- than the insert itself. Identity values are assigned in input order.
     SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids, now() AS now, (SELECT count(*) FROM wake) AS woken
+    FROM ins`;
+}
+
+/**
+ * The insert for calls where some job has a `uniqueKey`: ON CONFLICT against the partial unique
+ * index of live jobs. Keeps (DO NOTHING) or, with `replaceWaiting`, replaces a still-waiting job
+ * of the same key (DO UPDATE ... WHERE state = 'waiting'; a running one is left alone). Returns
+ * the rows it inserted or replaced as [id, unique_key] pairs; jobs without a key come back in
+ * input order (identity values follow the ORDER BY). Not the hot path: every column is an array.
+ * $1 payload[] $2..$10 INSERT_COLUMNS[] and unique_key[] $11 channel
+ */
+export function buildUniqueInsert(schema: string, replaceWaiting: boolean): string {
+  const conflict = replaceWaiting
+    ? `DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority, run_at = EXCLUDED.run_at,
+         max_attempts = EXCLUDED.max_attempts, backoff = EXCLUDED.backoff, timeout_ms = EXCLUDED.timeout_ms
+       WHERE j.state = 'waiting'`
+    : 'DO NOTHING';
+  return `
+    WITH input AS (
+      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::bigint[],
+                           $7::int[], $8::text[], $9::int[], $10::text[]) WITH ORDINALITY
+        AS t(payload, queue, name, priority, run_at, delay_ms, max_attempts, backoff, timeout_ms, unique_key, ord)
+    ), ins AS (
+      INSERT INTO ${escapeIdentifier(schema)}.jobs AS j (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, unique_key)
+      SELECT queue, name, payload::jsonb, priority, coalesce(run_at, now() + delay_ms * interval '1 millisecond'),
+             max_attempts, backoff::jsonb, timeout_ms, unique_key
+      FROM input ORDER BY ord
+      ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL ${conflict}
+      RETURNING j.id, j.queue, j.unique_key, j.run_at
+    ), wake AS (
+      SELECT pg_notify($11, queue || '|' ||
+               greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
+      FROM ins GROUP BY queue
+    )
+    SELECT coalesce(json_agg(json_build_array(id::text, unique_key) ORDER BY id), '[]') AS rows, now() AS now,
+           (SELECT count(*) FROM wake) AS woken
     FROM ins`;
 }
