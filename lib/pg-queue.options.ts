@@ -81,10 +81,12 @@ export interface PgQueueModuleOptions {
    */
   handleUnhandledRejections?: boolean;
   /**
-   * How long completed jobs stay in the history table before maintenance deletes them.
-   * Failed jobs are kept until you remove them. @default { completedMs: 86_400_000 } (one day)
+   * How long finished jobs stay in the history table before the maintenance node deletes them,
+   * a thousand at a time. `completedMs: 0` keeps no history of completed jobs at all. Failed
+   * jobs are kept until retried or removed unless `failedMs` is set.
+   * @default { completedMs: 86_400_000, cancelledMs: 86_400_000 } (one day; failed: for ever)
    */
-  retention?: { completedMs?: number };
+  retention?: { completedMs?: number; cancelledMs?: number; failedMs?: number };
   /** Job options every queue starts from. */
   defaultJobOptions?: JobDefaults;
 }
@@ -97,6 +99,12 @@ export interface RegisterQueueOptions {
   concurrency?: number;
   /** Job options of this queue, over the module's. */
   defaultJobOptions?: JobDefaults;
+  /**
+   * A job of this queue that fails its last attempt moves to this queue instead, waiting, with
+   * its attempts reset and its errors kept, for a `@Processor` of that queue to handle (alert,
+   * park, repair and re-add). Without it, failed jobs stay in history as `failed`.
+   */
+  deadLetterQueue?: string;
 }
 
 export interface ResolvedBackoff {
@@ -129,7 +137,7 @@ export interface ResolvedPgQueueOptions {
   readonly asyncCommit: boolean;
   readonly preparedStatements: boolean;
   readonly handleUnhandledRejections: boolean;
-  readonly retention: { readonly completedMs: number };
+  readonly retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
   readonly defaultJobOptions: ResolvedJobDefaults;
 }
 
@@ -137,6 +145,7 @@ export interface ResolvedQueueOptions {
   readonly name: string;
   readonly concurrency: number;
   readonly defaultJobOptions: ResolvedJobDefaults;
+  readonly deadLetterQueue: string | null;
 }
 
 
@@ -156,7 +165,7 @@ export const DEFAULTS = {
   asyncCommit: true,
   preparedStatements: true,
   handleUnhandledRejections: true,
-  retention: { completedMs: 86_400_000 },
+  retention: { completedMs: 86_400_000, cancelledMs: 86_400_000 },
   concurrency: 10,
   job: {
     priority: 0,
@@ -296,6 +305,8 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     handleUnhandledRejections: bool('handleUnhandledRejections', o.handleUnhandledRejections, DEFAULTS.handleUnhandledRejections),
     retention: {
       completedMs: int('retention.completedMs', o.retention?.completedMs, DEFAULTS.retention.completedMs, 0),
+      cancelledMs: int('retention.cancelledMs', o.retention?.cancelledMs, DEFAULTS.retention.cancelledMs, 0),
+      failedMs: o.retention?.failedMs === undefined ? null : int('retention.failedMs', o.retention.failedMs, 0, 0),
     },
     defaultJobOptions: resolveJobDefaults('defaultJobOptions', o.defaultJobOptions, DEFAULTS.job),
   };
@@ -311,5 +322,16 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
     name,
     concurrency: int(`queue "${name}" concurrency`, q.concurrency, DEFAULTS.concurrency, 1, 1000),
     defaultJobOptions: resolveJobDefaults(`queue "${name}" defaultJobOptions`, q.defaultJobOptions, base),
+    deadLetterQueue: deadLetter(name, q.deadLetterQueue),
   };
+}
+
+function deadLetter(name: string, dlq: unknown): string | null {
+  if (dlq === undefined) return null;
+  if (dlq === name) throw new PgQueueConfigError(`queue "${name}" deadLetterQueue names the queue itself; name another queue.`);
+  try {
+    return validateQueueName(dlq);
+  } catch (err) {
+    throw new PgQueueConfigError(`queue "${name}" deadLetterQueue: ${(err as Error).message}`);
+  }
 }

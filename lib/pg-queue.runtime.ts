@@ -32,7 +32,7 @@ export class PgQueueRuntime {
   ) {
     this.store = new JobStore(pool, {
       schema: options.schema,
-      keepCompletedMs: options.retention.completedMs,
+      retention: options.retention,
       asyncCommit: options.asyncCommit,
       preparedStatements: options.preparedStatements,
     });

@@ -121,6 +121,29 @@ export class Queue<TJobs extends JobMap = JobMap> {
     return this.store.isPaused(this.name);
   }
 
+  /**
+   * Runs a failed or cancelled job of this queue again: back to waiting under its own id, with
+   * fresh attempts and its earlier errors kept. False when no such job is in history.
+   */
+  async retry(id: string, target?: TransactionTarget): Promise<boolean> {
+    if (!/^\d{1,19}$/.test(String(id))) return false;
+    return (await this.store.retryFinished(this.name, [String(id)], executorFor(target))) > 0;
+  }
+
+  /** Runs every failed job of this queue again (a thousand per statement); returns how many. */
+  async retryFailed(): Promise<number> {
+    return this.store.retryFinished(this.name, null);
+  }
+
+  /**
+   * Deletes a waiting (or delayed) job, or a finished one, of this queue. A running job is not
+   * removed (false): cancel it first.
+   */
+  async remove(id: string, target?: TransactionTarget): Promise<boolean> {
+    if (!/^\d{1,19}$/.test(String(id))) return false;
+    return this.store.remove(this.name, String(id), executorFor(target));
+  }
+
   /** A job of this queue by id, live or finished; null when unknown (or pruned). */
   async getJob<N extends keyof TJobs & string = keyof TJobs & string>(
     id: string,

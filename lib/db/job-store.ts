@@ -69,7 +69,8 @@ export type Outcome =
   | { kind: 'completed'; id: string; attempt: number; resultJson: string | null }
   | { kind: 'retry'; id: string; attempt: number; errorJson: string; delayMs: number }
   | { kind: 'failed' | 'cancelled'; id: string; attempt: number; errorJson: string }
-  | { kind: 'snoozed'; id: string; attempt: number; delayMs: number };
+  | { kind: 'snoozed'; id: string; attempt: number; delayMs: number }
+  | { kind: 'dead-letter'; id: string; attempt: number; errorJson: string; deadLetterQueue: string };
 
 /** The Job an insert created, from what was sent and what the database assigned. */
 export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
@@ -134,14 +135,21 @@ export class JobStore {
 
   readonly schema: string;
   private readonly keepCompletedMs: number;
+  private readonly retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
 
   constructor(
     readonly pool: Pool,
-    opts: { schema: string; keepCompletedMs: number; asyncCommit: boolean; preparedStatements: boolean },
+    opts: {
+      schema: string;
+      retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
+      asyncCommit: boolean;
+      preparedStatements: boolean;
+    },
   ) {
     this.prepare = opts.preparedStatements;
     this.schema = opts.schema;
-    this.keepCompletedMs = opts.keepCompletedMs;
+    this.keepCompletedMs = opts.retention.completedMs;
+    this.retention = opts.retention;
     const schema = opts.schema;
     this.q = buildQueries(schema, { asyncCommit: opts.asyncCommit });
     // One channel per schema; the payload names the queue. Channel names are identifiers of at
@@ -272,6 +280,12 @@ export class JobStore {
         ]),
       );
     }
+    const dead = outcomes.filter((o): o is Extract<Outcome, { kind: 'dead-letter' }> => o.kind === 'dead-letter');
+    for (const [dlq, list] of groupBy(dead, (o) => o.deadLetterQueue)) {
+      written.push(
+        this.db.query(this.q.deadLetter, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, dlq, this.channel]),
+      );
+    }
     for (const [state, list] of [['failed', failed], ['cancelled', cancelled]] as const) {
       if (list.length === 0) continue;
       written.push(
@@ -310,6 +324,22 @@ export class JobStore {
     return null;
   }
 
+  /** Failed or cancelled jobs back to waiting (ids; or null: every failed job). Returns how many. */
+  async retryFinished(queue: string, ids: string[] | null, db: SqlExecutor = this.db): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const [r] = await db.query<{ n: number }>(this.q.retryFinished, [ids, queue, 1000, this.channel]);
+      total += r.n;
+      if (ids !== null || r.n < 1000) return total;
+    }
+  }
+
+  /** Deletes a waiting or finished job; false when there was none (or it is running). */
+  async remove(queue: string, id: string, db: SqlExecutor = this.db): Promise<boolean> {
+    const [r] = await db.query<{ n: string }>(this.q.remove, [id, queue]);
+    return Number(r.n) > 0;
+  }
+
   async setPaused(queue: string, paused: boolean): Promise<void> {
     await this.db.query(this.q.setPaused, [queue, paused, this.channel]);
   }
@@ -346,7 +376,8 @@ export class JobStore {
         this.q.rescue,
         [batch, this.channel],
       );
-      const p = this.keepCompletedMs > 0 ? await client.query(this.q.prune, [this.keepCompletedMs, batch]) : null;
+      const { completedMs, cancelledMs, failedMs } = this.retention;
+      const p = await client.query(this.q.prune, [completedMs > 0 ? completedMs : null, batch, cancelledMs, failedMs]);
       await client.query('COMMIT');
       return {
         stalled: r.rows.map((x) => ({ id: String(x.id), queue: x.queue, name: x.name, attempt: x.attempt, willRetry: x.retried })),
@@ -401,3 +432,14 @@ export class JobStore {
 }
 
 function ignoreError(): void {}
+
+function groupBy<T, K>(items: readonly T[], key: (t: T) => K): Map<K, T[]> {
+  const m = new Map<K, T[]>();
+  for (const i of items) {
+    const k = key(i);
+    const list = m.get(k);
+    if (list) list.push(i);
+    else m.set(k, [i]);
+  }
+  return m;
+}

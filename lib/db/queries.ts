@@ -221,12 +221,61 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       UNION ALL
       SELECT id, queue, name, attempt, false, 0 FROM archived`,
 
-    /** Deletes completed jobs past retention, a small batch at a time. $1 retention ms $2 batch */
+    /**
+     * Deletes finished jobs past their state's retention, a small batch at a time (three ranges
+     * of job_history_retention_idx). $1 completed ms (NULL: none kept) $2 batch $3 cancelled ms
+     * $4 failed ms (NULL: kept for ever)
+     */
     prune: `
       DELETE FROM ${history} WHERE id IN (
         SELECT id FROM ${history}
-        WHERE state = 'completed' AND finished_at < now() - $1 * interval '1 millisecond'
+        WHERE (state = 'completed' AND finished_at < now() - $1::bigint * interval '1 millisecond')
+           OR (state = 'cancelled' AND finished_at < now() - $3::bigint * interval '1 millisecond')
+           OR (state = 'failed' AND finished_at < now() - $4::bigint * interval '1 millisecond')
         LIMIT $2)`,
+
+    /**
+     * A failed job's last attempt moves it to the dead-letter queue instead: waiting there, its
+     * attempts reset, its errors kept; its unique key is dropped (it may clash there).
+     * $1 id[] $2 attempt[] $3 error[] $4 worker $5 dead-letter queue $6 channel
+     */
+    deadLetter: `
+      WITH moved AS (
+        UPDATE ${jobs} j
+        SET queue = $5, state = 'waiting', attempt = 0, run_at = now(), locked_by = NULL, locked_until = NULL,
+            unique_key = NULL, cancel_requested_at = NULL,
+            errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb)
+        WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
+        RETURNING j.id
+      ), wake AS (SELECT pg_notify($6, $5 || '|0') WHERE EXISTS (SELECT 1 FROM moved))
+      SELECT id, (SELECT count(*) FROM wake) AS woken FROM moved`,
+
+    /**
+     * queue.retry(id) / retryFailed(): failed or cancelled jobs of a queue go back to waiting
+     * under their own id, with fresh attempts and their errors kept. $1 id[] or NULL (every
+     * failed job) $2 queue $3 batch $4 channel
+     */
+    retryFinished: `
+      WITH h AS (
+        DELETE FROM ${history} WHERE id IN (
+          SELECT id FROM ${history}
+          WHERE queue = $2 AND (CASE WHEN $1::bigint[] IS NULL THEN state = 'failed'
+                                     ELSE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled') END)
+          LIMIT $3)
+        RETURNING *
+      ), back AS (
+        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at)
+        OVERRIDING SYSTEM VALUE
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at FROM h
+        RETURNING id
+      ), wake AS (SELECT pg_notify($4, $2 || '|0') WHERE EXISTS (SELECT 1 FROM back))
+      SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,
+
+    /** queue.remove(id): a waiting job, or a finished one; never a running one. $1 id $2 queue */
+    remove: `
+      WITH live AS (DELETE FROM ${jobs} WHERE id = $1 AND queue = $2 AND state = 'waiting' RETURNING id),
+           done AS (DELETE FROM ${history} WHERE id = $1 AND queue = $2 RETURNING id)
+      SELECT (SELECT count(*) FROM live) + (SELECT count(*) FROM done) AS n`,
 
     /**
      * Dead and live row versions of the jobs table, from the cumulative statistics (about a

@@ -262,7 +262,10 @@ export class QueueWorker {
         this.ctx.events.retrying(job, error, delayMs);
         this.wake(delayMs);
       } else {
-        outcome = { kind: 'failed', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error) };
+        const dlq = this.queue.deadLetterQueue;
+        outcome = dlq
+          ? { kind: 'dead-letter', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), deadLetterQueue: dlq }
+          : { kind: 'failed', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error) };
         this.ctx.events.failed(job, error);
       }
     }
