@@ -15,13 +15,16 @@ import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminu
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import {
-  InjectQueue, Job, JobAttemptError, OnQueueEvent, PgQueueModule, Process, Processor, Queue, QueueService, StalledJob,
+  ActiveJob, CancelJobError, InjectQueue, Job, JobAttemptError, OnQueueEvent, PgQueueModule, Process, Processor, Queue, QueueService,
+  SnoozeJobError, StalledJob,
 } from '${join(root, 'lib').replace(/\\/g, '/')}';
 import { PgQueueHealthIndicator } from '${join(root, 'lib', 'health').replace(/\\/g, '/')}';
 import { PgQueueMetrics, PgQueueMetricsModule } from '${join(root, 'lib', 'metrics').replace(/\\/g, '/')}';
 declare class Order { id: number; item: string }
 declare class Mailer { sendConfirmation(orderId: number): Promise<void> }
 declare class Pager { alert(message: string): void }
+declare function loadReport(id: number): Promise<{ dataReady: boolean } | null>;
+declare function renderReport(report: { dataReady: boolean }, opts: { signal: AbortSignal }): Promise<void>;
 void Controller; void Get; void QueueService; void Res; void HealthCheck; void HealthCheckService; void TerminusModule;
 void PgQueueHealthIndicator; void PgQueueMetrics; void PgQueueMetricsModule;
 `;
