@@ -105,6 +105,19 @@ export interface RegisterQueueOptions {
    * park, repair and re-add). Without it, failed jobs stay in history as `failed`.
    */
   deadLetterQueue?: string;
+  /**
+   * At most this many jobs of the queue run at once across every node. Claims of the queue then
+   * take a per-queue advisory lock (a few more round trips each) and prefetch nothing; a slot
+   * freed on another node is noticed within `pollIntervalMs`. Each node enforces its own value:
+   * give every node the same. @default undefined (no global limit)
+   */
+  globalConcurrency?: number;
+  /**
+   * At most `max` jobs of the queue start in any `durationMs` window, across every node (a
+   * sliding window, kept in the database). Same claim path as `globalConcurrency`.
+   * @default undefined (no rate limit)
+   */
+  limiter?: { max: number; durationMs: number };
 }
 
 export interface ResolvedBackoff {
@@ -146,6 +159,8 @@ export interface ResolvedQueueOptions {
   readonly concurrency: number;
   readonly defaultJobOptions: ResolvedJobDefaults;
   readonly deadLetterQueue: string | null;
+  readonly globalConcurrency: number | null;
+  readonly limiter: { readonly max: number; readonly durationMs: number } | null;
 }
 
 
@@ -323,6 +338,23 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
     concurrency: int(`queue "${name}" concurrency`, q.concurrency, DEFAULTS.concurrency, 1, 1000),
     defaultJobOptions: resolveJobDefaults(`queue "${name}" defaultJobOptions`, q.defaultJobOptions, base),
     deadLetterQueue: deadLetter(name, q.deadLetterQueue),
+    globalConcurrency: q.globalConcurrency === undefined ? null : int(`queue "${name}" globalConcurrency`, q.globalConcurrency, 1, 1, 100_000),
+    limiter: limiter(name, q.limiter),
+  };
+}
+
+function limiter(name: string, l: unknown): { max: number; durationMs: number } | null {
+  if (l === undefined) return null;
+  if (typeof l !== 'object' || l === null) {
+    throw new PgQueueConfigError(`queue "${name}" limiter must be { max, durationMs }, for example { max: 10, durationMs: 1000 }.`);
+  }
+  const { max, durationMs } = l as { max?: unknown; durationMs?: unknown };
+  if (max === undefined || durationMs === undefined) {
+    throw new PgQueueConfigError(`queue "${name}" limiter needs both max and durationMs, for example { max: 10, durationMs: 1000 }.`);
+  }
+  return {
+    max: int(`queue "${name}" limiter.max`, max, 1, 1, 10_000),
+    durationMs: int(`queue "${name}" limiter.durationMs`, durationMs, 1000, 1, 86_400_000),
   };
 }
 

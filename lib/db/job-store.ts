@@ -251,6 +251,52 @@ export class JobStore {
     return this.db.query<ClaimedRow>(this.q.claim, [queue, limit, workerId, leaseMs], this.name(this.q.claim));
   }
 
+  /**
+   * The claim of a queue with globalConcurrency or a limiter: serialised across nodes by a
+   * per-queue advisory lock, it claims no more than the limits allow. `retryInMs`: when the rate
+   * limit is what stopped it, how long until a start is allowed again.
+   */
+  async claimLimited(
+    queue: string,
+    free: number,
+    workerId: string,
+    leaseMs: number,
+    limits: { globalConcurrency: number | null; limiter: { max: number; durationMs: number } | null },
+  ): Promise<{ rows: ClaimedRow[]; retryInMs: number | null }> {
+    const client = await this.pool.connect();
+    client.on('error', ignoreError);
+    try {
+      await client.query('BEGIN');
+      await client.query(this.q.lockQueueClaims, [lockKey(`nestjs-pg-queue:limits:${this.schema}:${queue}`)]);
+      const { limiter, globalConcurrency } = limits;
+      const { rows: [st] } = await client.query<{ active: number; recent: number; next_free_ms: number | null }>(this.q.limitState, [
+        queue,
+        limiter?.durationMs ?? null,
+      ]);
+      let allowed = free;
+      if (globalConcurrency !== null) allowed = Math.min(allowed, globalConcurrency - st.active);
+      let retryInMs: number | null = null;
+      if (limiter) {
+        const left = limiter.max - st.recent;
+        if (left < allowed) retryInMs = Math.max(1, Math.ceil(st.next_free_ms ?? limiter.durationMs));
+        allowed = Math.min(allowed, left);
+      }
+      let rows: ClaimedRow[] = [];
+      if (allowed > 0) {
+        rows = (await client.query<ClaimedRow>(this.q.claim, [queue, allowed, workerId, leaseMs])).rows;
+        if (limiter && rows.length) await client.query(this.q.recordStarts, [queue, rows.length, limiter.durationMs, limiter.max]);
+      }
+      await client.query('COMMIT');
+      return { rows, retryInMs };
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.off('error', ignoreError);
+      client.release();
+    }
+  }
+
   /** Writes a batch of outcomes, one statement per kind present. Returns the ids written. */
   async settle(outcomes: readonly Outcome[], workerId: string): Promise<Set<string>> {
     const done = outcomes.filter((o) => o.kind === 'completed');

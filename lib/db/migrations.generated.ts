@@ -21,5 +21,10 @@ export const MIGRATIONS: readonly Migration[] = [
     "version": 4,
     "name": "unique_key",
     "sql": "-- nestjs-pg-queue schema, version 4: unique keys.\n-- At most one live job (waiting or active) per queue and key. Finished jobs leave this table,\n-- so a key is free again the moment its job completes, fails or is cancelled. The column is\n-- catalog-only; the index is built over the live table, which holds only the backlog.\nALTER TABLE jobs ADD COLUMN unique_key text;\nCREATE UNIQUE INDEX jobs_unique_key_idx ON jobs (queue, unique_key) WHERE unique_key IS NOT NULL;\n"
+  },
+  {
+    "version": 5,
+    "name": "limits",
+    "sql": "-- nestjs-pg-queue schema, version 5: global concurrency and rate limits.\n\n-- The starts of a rate-limited queue within its window, oldest first (at most `limiter.max`):\n-- a job may start when fewer than max started in the last durationMs, on any node.\nALTER TABLE queues ADD COLUMN recent_starts timestamptz[] NOT NULL DEFAULT '{}';\n\n-- Counting a queue's running jobs (globalConcurrency) reads this instead of the table; the\n-- rescuer's scan of expired leases reads it too. It replaces the lease index: active rows are\n-- as many as the jobs running right now, so a scan of all of them stays small.\nDROP INDEX jobs_lease_idx;\nCREATE INDEX jobs_active_idx ON jobs (queue, locked_until) WHERE state = 'active';\n"
   }
 ];

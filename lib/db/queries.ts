@@ -74,7 +74,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * Completes a batch: the rows leave the live table and enter history in one statement.
      * (id, attempt, locked_by) must still match, so a worker that lost its lease cannot
      * complete the attempt another worker now owns. (locked_by is set only on active rows; not
-     * naming `state` keeps the partial lease index out of the generic plan, so the primary key
+     * naming `state` keeps the partial index of active jobs out of the generic plan, so the primary key
      * drives it however many jobs are active.) $1 id[] (no duplicates) $2 attempt[] $3 result[] $4 worker
      */
     completeArchive: `
@@ -287,6 +287,36 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 
     /** Outside any transaction (VACUUM refuses one); SKIP_LOCKED: never wait on a lock for it. */
     vacuumJobs: `VACUUM (SKIP_LOCKED) ${jobs}`,
+
+    /**
+     * Claims of a queue with globalConcurrency or a limiter run one at a time across all nodes,
+     * under this transaction-scoped lock; each statement after it reads a fresh snapshot (READ
+     * COMMITTED), so it counts the running jobs other nodes' claims just committed. $1 key
+     */
+    lockQueueClaims: `SELECT pg_advisory_xact_lock($1::bigint)`,
+
+    /**
+     * What the limits allow now: jobs of the queue running anywhere, starts within the rate
+     * window, and how long until the oldest of those leaves it. $1 queue $2 window ms (NULL: none)
+     */
+    limitState: `
+      WITH q AS (
+        SELECT coalesce((SELECT recent_starts FROM ${s}.queues WHERE name = $1), '{}') AS starts
+      ), win AS (
+        SELECT t FROM q, unnest(q.starts) t WHERE $2::bigint IS NOT NULL AND t > clock_timestamp() - $2::bigint * interval '1 millisecond'
+      )
+      SELECT (SELECT count(*) FROM ${jobs} WHERE queue = $1 AND state = 'active')::int AS active,
+             (SELECT count(*) FROM win)::int AS recent,
+             (SELECT extract(epoch FROM min(t) + $2::bigint * interval '1 millisecond' - clock_timestamp()) * 1000 FROM win)::float8 AS next_free_ms`,
+
+    /** Records $2 starts of a rate-limited queue, keeping the newest $4 within the window. $1 queue $3 window ms */
+    recordStarts: `
+      INSERT INTO ${s}.queues AS q (name, recent_starts) VALUES ($1, array_fill(clock_timestamp(), ARRAY[$2::int]))
+      ON CONFLICT (name) DO UPDATE SET recent_starts = (
+        SELECT coalesce(array_agg(t ORDER BY t), '{}') FROM (
+          SELECT t FROM unnest(q.recent_starts || array_fill(clock_timestamp(), ARRAY[$2::int])) t
+          WHERE t > clock_timestamp() - $3::bigint * interval '1 millisecond'
+          ORDER BY t DESC LIMIT $4) newest)`,
 
     /** Maintenance runs on one node at a time: this transaction-scoped lock elects it. $1 key */
     tryMaintenanceLock: `SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`,

@@ -18,6 +18,8 @@ export class Completer {
     private readonly workerId: string,
     private readonly logger: EngineLogger,
     private readonly maxBatch = 500,
+    /** After each batch is written: a slot counted by a global limit may have freed. */
+    private readonly onWritten: () => void = () => undefined,
   ) {}
 
   /** Ids whose outcome is not yet written: their leases must still be renewed. */
@@ -44,6 +46,7 @@ export class Completer {
       .then(
         () => {
           this.failures = 0;
+          this.onWritten();
         },
         (err: Error) => {
           // Keep the outcomes and try again: the database may be restarting. Until they are

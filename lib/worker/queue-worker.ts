@@ -108,8 +108,21 @@ export class QueueWorker {
     this.wake(0);
   }
 
+  /** A queue with a global limit claims through the serialised path, and never prefetches. */
+  private get limited(): boolean {
+    return this.queue.globalConcurrency !== null || this.queue.limiter !== null;
+  }
+
   private get prefetch(): number {
+    if (this.limited) return 0;
     return this.avgHandlerMs < FAST_JOB_MS ? Math.max(4 * this.queue.concurrency, MIN_FAST_PREFETCH) : 0;
+  }
+
+  private async claimLimited(free: number): Promise<ClaimedRow[]> {
+    const { rows, retryInMs } = await this.ctx.store.claimLimited(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs, this.queue);
+    // The rate limit stopped it: come back when the window lets a job start.
+    if (retryInMs !== null) this.wake(retryInMs);
+    return rows;
   }
 
   /** Starts buffered jobs in free slots. */
@@ -160,7 +173,7 @@ export class QueueWorker {
       const free = this.queue.concurrency + prefetch - held;
       this.requested += free;
       const wakesBefore = this.wakes;
-      const claim = this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
+      const claim = this.limited ? this.claimLimited(free) : this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
       this.claimsInFlight.add(claim);
       let rows: ClaimedRow[];
       try {
@@ -270,6 +283,9 @@ export class QueueWorker {
       }
     }
     this.ctx.completer.push(outcome);
+    // Under a global limit a short claim says nothing about the backlog: the slot this job frees
+    // may be the one the limit withheld.
+    if (this.limited) this.mayHaveMore = true;
     this.pump();
     if (this.running.size === 0) this.idleWaiters.splice(0).forEach((w) => w());
     if (this.mayHaveMore && !this.fetchScheduled) {
@@ -299,6 +315,11 @@ export class QueueWorker {
       row.cancel_requested = true;
       this.run(row);
     }
+  }
+
+  /** Outcomes were written: under a global limit, the running count just dropped; claim again. */
+  outcomesWritten(): void {
+    if (this.limited && this.running.size < this.queue.concurrency) this.wake(0);
   }
 
   /** The queue was paused: prefetched jobs go back at once, so no node starts them meanwhile. */

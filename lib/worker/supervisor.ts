@@ -60,7 +60,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     private readonly logger: EngineLogger,
   ) {
     super();
-    this.completer = new Completer(store, this.workerId, logger);
+    this.completer = new Completer(store, this.workerId, logger, 500, () => this.workers.forEach((w) => w.outcomesWritten()));
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
     // An 'error' event without listeners would throw; the engine reports errors, it never crashes on them.
     this.on('error', (err) => this.logger.error(`pg-queue: ${err.message}`, err.stack));
