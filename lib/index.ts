@@ -43,3 +43,5 @@ export {
   SnoozeJobError,
 } from './errors';
 export { pgQueueMigrations } from './typeorm-migrations';
+export type { RepeatOptions } from './cron-schedule';
+export type { ProcessOptions } from './decorators/process.decorator';

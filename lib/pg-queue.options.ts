@@ -1,6 +1,7 @@
 import type { PoolConfig } from 'pg';
 import { PgQueueConfigError } from './errors';
 import type { BackoffOptions, JobDefaults, JobOptions } from './job';
+import { resolveSchedule, type RepeatOptions, type ResolvedSchedule } from './cron-schedule';
 
 /** Something Nest can resolve from the container: a class, a string or a symbol. */
 export type InjectionTokenLike = string | symbol | (abstract new (...args: never[]) => unknown);
@@ -53,6 +54,11 @@ export interface PgQueueModuleOptions {
    * @default 10_000
    */
   vacuumAtDeadTuples?: number;
+  /**
+   * After a restart (or an outage), ticks of recurring jobs missed within this window are
+   * enqueued, each once; older ones are skipped. @default 3_600_000 (one hour)
+   */
+  cronCatchUpMs?: number;
   /** Maximum connections of the queue's own pool (the listener has one more). @default 4 */
   poolSize?: number;
   /** Largest payload accepted, in bytes of JSON. @default 1_048_576 */
@@ -118,6 +124,8 @@ export interface RegisterQueueOptions {
    * @default undefined (no rate limit)
    */
   limiter?: { max: number; durationMs: number };
+  /** Recurring jobs of this queue, each enqueued once per tick across all nodes. */
+  repeat?: RepeatOptions[];
 }
 
 export interface ResolvedBackoff {
@@ -144,6 +152,7 @@ export interface ResolvedPgQueueOptions {
   readonly heartbeatIntervalMs: number;
   readonly rescueIntervalMs: number;
   readonly vacuumAtDeadTuples: number;
+  readonly cronCatchUpMs: number;
   readonly shutdownTimeoutMs: number;
   readonly poolSize: number;
   readonly maxPayloadBytes: number;
@@ -161,6 +170,7 @@ export interface ResolvedQueueOptions {
   readonly deadLetterQueue: string | null;
   readonly globalConcurrency: number | null;
   readonly limiter: { readonly max: number; readonly durationMs: number } | null;
+  readonly repeat: readonly ResolvedSchedule[];
 }
 
 
@@ -174,6 +184,7 @@ export const DEFAULTS = {
   leaseMs: 30_000,
   rescueIntervalMs: 5000,
   vacuumAtDeadTuples: 10_000,
+  cronCatchUpMs: 3_600_000,
   shutdownTimeoutMs: 10_000,
   poolSize: 4,
   maxPayloadBytes: 1_048_576,
@@ -278,7 +289,7 @@ export function resolveJobDefaults(where: string, opts: JobOptions | undefined, 
 
 const KNOWN_MODULE_KEYS = new Set<string>([
   'dataSource', 'connection', 'listenConnection', 'schema', 'migrate', 'workers', 'listen',
-  'pollIntervalMs', 'leaseMs', 'heartbeatIntervalMs', 'rescueIntervalMs', 'vacuumAtDeadTuples', 'shutdownTimeoutMs',
+  'pollIntervalMs', 'leaseMs', 'heartbeatIntervalMs', 'rescueIntervalMs', 'vacuumAtDeadTuples', 'cronCatchUpMs', 'shutdownTimeoutMs',
   'poolSize', 'maxPayloadBytes', 'asyncCommit', 'preparedStatements', 'handleUnhandledRejections', 'retention',
   'defaultJobOptions',
 ]);
@@ -312,6 +323,7 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     heartbeatIntervalMs,
     rescueIntervalMs: int('rescueIntervalMs', o.rescueIntervalMs, DEFAULTS.rescueIntervalMs, 100),
     vacuumAtDeadTuples: int('vacuumAtDeadTuples', o.vacuumAtDeadTuples, DEFAULTS.vacuumAtDeadTuples, 0),
+    cronCatchUpMs: int('cronCatchUpMs', o.cronCatchUpMs, DEFAULTS.cronCatchUpMs, 0, 31 * 86_400_000),
     shutdownTimeoutMs: int('shutdownTimeoutMs', o.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, 0),
     poolSize: int('poolSize', o.poolSize, DEFAULTS.poolSize, 1, 100),
     maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, DEFAULTS.maxPayloadBytes, 1, 256 * 1_048_576),
@@ -340,7 +352,18 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
     deadLetterQueue: deadLetter(name, q.deadLetterQueue),
     globalConcurrency: q.globalConcurrency === undefined ? null : int(`queue "${name}" globalConcurrency`, q.globalConcurrency, 1, 1, 100_000),
     limiter: limiter(name, q.limiter),
+    repeat: resolveRepeat(name, q.repeat),
   };
+}
+
+function resolveRepeat(name: string, repeat: unknown): ResolvedSchedule[] {
+  if (repeat === undefined) return [];
+  if (!Array.isArray(repeat)) throw new PgQueueConfigError(`queue "${name}" repeat must be an array of { name, cron, tz?, payload? }.`);
+  const out = repeat.map((r: RepeatOptions, i) => resolveSchedule(name, r, `queue "${name}" repeat[${i}]`));
+  const names = out.map((r) => r.name);
+  const twice = names.find((n, i) => names.indexOf(n) !== i);
+  if (twice) throw new PgQueueConfigError(`queue "${name}" repeat schedules job "${twice}" twice; one schedule per job name.`);
+  return out;
 }
 
 function limiter(name: string, l: unknown): { max: number; durationMs: number } | null {

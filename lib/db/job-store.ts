@@ -386,6 +386,29 @@ export class JobStore {
     return Number(r.n) > 0;
   }
 
+  /** Enqueues one tick of a schedule unless a node already did; true when this call did. */
+  async enqueueTick(key: string, tick: Date, row: NewJobRow): Promise<boolean> {
+    const [r] = await this.db.query<{ inserted: number }>(this.q.enqueueTick, [
+      key,
+      tick,
+      row.queue,
+      row.name,
+      row.payloadJson,
+      row.maxAttempts,
+      row.backoff ? JSON.stringify(row.backoff) : null,
+      row.timeoutMs,
+      row.priority,
+      this.channel,
+    ]);
+    return r.inserted > 0;
+  }
+
+  /** The last tick enqueued for a schedule, or null before its first. */
+  async lastTick(key: string): Promise<Date | null> {
+    const rows = await this.db.query<{ last_tick: Date }>(this.q.lastTick, [key]);
+    return rows.length ? rows[0].last_tick : null;
+  }
+
   async setPaused(queue: string, paused: boolean): Promise<void> {
     await this.db.query(this.q.setPaused, [queue, paused, this.channel]);
   }

@@ -26,5 +26,10 @@ export const MIGRATIONS: readonly Migration[] = [
     "version": 5,
     "name": "limits",
     "sql": "-- nestjs-pg-queue schema, version 5: global concurrency and rate limits.\n\n-- The starts of a rate-limited queue within its window, oldest first (at most `limiter.max`):\n-- a job may start when fewer than max started in the last durationMs, on any node.\nALTER TABLE queues ADD COLUMN recent_starts timestamptz[] NOT NULL DEFAULT '{}';\n\n-- Counting a queue's running jobs (globalConcurrency) reads this instead of the table; the\n-- rescuer's scan of expired leases reads it too. It replaces the lease index: active rows are\n-- as many as the jobs running right now, so a scan of all of them stays small.\nDROP INDEX jobs_lease_idx;\nCREATE INDEX jobs_active_idx ON jobs (queue, locked_until) WHERE state = 'active';\n"
+  },
+  {
+    "version": 6,
+    "name": "cron",
+    "sql": "-- nestjs-pg-queue schema, version 6: recurring jobs.\n-- One row per schedule (queue and job name): the last tick enqueued. A node enqueues a tick only\n-- by moving last_tick forward in the statement that inserts the job, so each tick becomes one\n-- job however many nodes run the schedule, and a restart can catch up exactly the ticks missed.\nCREATE TABLE cron_schedules (\n  key        text        PRIMARY KEY,\n  last_tick  timestamptz NOT NULL\n);\n"
   }
 ];

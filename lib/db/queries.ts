@@ -318,6 +318,27 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
           WHERE t > clock_timestamp() - $3::bigint * interval '1 millisecond'
           ORDER BY t DESC LIMIT $4) newest)`,
 
+    /**
+     * One tick of a recurring job: moves the schedule's last_tick forward and, only if it did,
+     * inserts the tick's job (run_at = the tick) in the same statement. Another node with the
+     * same tick, or an older one, inserts nothing. $1 key $2 tick $3 queue $4 name $5 payload
+     * $6 max attempts $7 backoff $8 timeout ms $9 priority $10 channel
+     */
+    enqueueTick: `
+      WITH moved AS (
+        INSERT INTO ${s}.cron_schedules AS c (key, last_tick) VALUES ($1, $2)
+        ON CONFLICT (key) DO UPDATE SET last_tick = EXCLUDED.last_tick WHERE c.last_tick < EXCLUDED.last_tick
+        RETURNING key
+      ), ins AS (
+        INSERT INTO ${jobs} (queue, name, payload, run_at, max_attempts, backoff, timeout_ms, priority)
+        SELECT $3, $4, $5::jsonb, $2, $6, $7::jsonb, $8, $9 FROM moved
+        RETURNING id
+      ), wake AS (SELECT pg_notify($10, $3 || '|0') FROM ins)
+      SELECT (SELECT count(*) FROM ins)::int AS inserted, (SELECT count(*) FROM wake)::int AS woken`,
+
+    /** $1 key */
+    lastTick: `SELECT last_tick FROM ${s}.cron_schedules WHERE key = $1`,
+
     /** Maintenance runs on one node at a time: this transaction-scoped lock elects it. $1 key */
     tryMaintenanceLock: `SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`,
 

@@ -8,9 +8,13 @@ import type { ProcessorOptions } from '../decorators/processor.decorator';
 import type { ProcessMetadata } from '../decorators/process.decorator';
 import { resolveQueueOptions } from '../pg-queue.options';
 import type { PgQueueRuntime } from '../pg-queue.runtime';
+import { resolveSchedule, type ResolvedSchedule } from '../cron-schedule';
+import { buildJobRow } from '../enqueue';
+import type { CronEntry } from '../worker/cron';
 
 interface Found {
   handlers: Map<string, JobHandler>;
+  schedules: ResolvedSchedule[];
   catchAll?: JobHandler;
   concurrency?: number;
   owners: string[];
@@ -48,7 +52,7 @@ export class PgQueueExplorer implements OnApplicationBootstrap, OnModuleDestroy,
             `Add PgQueueModule.registerQueue({ name: '${meta.name}' }) to the imports of a module.`,
         );
       }
-      const entry: Found = found.get(meta.name) ?? { handlers: new Map(), owners: [] };
+      const entry: Found = found.get(meta.name) ?? { handlers: new Map(), schedules: [], owners: [] };
       found.set(meta.name, entry);
       entry.owners.push(owner);
       if (meta.concurrency !== undefined) {
@@ -64,6 +68,10 @@ export class PgQueueExplorer implements OnApplicationBootstrap, OnModuleDestroy,
         if (!pm) continue;
         const handler: JobHandler = (job) => (fn as (...a: unknown[]) => unknown).call(instance, job);
         const where = `${owner}.${method}`;
+        if (pm.cron !== undefined) {
+          if (pm.name === null) throw new PgQueueConfigError(`@Process({ cron }) on ${where} needs a name: the job each tick enqueues.`);
+          entry.schedules.push(resolveSchedule(meta.name, { name: pm.name, cron: pm.cron, tz: pm.tz }, `@Process on ${where}`));
+        }
         if (pm.name === null) {
           if (entry.catchAll) throw new PgQueueConfigError(`Queue "${meta.name}" has two catch-all @Process() handlers; ${where} is the second.`);
           entry.catchAll = handler;
@@ -123,16 +131,38 @@ export class PgQueueExplorer implements OnApplicationBootstrap, OnModuleDestroy,
       throw err;
     }
     if (!this.runtime.options.workers) return;
+    try {
+      this.runtime.supervisor.setCron(this.cronEntries(found));
+    } catch (err) {
+      await this.runtime.close();
+      throw err;
+    }
     for (const [name, f] of found) {
       const registered = this.runtime.queueOptions(name)!;
+      // @Processor({ concurrency }) overrides that one setting; the queue's limits and dead-letter queue stay.
       const queue =
         f.concurrency === undefined
           ? registered
-          : resolveQueueOptions({ name, concurrency: f.concurrency }, registered.defaultJobOptions);
+          : { ...registered, concurrency: resolveQueueOptions({ name, concurrency: f.concurrency }, registered.defaultJobOptions).concurrency };
       this.runtime.supervisor.addQueue({ queue, handlers: f.handlers, catchAll: f.catchAll });
     }
     await this.runtime.supervisor.start();
     if (found.size) this.logger.log(`Workers started for queue(s): ${[...found.keys()].join(', ')} (${this.runtime.supervisor.workerId})`);
+  }
+
+  /** Every schedule this node runs: `registerQueue({ repeat })` and `@Process({ cron })`, each once. */
+  private cronEntries(found: Map<string, Found>): CronEntry[] {
+    const schedules = [...this.runtime.registeredQueues.flatMap((q) => q.repeat), ...[...found.values()].flatMap((f) => f.schedules)];
+    const seen = new Set<string>();
+    return schedules.map((schedule) => {
+      if (seen.has(schedule.key)) {
+        throw new PgQueueConfigError(`Job "${schedule.name}" of queue "${schedule.queue}" is scheduled twice (registerQueue repeat and/or @Process cron); keep one.`);
+      }
+      seen.add(schedule.key);
+      const queue = this.runtime.queueOptions(schedule.queue)!;
+      const row = buildJobRow(schedule.queue, schedule.name, schedule.payload, undefined, queue.defaultJobOptions, this.runtime.options.maxPayloadBytes);
+      return { schedule, row };
+    });
   }
 
   async onModuleDestroy(): Promise<void> {

@@ -11,6 +11,7 @@ import { Listener } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
 import { JobsTableVacuum } from './vacuum';
+import { CronScheduler, type CronEntry } from './cron';
 
 /** The handlers of one queue, as discovery found them. */
 export interface QueueHandlers {
@@ -46,6 +47,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private readonly workers = new Map<string, QueueWorker>();
   private readonly completer: Completer;
   private readonly vacuum: JobsTableVacuum;
+  private cron: CronScheduler | null = null;
   private listener: Listener | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private maintenanceTimer: NodeJS.Timeout | null = null;
@@ -64,6 +66,11 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
     // An 'error' event without listeners would throw; the engine reports errors, it never crashes on them.
     this.on('error', (err) => this.logger.error(`pg-queue: ${err.message}`, err.stack));
+  }
+
+  /** The recurring jobs this node schedules; call before `start`. */
+  setCron(entries: readonly CronEntry[]): void {
+    this.cron = entries.length ? new CronScheduler(this.store, entries, this.opts.cronCatchUpMs, this.logger, (err) => this.emit('error', err)) : null;
   }
 
   /** Adds a queue's worker; call before `start`. */
@@ -132,6 +139,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     }
     this.maintenanceTimer = setInterval(() => void this.maintain(), this.opts.rescueIntervalMs);
     this.maintenanceTimer.unref();
+    // Not awaited: a database that is down at boot must not hold the boot; maintenance retries.
+    void this.cron?.start();
   }
 
   /** One heartbeat for every job this process holds. */
@@ -158,6 +167,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     try {
       const r = await this.store.maintain(1000);
       if (r) await this.vacuum.runOnce();
+      // Every node that runs schedules, not only the elected one: ticks are deduplicated in the database.
+      await this.cron?.catchUp();
       if (r && r.stalled.length) {
         const failed = r.stalled.filter((j) => !j.willRetry).length;
         this.logger.warn(`Lease expired on ${r.stalled.length} job(s): ${r.stalled.length - failed} back in the queue, ${failed} failed (no attempts left)`);
@@ -176,6 +187,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   async stop(): Promise<void> {
     if (!this.started || this.stopped) return;
     this.stopped = true;
+    this.cron?.stop();
     const deadline = Date.now() + this.opts.shutdownTimeoutMs;
     // A claim stuck on an unreachable database must not hold shutdown past its deadline.
     let claimTimer: NodeJS.Timeout | undefined;

@@ -1,0 +1,105 @@
+import 'reflect-metadata';
+import type { INestApplicationContext } from '@nestjs/common';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Process, Processor, type Job } from '../../lib';
+import { bootApp } from '../support/app';
+import { useTestDatabase, waitFor } from '../support/database';
+
+// Recurring jobs: one job per tick with three nodes, ticks missed while no node ran caught up
+// once after a restart, and bad expressions refused at boot. A six-field expression ticks every
+// second, so the tests take seconds, not minutes.
+
+const ticks: { node: string; runAt: number; payload: unknown }[] = [];
+
+function cronProcessor(node: string) {
+  @Processor('cron')
+  class CronProcessor {
+    @Process({ name: 'every-second', cron: '* * * * * *' })
+    run(job: Job) {
+      ticks.push({ node, runAt: job.runAt.getTime(), payload: job.payload });
+    }
+  }
+  return CronProcessor;
+}
+
+describe('recurring jobs', () => {
+  const t = useTestDatabase();
+
+  const tickRows = async () =>
+    (
+      await t.pool.query(
+        `SELECT extract(epoch FROM run_at)::float8 * 1000 AS run_at FROM pgqueue.jobs WHERE name = 'every-second'
+         UNION ALL SELECT extract(epoch FROM run_at)::float8 * 1000 FROM pgqueue.job_history WHERE name = 'every-second' ORDER BY 1`,
+      )
+    ).rows.map((r) => Number(r.run_at));
+
+  it('three nodes running one schedule enqueue each tick exactly once, with no tick skipped', async () => {
+    const options = { connection: t.db.url, pollIntervalMs: 100 };
+    const nodes: INestApplicationContext[] = [];
+    for (const n of ['a', 'b', 'c']) nodes.push(await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor(n)] }));
+    try {
+      await waitFor(async () => (await tickRows()).length >= 4, { timeoutMs: 10_000, message: 'four ticks' });
+    } finally {
+      for (const n of nodes) await n.close();
+    }
+    const runAts = await tickRows();
+    expect(new Set(runAts).size).toBe(runAts.length); // no tick twice
+    for (let i = 1; i < runAts.length; i++) expect(runAts[i] - runAts[i - 1]).toBe(1000); // none skipped
+    expect(runAts.every((r) => r % 1000 === 0)).toBe(true); // on the second, as the expression says
+  });
+
+  it('a restart catches up the ticks missed while no node ran, each once', async () => {
+    const options = { connection: t.db.url, pollIntervalMs: 100, cronCatchUpMs: 60_000 };
+    let app = await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor('before')] });
+    await waitFor(async () => (await tickRows()).length >= 6, { timeoutMs: 10_000 });
+    await app.close();
+    const before = await tickRows();
+    await sleep(2500); // two or three ticks with no node
+    app = await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor('after')] });
+    try {
+      await waitFor(async () => (await tickRows()).length >= before.length + 4, { timeoutMs: 10_000 });
+    } finally {
+      await app.close();
+    }
+    const runAts = await tickRows();
+    expect(new Set(runAts).size).toBe(runAts.length);
+    for (let i = 1; i < runAts.length; i++) expect(runAts[i] - runAts[i - 1]).toBe(1000);
+  });
+
+  it('registerQueue({ repeat }) schedules a job with its payload', async () => {
+    const app = await bootApp({
+      options: { connection: t.db.url, pollIntervalMs: 100 },
+      queues: [{ name: 'cron', repeat: [{ name: 'every-second', cron: '* * * * * *', tz: 'Europe/Berlin', payload: { report: 'daily' } }] }],
+      providers: [cronProcessor('repeat')],
+    }).catch((err: Error) => err);
+    // The same job is scheduled by the processor's @Process({ cron }) too: refused at boot.
+    expect(app).toBeInstanceOf(Error);
+    expect((app as Error).message).toMatch(/scheduled twice/);
+
+    @Processor('cron2')
+    class Plain {
+      @Process('report')
+      run(job: Job) {
+        ticks.push({ node: 'repeat', runAt: job.runAt.getTime(), payload: job.payload });
+      }
+    }
+    const ok = await bootApp({
+      options: { connection: t.db.url, pollIntervalMs: 100 },
+      queues: [{ name: 'cron2', repeat: [{ name: 'report', cron: '* * * * * *', tz: 'Europe/Berlin', payload: { report: 'daily' } }] }],
+      providers: [Plain],
+    });
+    try {
+      await waitFor(() => ticks.some((x) => x.node === 'repeat'), { timeoutMs: 5000 });
+      expect(ticks.find((x) => x.node === 'repeat')?.payload).toEqual({ report: 'daily' });
+    } finally {
+      await ok.close();
+    }
+  });
+
+  it('refuses a bad expression or time zone at boot, saying what to write', async () => {
+    const boot = (cron: string, tz?: string) =>
+      bootApp({ options: { connection: t.db.url }, queues: [{ name: 'bad', repeat: [{ name: 'x', cron, tz }] }] });
+    await expect(boot('61 * * * *')).rejects.toThrow(/cron "61 \* \* \* \*" is not valid.*five fields/);
+    await expect(boot('0 3 * * *', 'Mars/Olympus')).rejects.toThrow(/time zone "Mars\/Olympus"/);
+  });
+});
