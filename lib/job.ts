@@ -127,6 +127,14 @@ export interface ActiveJob<TPayload = unknown> extends Job<TPayload> {
    * or the lease was lost. Pass it to `fetch` and friends.
    */
   readonly signal: AbortSignal;
+  /**
+   * Completes the job inside your transaction, so your writes and the job's completion commit
+   * together or not at all. Throws `LeaseLostError` if this attempt no longer owns the job (its
+   * lease expired and another worker may run it): let it propagate so your transaction rolls
+   * back instead of writing twice. Call it last; the handler's return value is then ignored.
+   * @example await dataSource.transaction(async (manager) => { await manager.save(invoice); await job.completeWith({ manager }); });
+   */
+  completeWith(target: { readonly manager?: TransactionManager; readonly client?: TransactionClient }, result?: unknown): Promise<void>;
 }
 
 /** A `@Process` handler. What it returns is stored as the job's result. */

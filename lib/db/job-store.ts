@@ -386,6 +386,12 @@ export class JobStore {
     return Number(r.n) > 0;
   }
 
+  /** Completes one attempt in the caller's transaction; false when the lease is no longer this worker's. */
+  async completeInTransaction(db: SqlExecutor, id: string, workerId: string, attempt: number, resultJson: string | null): Promise<boolean> {
+    const [r] = await db.query<{ n: number }>(this.q.completeInTransaction, [id, workerId, attempt, resultJson, this.keepCompletedMs > 0]);
+    return r.n > 0;
+  }
+
   /** Enqueues one tick of a schedule unless a node already did; true when this call did. */
   async enqueueTick(key: string, tick: Date, row: NewJobRow): Promise<boolean> {
     const [r] = await this.db.query<{ inserted: number }>(this.q.enqueueTick, [

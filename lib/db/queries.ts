@@ -90,6 +90,23 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       FROM done
       RETURNING id`,
 
+    /**
+     * job.completeWith({ manager }): completes one attempt inside the caller's transaction, so
+     * the handler's writes and the completion commit together. No asyncCommit here: that would
+     * change the caller's whole transaction. 0 rows: the lease was lost. Top-level SELECT, which
+     * TypeORM's query() answers with rows. $1 id $2 worker $3 attempt $4 result $5 keep history
+     */
+    completeInTransaction: `
+      WITH done AS (
+        DELETE FROM ${jobs} j WHERE j.id = $1 AND j.locked_by = $2 AND j.attempt = $3 RETURNING j.*
+      ), archived AS (
+        INSERT INTO ${history} (${ARCHIVE_COLS})
+        SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
+               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now()
+        FROM done WHERE $5::boolean
+      )
+      SELECT count(*)::int AS n FROM done`,
+
     /** Completes a batch without keeping history (retention.completedMs = 0). $1 id[] $2 attempt[] $3 worker */
     completeDelete: `
       DELETE FROM ${jobs} j
@@ -180,12 +197,14 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 
     /**
      * Shutdown: hands unfinished jobs back without counting the interrupted attempt, and rings
-     * the doorbell so another worker takes them at once. $1 id[] $2 worker $3 channel
+     * the doorbell so another worker takes them at once. run_at stays: it was due already (so the
+     * job keeps its place at the head of the queue), and a recurring job's run_at is its tick.
+     * $1 id[] $2 worker $3 channel
      */
     handBack: `
       WITH back AS (
         UPDATE ${jobs} SET state = 'waiting', locked_by = NULL, locked_until = NULL,
-               attempt = greatest(attempt - 1, 0), run_at = now()
+               attempt = greatest(attempt - 1, 0)
         WHERE id = ANY($1::bigint[]) AND locked_by = $2 AND state = 'active'
         RETURNING id, queue
       ), wake AS (SELECT pg_notify($3, queue || '|0') FROM back GROUP BY queue)

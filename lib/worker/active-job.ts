@@ -1,5 +1,5 @@
 import type { JobRow } from '../db/job-store';
-import type { ActiveJob, JobAttemptError, JobState } from '../job';
+import type { ActiveJob, JobAttemptError, JobState, TransactionClient, TransactionManager } from '../job';
 
 /**
  * The job a handler receives. Its AbortController is made only when the handler reads `signal`
@@ -21,6 +21,8 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   readonly errors: readonly JobAttemptError[];
   readonly result: null = null;
   readonly timeoutMs: number | null;
+  /** Set by the worker: completes this attempt in the caller's transaction. */
+  completeIn: ((target: { readonly manager?: TransactionManager; readonly client?: TransactionClient }, result: unknown) => Promise<void>) | null = null;
   private controller: AbortController | null = null;
   private abortReason: unknown = undefined;
   private aborted = false;
@@ -48,6 +50,11 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     return this.controller.signal;
   }
 
+  completeWith(target: { readonly manager?: TransactionManager; readonly client?: TransactionClient }, result?: unknown): Promise<void> {
+    if (!this.completeIn) return Promise.reject(new Error('completeWith() is only available while the job runs.'));
+    return this.completeIn(target, result);
+  }
+
   /** Fires the signal (now, or when it is first read). */
   abort(reason: unknown): void {
     if (this.aborted) return;
@@ -57,7 +64,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   }
 
   toJSON() {
-    const { controller: _c, abortReason: _r, aborted: _a, ...rest } = this;
+    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, ...rest } = this;
     return rest;
   }
 }

@@ -1,7 +1,8 @@
 import type { JobStore, Outcome } from '../db/job-store';
 import { isStorableJson } from '../db/jsonb';
 import { RunningJob, type ClaimedRow } from './active-job';
-import { CancelJobError, JobTimeoutError, SnoozeJobError, UnknownJobNameError } from '../errors';
+import { CancelJobError, JobTimeoutError, LeaseLostError, PgQueueConfigError, SnoozeJobError, UnknownJobNameError } from '../errors';
+import { executorFor } from '../queue';
 import type { Job, JobAttemptError, JobHandler } from '../job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../pg-queue.options';
 import type { Completer } from './completer';
@@ -199,6 +200,20 @@ export class QueueWorker {
 
   private run(row: ClaimedRow): void {
     const job = new RunningJob(row);
+    job.completeIn = async (target, result) => {
+      const db = executorFor(target);
+      if (!db) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
+      let resultJson: string | null = null;
+      try {
+        resultJson = result === undefined ? null : (JSON.stringify(result) ?? null);
+      } catch {
+        resultJson = null;
+      }
+      if (resultJson !== null && !isStorableJson(resultJson)) resultJson = null;
+      if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, resultJson))) {
+        throw new LeaseLostError(job.id);
+      }
+    };
     const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
     if (backoff !== row.backoff && row.backoff !== null) {
       const shown = JSON.stringify(row.backoff).slice(0, 200);
