@@ -14,6 +14,7 @@ import {
   type RegisterQueueOptions,
 } from './pg-queue.options';
 import { PgQueueRuntime } from './pg-queue.runtime';
+import { clsTransaction } from './cls-transaction';
 import { QueueService } from './queue.service';
 
 /**
@@ -55,7 +56,9 @@ const runtimeProvider: Provider = {
         }
       } else dataSource = defaultDataSource;
     }
-    return PgQueueRuntime.create(resolved, resolveConnection(options, dataSource), new Logger('PgQueue'));
+    const runtime = await PgQueueRuntime.create(resolved, resolveConnection(options, dataSource), new Logger('PgQueue'));
+    runtime.ambientTransaction = clsTransaction(moduleRef);
+    return runtime;
   },
 };
 

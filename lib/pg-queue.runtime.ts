@@ -1,5 +1,6 @@
 import { Pool, type ClientConfig, type PoolConfig } from 'pg';
 import { JobStore } from './db/job-store';
+import type { SqlExecutor } from './db/executor';
 import { currentVersion, latestVersion, migrate } from './db/migrator';
 import { PgQueueConfigError, PgQueueError } from './errors';
 import type { EngineLogger } from './worker/logger';
@@ -100,6 +101,9 @@ export class PgQueueRuntime {
     return [...this.registered.values()];
   }
 
+  /** The caller's implicit transaction (@nestjs-cls/transactional), if any: add() joins it. */
+  ambientTransaction: () => SqlExecutor | undefined = () => undefined;
+
   /** A producer for any queue name: registered queues use their defaults, others the module's. */
   queue(name: string): Queue {
     let q = this.queues.get(name);
@@ -113,6 +117,7 @@ export class PgQueueRuntime {
         this.options.maxPayloadBytes,
         (queue, job, count) => this.supervisor.emit('enqueued', queue, job, count),
         () => this.supervisor.listenerCount('enqueued') > 0,
+        () => this.ambientTransaction(),
       );
       this.queues.set(name, q);
     }

@@ -42,7 +42,13 @@ export class Queue<TJobs extends JobMap = JobMap> {
     private readonly maxPayloadBytes: number,
     private readonly onEnqueued: ((queue: string, name: string, count: number) => void) | null = null,
     private readonly wantsEnqueued: () => boolean = () => false,
+    private readonly ambient: () => SqlExecutor | undefined = () => undefined,
   ) {}
+
+  /** The explicit transaction if one is given, else the caller's implicit one (CLS), else the pool. */
+  private target(t: TransactionTarget | undefined): SqlExecutor | undefined {
+    return executorFor(t) ?? this.ambient();
+  }
 
   private enqueued(rows: readonly { name: string }[]): void {
     // Counting per name costs a pass over the batch: only when someone (metrics) listens.
@@ -64,11 +70,11 @@ export class Queue<TJobs extends JobMap = JobMap> {
   async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
     if (row.uniqueKey !== null) {
-      const [job] = await this.store.insertUnique<TJobs[N]>([row], executorFor(opts));
+      const [job] = await this.store.insertUnique<TJobs[N]>([row], this.target(opts));
       this.enqueued([row]);
       return job;
     }
-    const { ids, now } = await this.store.insert([row], executorFor(opts));
+    const { ids, now } = await this.store.insert([row], this.target(opts));
     this.enqueued([row]);
     return insertedToJob<TJobs[N]>(row, String(ids[0]), now);
   }
@@ -80,11 +86,11 @@ export class Queue<TJobs extends JobMap = JobMap> {
   ): Promise<Job<TJobs[N]>[]> {
     const rows = jobs.map((j) => buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes));
     if (rows.some((r) => r.uniqueKey !== null)) {
-      const out = await this.store.insertUnique<TJobs[N]>(rows, executorFor(target));
+      const out = await this.store.insertUnique<TJobs[N]>(rows, this.target(target));
       this.enqueued(rows);
       return out;
     }
-    const { ids, now } = await this.store.insert(rows, executorFor(target));
+    const { ids, now } = await this.store.insert(rows, this.target(target));
     this.enqueued(rows);
     return rows.map((r, i) => insertedToJob<TJobs[N]>(r, String(ids[i]), now));
   }
@@ -99,7 +105,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async cancel(id: string, target?: TransactionTarget): Promise<'cancelled' | 'cancelling' | null> {
     if (!/^\d{1,19}$/.test(String(id))) return null;
-    return this.store.cancel(this.name, String(id), executorFor(target));
+    return this.store.cancel(this.name, String(id), this.target(target));
   }
 
   /**
