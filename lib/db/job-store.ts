@@ -189,14 +189,7 @@ export class JobStore {
     const sql = buildUniqueInsert(this.schema, replace);
     const [out] = await db.query<{ rows: [string, string | null][]; now: Date }>(sql, [
       rows.map((r) => r.payloadJson),
-      rows.map((r) => r.queue),
-      rows.map((r) => r.name),
-      rows.map((r) => r.priority),
-      rows.map((r) => r.runAt),
-      rows.map((r) => r.delayMs),
-      rows.map((r) => r.maxAttempts),
-      rows.map((r) => (r.backoff ? JSON.stringify(r.backoff) : null)),
-      rows.map((r) => r.timeoutMs),
+      ...insertColumns(rows),
       rows.map((r) => r.uniqueKey),
       this.channel,
     ]);
@@ -228,16 +221,7 @@ export class JobStore {
   /** Inserts jobs in one statement; returns what the database assigned, in input order. */
   async insert(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<Inserted> {
     if (rows.length === 0) return { ids: [], now: new Date() };
-    const columns: unknown[][] = [
-      rows.map((r) => r.queue),
-      rows.map((r) => r.name),
-      rows.map((r) => r.priority),
-      rows.map((r) => r.runAt),
-      rows.map((r) => r.delayMs),
-      rows.map((r) => r.maxAttempts),
-      rows.map((r) => (r.backoff ? JSON.stringify(r.backoff) : null)),
-      rows.map((r) => r.timeoutMs),
-    ];
+    const columns = insertColumns(rows);
     const arrays = columns.map((values) => !values.every((v) => sameValue(v, values[0])));
     const key = arrays.map((a) => (a ? '1' : '0')).join('');
     let sql = this.insertSql.get(key);
@@ -517,4 +501,18 @@ function groupBy<T, K>(items: readonly T[], key: (t: T) => K): Map<K, T[]> {
     else m.set(k, [i]);
   }
   return m;
+}
+
+/** The values of INSERT_COLUMNS (queries.ts), one array per column, in its order. */
+function insertColumns(rows: readonly NewJobRow[]): unknown[][] {
+  return [
+    rows.map((r) => r.queue),
+    rows.map((r) => r.name),
+    rows.map((r) => r.priority),
+    rows.map((r) => r.runAt),
+    rows.map((r) => r.delayMs),
+    rows.map((r) => r.maxAttempts),
+    rows.map((r) => (r.backoff ? JSON.stringify(r.backoff) : null)),
+    rows.map((r) => r.timeoutMs),
+  ];
 }
