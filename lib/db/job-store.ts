@@ -1,4 +1,4 @@
-import { escapeIdentifier, type Pool } from 'pg';
+import { escapeIdentifier, type Pool, type PoolClient } from 'pg';
 import type { Job, JobAttemptError, JobState, QueueCounts } from '../job';
 import type { ClaimedRow } from '../worker/active-job';
 import type { ResolvedBackoff } from '../pg-queue.options';
@@ -247,10 +247,7 @@ export class JobStore {
     leaseMs: number,
     limits: { globalConcurrency: number | null; limiter: { max: number; durationMs: number } | null },
   ): Promise<{ rows: ClaimedRow[]; retryInMs: number | null }> {
-    const client = await this.pool.connect();
-    client.on('error', ignoreError);
-    try {
-      await client.query('BEGIN');
+    return this.transaction(async (client) => {
       await client.query(this.q.lockQueueClaims, [lockKey(`nestjs-pg-queue:limits:${this.schema}:${queue}`)]);
       const { limiter, globalConcurrency } = limits;
       const { rows: [st] } = await client.query<{ active: number; recent: number; next_free_ms: number | null }>(this.q.limitState, [
@@ -270,8 +267,23 @@ export class JobStore {
         rows = (await client.query<ClaimedRow>(this.q.claim, [queue, allowed, workerId, leaseMs])).rows;
         if (limiter && rows.length) await client.query(this.q.recordStarts, [queue, rows.length, limiter.durationMs, limiter.max]);
       }
-      await client.query('COMMIT');
       return { rows, retryInMs };
+    });
+  }
+
+  /**
+   * Runs `fn` in a transaction on one pool connection: COMMIT after it, ROLLBACK if it throws.
+   * A checked-out client has no error listener: a backend killed between two statements would
+   * otherwise emit an unhandled 'error' and crash the process (the failed query reports it).
+   */
+  private async transaction<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    client.on('error', ignoreError);
+    try {
+      await client.query('BEGIN');
+      const out = await fn(client);
+      await client.query('COMMIT');
+      return out;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
       throw err;
@@ -418,38 +430,24 @@ export class JobStore {
    * which also works through PgBouncer in transaction mode). Returns null when another node has it.
    */
   async maintain(batch: number): Promise<{ stalled: StalledJob[]; pruned: number } | null> {
-    const client = await this.pool.connect();
-    // A checked-out client has no error listener: a backend killed between two statements would
-    // otherwise emit an unhandled 'error' and crash the process. The failed query reports it.
-    client.on('error', ignoreError);
-    try {
-      await client.query('BEGIN');
+    return this.transaction(async (client) => {
       const { rows } = await client.query<{ locked: boolean }>(this.q.tryMaintenanceLock, [
         lockKey(`nestjs-pg-queue:maintenance:${this.schema}`),
       ]);
-      if (!rows[0].locked) {
-        await client.query('COMMIT');
-        return null;
-      }
+      if (!rows[0].locked) return null;
       const r = await client.query<{ id: string; queue: string; name: string; attempt: number; retried: boolean }>(
         this.q.rescue,
         [batch, this.channel],
       );
       const { completedMs, cancelledMs, failedMs } = this.retention;
       const p = await client.query(this.q.prune, [completedMs > 0 ? completedMs : null, batch, cancelledMs, failedMs]);
-      await client.query('COMMIT');
       return {
         stalled: r.rows.map((x) => ({ id: String(x.id), queue: x.queue, name: x.name, attempt: x.attempt, willRetry: x.retried })),
-        pruned: p?.rowCount ?? 0,
+        pruned: p.rowCount ?? 0,
       };
-    } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw err;
-    } finally {
-      client.off('error', ignoreError);
-      client.release();
-    }
+    });
   }
+
 
   /** Dead and live row versions of the jobs table (statistics, about a second old). */
   async jobsTableTuples(): Promise<{ dead: number; live: number }> {
