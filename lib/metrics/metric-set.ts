@@ -23,6 +23,7 @@ export interface PgQueueMetricSet {
   readonly enqueued: Counter<JobLabels>;
   readonly completed: Counter<JobLabels>;
   readonly failed: Counter<JobLabels>;
+  readonly cancelled: Counter<JobLabels>;
   readonly retried: Counter<JobLabels>;
   readonly stalled: Counter<JobLabels>;
   readonly duration: Histogram<JobLabels | 'outcome'>;
@@ -132,6 +133,7 @@ export function pgQueueMetricSet(registry: Registry, opts: ResolvedMetricsOption
     enqueued: counter('jobs_enqueued_total', 'Jobs enqueued by this process (counted when the insert returns, so a rolled-back transaction\'s jobs too).'),
     completed: counter('jobs_completed_total', 'Jobs whose handler succeeded in this process.'),
     failed: counter('jobs_failed_total', 'Jobs that ended failed with no attempts left: their handler threw here, or their lease expired and this node\'s rescuer failed them.'),
+    cancelled: counter('jobs_cancelled_total', 'Jobs that ended cancelled while running in this process: queue.cancel(id) reached them, or their handler threw CancelJobError.'),
     retried: counter('jobs_retried_total', 'Attempts that threw (or timed out) in this process and will be retried after their backoff.'),
     stalled: counter('jobs_stalled_total', 'Attempts whose lease expired (worker died or stalled), found by this node\'s rescuer.'),
     duration: reuse(registry, `${p}job_duration_seconds`, Histogram, () =>

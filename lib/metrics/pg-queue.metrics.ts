@@ -134,7 +134,10 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
     this.observeDuration(job, 'failed');
   };
 
-  private readonly onCancelled = (job: Job): void => this.observeDuration(job, 'cancelled');
+  private readonly onCancelled = (job: Job): void => {
+    this.metrics.cancelled.inc({ queue: job.queue, name: job.name });
+    this.observeDuration(job, 'cancelled');
+  };
 
   private readonly onSnoozed = (job: Job): void => this.observeDuration(job, 'snoozed');
 

@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
-import { PgQueueConfigError, Process, Processor, QueueService, type Job } from '../../lib';
+import { CancelJobError, PgQueueConfigError, Process, Processor, QueueService, type Job } from '../../lib';
 import { PgQueueMetrics, PgQueueMetricsModule } from '../../lib/metrics';
 import { bootApp, runtimeOf } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
@@ -17,6 +17,11 @@ class MetricsProcessor {
   @Process('later')
   later() {
     return 'later';
+  }
+
+  @Process('give-up')
+  giveUp() {
+    throw new CancelJobError('nothing to do');
   }
 
   @Process('flaky')
@@ -74,6 +79,7 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
       ]);
       await queues.add('m', 'flaky', {}, { attempts: 3 });
       await queues.add('m', 'bad', {}, { attempts: 2 });
+      await queues.add('m', 'give-up', {}, { attempts: 3 });
       const later = await queues.add('m', 'later', {}, { delayMs: 1000 });
 
       let last: Scrape = [];
@@ -81,7 +87,10 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
       await waitFor(
         async () => {
           last = await scrape(registry);
-          return done('ok') === 2 && done('flaky') === 1 && done('later') === 1 && total(last, 'pgqueue_jobs_failed_total', { name: 'bad' }) === 1;
+          return (
+            done('ok') === 2 && done('flaky') === 1 && done('later') === 1 && total(last, 'pgqueue_jobs_failed_total', { name: 'bad' }) === 1 &&
+            total(last, 'pgqueue_jobs_cancelled_total', { name: 'give-up' }) === 1
+          );
         },
         { timeoutMs: 10_000, message: () => `all jobs to finish; last scrape: ${JSON.stringify(last.filter((m) => m.name.includes('_total')))}` },
       );
@@ -98,9 +107,13 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
       expect(total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'completed' })).toBe(4);
       expect(total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'retried' })).toBe(2);
       expect(total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'failed' })).toBe(1);
+      // A cancelled job: counted once, not retried, not failed.
+      expect(total(last, 'pgqueue_jobs_cancelled_total', { queue: 'm' })).toBe(1);
+      expect(total(last, 'pgqueue_jobs_retried_total', { queue: 'm', name: 'give-up' })).toBe(0);
+      expect(total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'cancelled' })).toBe(1);
       expect(total(last, 'pgqueue_job_duration_seconds_sum', { name: 'ok', outcome: 'completed' })).toBeGreaterThanOrEqual(0.035);
-      // One wait sample per attempt: ok 2, flaky 2, bad 2, later 1.
-      expect(total(last, 'pgqueue_job_wait_seconds_count', { queue: 'm' })).toBe(7);
+      // One wait sample per attempt: ok 2, flaky 2, bad 2, give-up 1, later 1.
+      expect(total(last, 'pgqueue_job_wait_seconds_count', { queue: 'm' })).toBe(8);
       // The delayed job started a second after its enqueue, but it waited only from when it was due.
       const finished = (await queues.getJob(later.id))!;
       expect(finished.startedAt!.getTime() - finished.createdAt.getTime()).toBeGreaterThanOrEqual(1000);
