@@ -86,18 +86,34 @@ describe('vacuum of the jobs table', () => {
       await runtimeOf(app).supervisor.maintain();
       expect((await tableStats('vac_held')).vacuums).toBe(1); // paused, not vacuuming in a loop
       await holder.query('COMMIT');
-      // The first pause is 5 s; the pass after it vacuums, and this time it frees the tuples.
+      // The first pause is 5 s; the pass after it vacuums, and this time it frees the tuples. On a
+      // busy shared server (CI) that pass can still meet some other short-lived holder, so allow
+      // for the next back-off step too (10 s more): the property is that it vacuums again, not when.
+      let last = held;
       await waitFor(
         async () => {
           await runtimeOf(app).supervisor.maintain();
-          const s = await tableStats('vac_held');
-          return s.vacuums === 2 && s.dead < 100;
+          last = await tableStats('vac_held');
+          return last.vacuums >= 2 && last.dead < 100;
         },
-        { timeoutMs: 15_000, intervalMs: 500, message: 'a second vacuum after the transaction ended' },
+        {
+          timeoutMs: 30_000,
+          intervalMs: 500,
+          message: async () =>
+            `a vacuum that frees the tuples after the transaction ended; last stats ${JSON.stringify(last)}; sessions holding a snapshot here: ` +
+            JSON.stringify(
+              (
+                await t.pool.query(
+                  `SELECT pid, application_name, state, backend_xmin::text, left(query, 80) AS query FROM pg_stat_activity
+                   WHERE datname = current_database() AND backend_xmin IS NOT NULL AND pid <> pg_backend_pid()`,
+                )
+              ).rows,
+            ),
+        },
       );
     } finally {
       await holder.end().catch(() => undefined);
       await app.close();
     }
-  });
+  }, 60_000);
 });
