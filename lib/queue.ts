@@ -1,7 +1,7 @@
 import type { JobStore } from './db/job-store';
 import { clientExecutor, managerExecutor, type SqlExecutor } from './db/executor';
 import { buildJobRow } from './enqueue';
-import { insertedToJob } from './db/job-store';
+import { insertedToJob, isJobId } from './db/job-store';
 import { PgQueueConfigError } from './errors';
 import type { BulkJob, EnqueueOptions, Job, QueueCounts, TransactionClient, TransactionManager } from './job';
 
@@ -104,7 +104,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    * waiting job takes effect only if that transaction commits.
    */
   async cancel(id: string, target?: TransactionTarget): Promise<'cancelled' | 'cancelling' | null> {
-    if (!/^\d{1,19}$/.test(String(id))) return null;
+    if (!isJobId(String(id))) return null;
     return this.store.cancel(this.name, String(id), this.target(target));
   }
 
@@ -132,7 +132,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    * fresh attempts and its earlier errors kept. False when no such job is in history.
    */
   async retry(id: string, target?: TransactionTarget): Promise<boolean> {
-    if (!/^\d{1,19}$/.test(String(id))) return false;
+    if (!isJobId(String(id))) return false;
     return (await this.store.retryFinished(this.name, [String(id)], executorFor(target))) > 0;
   }
 
@@ -146,7 +146,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    * removed (false): cancel it first.
    */
   async remove(id: string, target?: TransactionTarget): Promise<boolean> {
-    if (!/^\d{1,19}$/.test(String(id))) return false;
+    if (!isJobId(String(id))) return false;
     return this.store.remove(this.name, String(id), executorFor(target));
   }
 

@@ -124,6 +124,11 @@ export function lockKey(text: string): string {
   return (h & 0x7fffffffffffffffn).toString();
 }
 
+/** True for a string that can be a job id (a positive bigint); anything else matches no job. */
+export function isJobId(id: string): boolean {
+  return /^\d{1,19}$/.test(id);
+}
+
 /** Every read and write of job rows, on the queue's pool or on a caller's transaction. */
 export class JobStore {
   readonly q: Queries;
@@ -134,7 +139,6 @@ export class JobStore {
   private readonly db: SqlExecutor;
 
   readonly schema: string;
-  private readonly keepCompletedMs: number;
   private readonly retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
 
   constructor(
@@ -148,7 +152,6 @@ export class JobStore {
   ) {
     this.prepare = opts.preparedStatements;
     this.schema = opts.schema;
-    this.keepCompletedMs = opts.retention.completedMs;
     this.retention = opts.retention;
     const schema = opts.schema;
     this.q = buildQueries(schema, { asyncCommit: opts.asyncCommit });
@@ -306,7 +309,7 @@ export class JobStore {
       const ids = done.map((o) => o.id);
       const attempts = done.map((o) => o.attempt);
       written.push(
-        this.keepCompletedMs > 0
+        this.retention.completedMs > 0
           ? this.db.query(this.q.completeArchive, [ids, attempts, done.map((o) => o.resultJson), workerId], this.name(this.q.completeArchive))
           : this.db.query(this.q.completeDelete, [ids, attempts, workerId], this.name(this.q.completeDelete)),
       );
@@ -384,7 +387,7 @@ export class JobStore {
 
   /** Completes one attempt in the caller's transaction; false when the lease is no longer this worker's. */
   async completeInTransaction(db: SqlExecutor, id: string, workerId: string, attempt: number, resultJson: string | null): Promise<boolean> {
-    const [r] = await db.query<{ n: number }>(this.q.completeInTransaction, [id, workerId, attempt, resultJson, this.keepCompletedMs > 0]);
+    const [r] = await db.query<{ n: number }>(this.q.completeInTransaction, [id, workerId, attempt, resultJson, this.retention.completedMs > 0]);
     return r.n > 0;
   }
 
@@ -482,7 +485,7 @@ export class JobStore {
   }
 
   async getJob<T>(id: string, db: SqlExecutor = this.db): Promise<Job<T> | null> {
-    if (!/^\d{1,19}$/.test(id)) return null;
+    if (!isJobId(id)) return null;
     const rows = await db.query<JobRow>(this.q.getJob, [id]);
     return rows.length ? rowToJob<T>(rows[0]) : null;
   }

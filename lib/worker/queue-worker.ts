@@ -203,14 +203,7 @@ export class QueueWorker {
     job.completeIn = async (target, result) => {
       const db = executorFor(target);
       if (!db) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
-      let resultJson: string | null = null;
-      try {
-        resultJson = result === undefined ? null : (JSON.stringify(result) ?? null);
-      } catch {
-        resultJson = null;
-      }
-      if (resultJson !== null && !isStorableJson(resultJson)) resultJson = null;
-      if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, resultJson))) {
+      if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, this.resultJson(job, result)))) {
         throw new LeaseLostError(job.id);
       }
     };
@@ -258,19 +251,7 @@ export class QueueWorker {
     const { job } = entry;
     let outcome: Outcome;
     if (ok) {
-      let resultJson: string | null = null;
-      try {
-        resultJson = value === undefined ? null : (JSON.stringify(value) ?? null);
-      } catch {
-        this.ctx.logger.warn(`Result of job ${job.id} (${job.queue}/${job.name}) is not JSON-serialisable; storing null`);
-      }
-      if (resultJson !== null && !isStorableJson(resultJson)) {
-        this.ctx.logger.warn(
-          `Result of job ${job.id} (${job.queue}/${job.name}) cannot be stored as jsonb (it holds a NUL character or a lone UTF-16 surrogate); storing null`,
-        );
-        resultJson = null;
-      }
-      outcome = { kind: 'completed', id: job.id, attempt: job.attempt, resultJson };
+      outcome = { kind: 'completed', id: job.id, attempt: job.attempt, resultJson: this.resultJson(job, value) };
       this.ctx.events.completed(job, value);
     } else if (value instanceof SnoozeJobError && !entry.cancelRequested) {
       outcome = { kind: 'snoozed', id: job.id, attempt: job.attempt, delayMs: value.delayMs };
@@ -343,6 +324,23 @@ export class QueueWorker {
     const ids = this.buffer.map((b) => String(b.row.id));
     this.buffer = [];
     this.ctx.store.handBack(ids, this.ctx.workerId).catch((err: Error) => this.ctx.events.error(err));
+  }
+
+  /** A handler's result as stored JSON; null (with a warning) when jsonb cannot hold it. */
+  private resultJson(job: Job, value: unknown): string | null {
+    let json: string | null = null;
+    try {
+      json = value === undefined ? null : (JSON.stringify(value) ?? null);
+    } catch {
+      this.ctx.logger.warn(`Result of job ${job.id} (${job.queue}/${job.name}) is not JSON-serialisable; storing null`);
+    }
+    if (json !== null && !isStorableJson(json)) {
+      this.ctx.logger.warn(
+        `Result of job ${job.id} (${job.queue}/${job.name}) cannot be stored as jsonb (it holds a NUL character or a lone UTF-16 surrogate); storing null`,
+      );
+      json = null;
+    }
+    return json;
   }
 
   /** Renewing the lease failed: another worker may own the job now, so ask the handler to stop. */
