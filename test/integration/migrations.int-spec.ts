@@ -62,8 +62,10 @@ describe('migrations', () => {
     try {
       await app.get(QueueService).add('tenant-work', 'x', { tag: 'from-tenant-a' });
       await waitFor(() => done.includes('from-tenant-a'), { message: 'job in schema tenant_a to run' });
-      const { rows } = await pool.query(`SELECT count(*)::int AS n FROM tenant_a.job_history WHERE state = 'completed'`);
-      expect(rows[0].n).toBe(1);
+      // The handler has returned; its outcome is written in the next batch, a moment later.
+      const completed = async () => (await pool.query(`SELECT count(*)::int AS n FROM tenant_a.job_history WHERE state = 'completed'`)).rows[0].n;
+      await waitFor(async () => (await completed()) >= 1, { message: 'the completion to be written to tenant_a.job_history' });
+      expect(await completed()).toBe(1);
       // The default schema was never created: everything lives in tenant_a.
       expect((await pool.query(`SELECT to_regnamespace('pgqueue') AS s`)).rows[0].s).toBeNull();
     } finally {
