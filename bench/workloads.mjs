@@ -22,7 +22,7 @@ const LIB_TABLE = 'pgqueue.jobs';
 
 /** The library's default backoff, as its insert stores it (so preloaded rows match enqueued ones). */
 function backoffJson(ctx) {
-  return JSON.stringify(ctx.pkg.DEFAULTS.job.backoff);
+  return JSON.stringify(require('../dist/core/pg-queue.options.js').DEFAULTS.job.backoff);
 }
 
 /** A backlog inserted directly, with the column values QueueService.add would store. */

@@ -1,16 +1,14 @@
-export { PgQueueModule } from './pg-queue.module';
-export { PG_QUEUE_MODULE_OPTIONS } from './pg-queue.module-definition';
-export { getQueueToken, PG_QUEUE_RUNTIME } from './pg-queue.constants';
+export { PgQueueModule } from './module/pg-queue.module';
+export { PG_QUEUE_MODULE_OPTIONS } from './module/pg-queue.module-definition';
+export { getQueueToken } from './module/pg-queue.constants';
 export type {
   PgQueueModuleOptions,
   RegisterQueueOptions,
   DataSourceLike,
   InjectionTokenLike,
-} from './pg-queue.options';
-export { DEFAULTS } from './pg-queue.options';
-export { Queue, EMPTY_COUNTS, type JobMap, type TransactionTarget } from './queue';
-export { QueueService } from './queue.service';
-export type { PgQueueRuntime } from './pg-queue.runtime';
+} from './core/pg-queue.options';
+export { Queue, type JobMap, type TransactionTarget } from './producer/queue';
+export { QueueService } from './producer/queue.service';
 export type {
   ActiveJob,
   BackoffOptions,
@@ -24,13 +22,12 @@ export type {
   QueueCounts,
   TransactionClient,
   TransactionManager,
-} from './job';
+} from './core/job';
 export { Processor, type ProcessorOptions } from './decorators/processor.decorator';
 export { Process } from './decorators/process.decorator';
 export { InjectQueue } from './decorators/inject-queue.decorator';
 export { OnQueueEvent, type QueueEventName } from './decorators/on-queue-event.decorator';
 export type { StalledJob } from './db/job-store';
-export type { SupervisorEventMap } from './worker/supervisor';
 export {
   PgQueueError,
   PgQueueConfigError,
@@ -41,7 +38,7 @@ export {
   ShutdownError,
   CancelJobError,
   SnoozeJobError,
-} from './errors';
-export { pgQueueMigrations } from './typeorm-migrations';
-export type { RepeatOptions } from './cron-schedule';
+} from './core/errors';
+export { pgQueueMigrations } from './module/typeorm-migrations';
+export type { RepeatOptions } from './core/cron-schedule';
 export type { ProcessOptions } from './decorators/process.decorator';

@@ -1,6 +1,6 @@
 import type { ClientConfig, PoolConfig } from 'pg';
-import { PgQueueConfigError } from '../errors';
-import type { DataSourceLike, PgQueueModuleOptions } from '../pg-queue.options';
+import { PgQueueConfigError } from '../core/errors';
+import type { DataSourceLike, PgQueueModuleOptions } from '../core/pg-queue.options';
 
 /** True for an object shaped like a TypeORM DataSource (as opposed to a DI token). */
 export function isDataSourceLike(x: unknown): x is DataSourceLike {

@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
-import type { TransactionClient, TransactionManager } from '../job';
+import { PgQueueConfigError } from '../core/errors';
+import type { TransactionClient, TransactionManager } from '../core/job';
 
 /**
  * Runs one statement and returns its rows: the one shape the store needs. With `name`, the
@@ -41,4 +42,18 @@ export function managerExecutor(manager: TransactionManager): SqlExecutor {
       return out as R[];
     },
   };
+}
+
+/** Where the insert runs: the queue's pool by default, or the caller's transaction. */
+export interface TransactionTarget {
+  readonly manager?: TransactionManager;
+  readonly client?: TransactionClient;
+}
+
+/** The caller's transaction as an executor, or undefined for the queue's pool. */
+export function executorFor(t: TransactionTarget | undefined): SqlExecutor | undefined {
+  if (t?.manager && t.client) throw new PgQueueConfigError('Pass either manager or client, not both.');
+  if (t?.manager) return managerExecutor(t.manager);
+  if (t?.client) return clientExecutor(t.client);
+  return undefined;
 }

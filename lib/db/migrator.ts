@@ -1,5 +1,5 @@
 import { escapeIdentifier, type Pool } from 'pg';
-import { PgQueueError } from '../errors';
+import { PgQueueError } from '../core/errors';
 import type { SqlExecutor } from './executor';
 import { MIGRATIONS } from './migrations.generated';
 

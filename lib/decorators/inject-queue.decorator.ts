@@ -1,6 +1,6 @@
 import { Inject } from '@nestjs/common';
-import { getQueueToken } from '../pg-queue.constants';
-import { validateQueueName } from '../pg-queue.options';
+import { getQueueToken } from '../module/pg-queue.constants';
+import { validateQueueName } from '../core/pg-queue.options';
 
 /** Injects the `Queue` of a queue registered with `PgQueueModule.registerQueue({ name })`. */
 export function InjectQueue(name: string): PropertyDecorator & ParameterDecorator {

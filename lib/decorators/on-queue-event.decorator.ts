@@ -1,7 +1,7 @@
 import { SetMetadata } from '@nestjs/common';
-import { PgQueueConfigError } from '../errors';
-import { ON_QUEUE_EVENT_METADATA } from '../pg-queue.constants';
-import { validateQueueName } from '../pg-queue.options';
+import { PgQueueConfigError } from '../core/errors';
+import { ON_QUEUE_EVENT_METADATA } from '../module/pg-queue.constants';
+import { validateQueueName } from '../core/pg-queue.options';
 
 /**
  * Job lifecycle events in this process. Listener arguments:

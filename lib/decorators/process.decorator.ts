@@ -1,6 +1,6 @@
 import { SetMetadata } from '@nestjs/common';
-import { PROCESS_METADATA } from '../pg-queue.constants';
-import { validateJobName } from '../pg-queue.options';
+import { PROCESS_METADATA } from '../module/pg-queue.constants';
+import { validateJobName } from '../core/pg-queue.options';
 
 /** What `@Process` stores: the job name (null for the queue's catch-all), and its schedule. */
 export interface ProcessMetadata {

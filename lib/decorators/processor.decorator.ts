@@ -1,6 +1,6 @@
 import { Injectable, SetMetadata } from '@nestjs/common';
-import { PROCESSOR_METADATA } from '../pg-queue.constants';
-import { validateQueueName } from '../pg-queue.options';
+import { PROCESSOR_METADATA } from '../module/pg-queue.constants';
+import { validateQueueName } from '../core/pg-queue.options';
 
 /** Options of `@Processor`. */
 export interface ProcessorOptions {

@@ -1,15 +1,15 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleDestroy } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
-import { PgQueueConfigError } from '../errors';
-import type { JobHandler } from '../job';
-import { ON_QUEUE_EVENT_METADATA, PG_QUEUE_RUNTIME, PROCESS_METADATA, PROCESSOR_METADATA } from '../pg-queue.constants';
+import { PgQueueConfigError } from '../core/errors';
+import type { JobHandler } from '../core/job';
+import { ON_QUEUE_EVENT_METADATA, PG_QUEUE_RUNTIME, PROCESS_METADATA, PROCESSOR_METADATA } from '../module/pg-queue.constants';
 import type { OnQueueEventMetadata } from '../decorators/on-queue-event.decorator';
 import type { ProcessorOptions } from '../decorators/processor.decorator';
 import type { ProcessMetadata } from '../decorators/process.decorator';
-import { resolveQueueOptions } from '../pg-queue.options';
-import type { PgQueueRuntime } from '../pg-queue.runtime';
-import { resolveSchedule, type ResolvedSchedule } from '../cron-schedule';
-import { buildJobRow } from '../enqueue';
+import { resolveQueueOptions } from '../core/pg-queue.options';
+import type { PgQueueRuntime } from '../module/pg-queue.runtime';
+import { resolveSchedule, type ResolvedSchedule } from '../core/cron-schedule';
+import { buildJobRow } from '../producer/enqueue';
 import type { CronEntry } from '../worker/cron';
 
 interface Found {

@@ -1,5 +1,5 @@
-import { PgQueueConfigError } from '../errors';
-import type { QueueCounts } from '../job';
+import { PgQueueConfigError } from '../core/errors';
+import type { QueueCounts } from '../core/job';
 
 /**
  * Limits on one queue's figures. A figure above its limit makes the check `down`; a limit left

@@ -2,10 +2,10 @@ import { Inject, Injectable } from '@nestjs/common';
 // A value import: Nest injects by this class. This file is only reached through the
 // 'nestjs-pg-queue/health' entry point, so apps without Terminus never load it.
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
-import type { QueueCounts } from '../job';
-import { PG_QUEUE_RUNTIME } from '../pg-queue.constants';
-import type { PgQueueRuntime } from '../pg-queue.runtime';
-import { QueueService } from '../queue.service';
+import type { QueueCounts } from '../core/job';
+import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
+import type { PgQueueRuntime } from '../module/pg-queue.runtime';
+import { QueueService } from '../producer/queue.service';
 import {
   evaluateHealth,
   HEALTH_DEFAULTS,

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
-import { PgQueueConfigError } from '../errors';
-import type { QueueCounts } from '../job';
+import { PgQueueConfigError } from '../core/errors';
+import type { QueueCounts } from '../core/job';
 import type { ResolvedMetricsOptions } from './pg-queue-metrics.options';
 
 /** What the scrape-time gauges read from one queue runtime. */

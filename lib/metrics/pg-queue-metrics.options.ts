@@ -1,5 +1,5 @@
 import type { Registry } from 'prom-client';
-import { PgQueueConfigError } from '../errors';
+import { PgQueueConfigError } from '../core/errors';
 
 /** DI token of the prom-client `Registry` the queue metrics are registered in. */
 export const PG_QUEUE_METRICS_REGISTRY = Symbol('PG_QUEUE_METRICS_REGISTRY');

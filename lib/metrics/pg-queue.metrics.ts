@@ -2,11 +2,11 @@ import type { EventEmitter } from 'node:events';
 import { Inject, Injectable, Logger, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { register as globalRegistry, type Registry } from 'prom-client';
 import type { StalledJob } from '../db/job-store';
-import type { Job } from '../job';
-import { PG_QUEUE_RUNTIME } from '../pg-queue.constants';
-import type { PgQueueRuntime } from '../pg-queue.runtime';
+import type { Job } from '../core/job';
+import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
+import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import type { SupervisorEventMap } from '../worker/supervisor';
-import { QueueService } from '../queue.service';
+import { QueueService } from '../producer/queue.service';
 import { pgQueueMetricSet, sharedInFlight, type PgQueueMetricSet, type QueueMetricsSource } from './metric-set';
 import {
   PG_QUEUE_METRICS_OPTIONS,

@@ -1,5 +1,5 @@
-import type { JobRow } from '../db/job-store';
-import type { ActiveJob, JobAttemptError, JobState, TransactionClient, TransactionManager } from '../job';
+import type { ClaimedRow } from '../db/job-store';
+import type { ActiveJob, JobAttemptError, JobState, TransactionClient, TransactionManager } from '../core/job';
 
 /**
  * The job a handler receives. Its AbortController is made only when the handler reads `signal`
@@ -67,13 +67,4 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, ...rest } = this;
     return rest;
   }
-}
-
-/** A row as the claim returns it: times as epoch milliseconds, cheaper to decode than timestamps. */
-export interface ClaimedRow extends Pick<JobRow, 'id' | 'queue' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'errors'> {
-  /** Its cancel was asked while an earlier attempt ran: finish it as cancelled, do not run it. */
-  cancel_requested: boolean;
-  run_at_ms: number;
-  created_at_ms: number;
-  started_at_ms: number;
 }

@@ -1,5 +1,5 @@
 import type { JobStore, NewJobRow } from '../db/job-store';
-import type { ResolvedSchedule } from '../cron-schedule';
+import type { ResolvedSchedule } from '../core/cron-schedule';
 import type { EngineLogger } from './logger';
 
 /** A timer further out than this is re-armed on expiry (setTimeout's limit is about 24.8 days). */

@@ -1,10 +1,10 @@
-import type { JobStore, Outcome } from '../db/job-store';
+import type { ClaimedRow, JobStore, Outcome } from '../db/job-store';
 import { isStorableJson } from '../db/jsonb';
-import { RunningJob, type ClaimedRow } from './active-job';
-import { CancelJobError, JobTimeoutError, LeaseLostError, PgQueueConfigError, SnoozeJobError, UnknownJobNameError } from '../errors';
-import { executorFor } from '../queue';
-import type { Job, JobAttemptError, JobHandler } from '../job';
-import type { ResolvedBackoff, ResolvedQueueOptions } from '../pg-queue.options';
+import { RunningJob } from './active-job';
+import { CancelJobError, JobTimeoutError, LeaseLostError, PgQueueConfigError, SnoozeJobError, UnknownJobNameError } from '../core/errors';
+import { executorFor } from '../db/executor';
+import type { Job, JobAttemptError, JobHandler } from '../core/job';
+import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/pg-queue.options';
 import type { Completer } from './completer';
 import type { EngineLogger } from './logger';
 import { attemptErrorJson, backoffDelayMs, toAttemptError } from './retry-policy';

@@ -2,8 +2,8 @@ import 'reflect-metadata';
 import { Logger, Module, type INestApplicationContext, type ModuleMetadata } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { PgQueueModule, type PgQueueModuleOptions, type RegisterQueueOptions } from '../../lib';
-import type { PgQueueRuntime } from '../../lib/pg-queue.runtime';
-import { PG_QUEUE_RUNTIME } from '../../lib/pg-queue.constants';
+import type { PgQueueRuntime } from '../../lib/module/pg-queue.runtime';
+import { PG_QUEUE_RUNTIME } from '../../lib/module/pg-queue.constants';
 
 export interface TestAppOptions {
   readonly options: PgQueueModuleOptions;

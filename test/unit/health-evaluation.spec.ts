@@ -1,6 +1,6 @@
 import { PgQueueConfigError } from '../../lib';
 import { evaluateHealth, validateHealthThresholds, type PgQueueHealthInput, type PgQueueHealthThresholds } from '../../lib/health';
-import type { QueueCounts } from '../../lib/job';
+import type { QueueCounts } from '../../lib/core/job';
 
 const NOW = 1_700_000_000_000;
 const ZERO: QueueCounts = { waiting: 0, delayed: 0, active: 0, stalled: 0, failed: 0, oldestWaitingAgeMs: null };

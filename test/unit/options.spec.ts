@@ -1,5 +1,5 @@
 import { PgQueueConfigError } from '../../lib';
-import { DEFAULTS, resolveModuleOptions, resolveQueueOptions, validateQueueName, validateSchemaName } from '../../lib/pg-queue.options';
+import { DEFAULTS, resolveModuleOptions, resolveQueueOptions, validateQueueName, validateSchemaName } from '../../lib/core/pg-queue.options';
 
 describe('module options', () => {
   it('fills every default', () => {

@@ -100,7 +100,7 @@ async function main() {
   try {
     const { NestFactory } = await import('@nestjs/core');
     const { DataSource } = await import('typeorm');
-    const { QueueService, PG_QUEUE_RUNTIME } = await import('nestjs-pg-queue');
+    const { QueueService } = await import('nestjs-pg-queue');
     const { createAppModule, MailProcessor, SignupService } = await import(pathToFileURL(path.join(here, 'app.mjs')).href);
 
     await check('the CJS build resolves and shares NestJS 12 (and TypeORM 1.x) with the ESM app', async () => {
@@ -135,8 +135,10 @@ async function main() {
       });
       const dataSource = app.get(DataSource);
       assert.ok(dataSource instanceof DataSource && dataSource.isInitialized, 'the app has an initialised DataSource');
-      const runtime = app.get(PG_QUEUE_RUNTIME);
-      assert.equal(runtime.pool.options.connectionString, url, "the queue's pool uses the DataSource's url");
+      // The queue migrated and counts in the DataSource's own database.
+      const [{ n }] = await dataSource.query(`SELECT count(*)::int AS n FROM pgqueue.migrations`);
+      assert.ok(n > 0, "the queue's schema is in the DataSource's database");
+      assert.deepEqual(Object.keys(await app.get(QueueService).getCounts()), ['mail']);
       assert.ok(app.get(MailProcessor) instanceof MailProcessor);
     });
 

@@ -1,30 +1,17 @@
-import type { JobStore } from './db/job-store';
-import { clientExecutor, managerExecutor, type SqlExecutor } from './db/executor';
+import type { BulkJob, EnqueueOptions, Job, QueueCounts } from '../core/job';
+import type { ResolvedJobDefaults } from '../core/pg-queue.options';
+import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/executor';
+import { insertedToJob, isJobId, type JobStore } from '../db/job-store';
 import { buildJobRow } from './enqueue';
-import { insertedToJob, isJobId } from './db/job-store';
-import { PgQueueConfigError } from './errors';
-import type { BulkJob, EnqueueOptions, Job, QueueCounts, TransactionClient, TransactionManager } from './job';
+
+export type { TransactionTarget } from '../db/executor';
 
 /** The figures of a queue with no jobs. */
 export const EMPTY_COUNTS: QueueCounts = Object.freeze({ waiting: 0, delayed: 0, active: 0, stalled: 0, failed: 0, oldestWaitingAgeMs: null });
-import type { ResolvedJobDefaults } from './pg-queue.options';
 
 /** Maps each job name of a queue to its payload type. */
 export type JobMap = Record<string, unknown>;
 
-/** Where the insert runs: the queue's pool by default, or the caller's transaction. */
-export interface TransactionTarget {
-  readonly manager?: TransactionManager;
-  readonly client?: TransactionClient;
-}
-
-/** @internal */
-export function executorFor(t: TransactionTarget | undefined): SqlExecutor | undefined {
-  if (t?.manager && t.client) throw new PgQueueConfigError('Pass either manager or client, not both.');
-  if (t?.manager) return managerExecutor(t.manager);
-  if (t?.client) return clientExecutor(t.client);
-  return undefined;
-}
 
 /**
  * The producer side of one queue; inject it with `@InjectQueue('name')`.

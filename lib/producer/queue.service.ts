@@ -1,8 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
-import type { PgQueueRuntime } from './pg-queue.runtime';
-import { EMPTY_COUNTS, executorFor, type JobMap, type Queue, type TransactionTarget } from './queue';
-import type { BulkJob, EnqueueOptions, Job, QueueCounts } from './job';
+import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
+import type { PgQueueRuntime } from '../module/pg-queue.runtime';
+import { executorFor, type TransactionTarget } from '../db/executor';
+import { EMPTY_COUNTS, type JobMap, type Queue } from './queue';
+import type { BulkJob, EnqueueOptions, Job, QueueCounts } from '../core/job';
 
 /**
  * Enqueue into any queue by name, without injecting each `Queue`.

@@ -1,6 +1,6 @@
 import type { ModuleRef } from '@nestjs/core';
-import { clientExecutor, managerExecutor, type SqlExecutor } from './db/executor';
-import type { TransactionClient, TransactionManager } from './job';
+import { clientExecutor, managerExecutor, type SqlExecutor } from '../db/executor';
+import type { TransactionClient, TransactionManager } from '../core/job';
 
 /** The part of @nestjs-cls/transactional's TransactionHost this library reads. */
 interface TransactionHostLike {

@@ -1,8 +1,8 @@
 import { Logger, Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule, ModuleRef } from '@nestjs/core';
-import { isDataSourceLike, resolveConnection } from './db/connection';
-import { PgQueueExplorer } from './discovery/pg-queue.explorer';
-import { PgQueueConfigError } from './errors';
+import { isDataSourceLike, resolveConnection } from '../db/connection';
+import { PgQueueExplorer } from '../discovery/pg-queue.explorer';
+import { PgQueueConfigError } from '../core/errors';
 import { getQueueToken, PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import { PG_QUEUE_MODULE_OPTIONS, PgQueueConfigurableModule } from './pg-queue.module-definition';
 import {
@@ -12,10 +12,10 @@ import {
   type DataSourceLike,
   type PgQueueModuleOptions,
   type RegisterQueueOptions,
-} from './pg-queue.options';
+} from '../core/pg-queue.options';
 import { PgQueueRuntime } from './pg-queue.runtime';
 import { clsTransaction } from './cls-transaction';
-import { QueueService } from './queue.service';
+import { QueueService } from '../producer/queue.service';
 
 /**
  * The token of the app's default TypeORM DataSource: exactly what `@nestjs/typeorm` registers

@@ -1,18 +1,18 @@
 import { Pool, type ClientConfig, type PoolConfig } from 'pg';
-import { JobStore } from './db/job-store';
-import type { SqlExecutor } from './db/executor';
-import { currentVersion, latestVersion, migrate } from './db/migrator';
-import { PgQueueConfigError, PgQueueError } from './errors';
-import type { EngineLogger } from './worker/logger';
-import { Supervisor } from './worker/supervisor';
-import { Queue } from './queue';
+import { JobStore } from '../db/job-store';
+import type { SqlExecutor } from '../db/executor';
+import { currentVersion, latestVersion, migrate } from '../db/migrator';
+import { PgQueueConfigError, PgQueueError } from '../core/errors';
+import type { EngineLogger } from '../worker/logger';
+import { Supervisor } from '../worker/supervisor';
+import { Queue } from '../producer/queue';
 import {
   resolveQueueOptions,
   validateQueueName,
   type RegisterQueueOptions,
   type ResolvedPgQueueOptions,
   type ResolvedQueueOptions,
-} from './pg-queue.options';
+} from '../core/pg-queue.options';
 
 /**
  * One application's queue runtime: the pool, the store, the supervisor and the registered

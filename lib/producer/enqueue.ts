@@ -1,8 +1,8 @@
-import type { NewJobRow } from './db/job-store';
-import { hasLoneSurrogate, isStorableJson } from './db/jsonb';
-import { PgQueueConfigError, PgQueuePayloadError } from './errors';
-import type { JobOptions } from './job';
-import { DEFAULTS, resolveJobDefaults, validateJobName, type ResolvedBackoff, type ResolvedJobDefaults } from './pg-queue.options';
+import type { NewJobRow } from '../db/job-store';
+import { hasLoneSurrogate, isStorableJson } from '../db/jsonb';
+import { PgQueueConfigError, PgQueuePayloadError } from '../core/errors';
+import type { JobOptions } from '../core/job';
+import { DEFAULTS, resolveJobDefaults, validateJobName, type ResolvedBackoff, type ResolvedJobDefaults } from '../core/pg-queue.options';
 
 function sameBackoff(a: ResolvedBackoff, b: ResolvedBackoff): boolean {
   return a.type === b.type && a.delayMs === b.delayMs && a.maxDelayMs === b.maxDelayMs && a.jitter === b.jitter;
