@@ -173,7 +173,7 @@ async function main() {
     const runs = {};
     const failures = [];
     for (let rep = 1; rep <= opts.reps; rep++) {
-      for (const [name, variants] of workloads) {
+      for (const [, variants] of workloads) {
         const ordered = rep % 2 ? variants : [...variants].reverse();
         for (const [key, fn] of ordered) {
           const dbName = `bench_r${rep}_${key.replace(/[^a-z0-9]+/g, '_')}`;

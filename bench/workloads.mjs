@@ -21,7 +21,7 @@ const raw = require('./raw-sql.cjs');
 const LIB_TABLE = 'pgqueue.jobs';
 
 /** The library's default backoff, as its insert stores it (so preloaded rows match enqueued ones). */
-function backoffJson(ctx) {
+function backoffJson() {
   return JSON.stringify(require('../dist/core/pg-queue.options.js').DEFAULTS.job.backoff);
 }
 
@@ -107,11 +107,11 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0 }) {
     if (kind === 'lib') {
       await migrateLib(url, ctx);
       if (history) {
-        await client.query(LIB_HISTORY, [history, backoffJson(ctx)]);
+        await client.query(LIB_HISTORY, [history, backoffJson()]);
         // New jobs take ids after the history's, as they would have in a live system.
         await client.query(`ALTER TABLE pgqueue.jobs ALTER COLUMN id RESTART WITH ${history + 1}`);
       }
-      await client.query(LIB_PRELOAD, [jobs, backoffJson(ctx)]);
+      await client.query(LIB_PRELOAD, [jobs, backoffJson()]);
       await client.query('VACUUM ANALYZE pgqueue.jobs, pgqueue.job_history');
     } else {
       await client.query(raw.schema);
@@ -138,7 +138,7 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0 }) {
         (await Promise.all(roles.map((r) => r.request({ type: 'progress' })))).reduce((n, m) => n + m.handled, 0) >= jobs;
       const done = await waitEmpty(url, table, Math.max(120_000, jobs * 2), { startedAll });
       const b = await counters(client, roles.map((r) => r.pid));
-      const reports = (await Promise.all(roles.map((r) => r.request({ type: 'report' })))).map(({ starts, ...r }) => r);
+      const reports = (await Promise.all(roles.map((r) => r.request({ type: 'report' })))).map(({ starts: _starts, ...r }) => r);
       await Promise.all(roles.map((r) => r.stop()));
       const use = await usage(client, a, b, jobs);
       const xacts = (await committedXacts(url)) - xBefore - done.polls;

@@ -8,7 +8,7 @@ export type {
   InjectionTokenLike,
 } from './core/pg-queue.options';
 export { Queue, type JobMap, type TransactionTarget } from './producer/queue';
-export { QueueService } from './producer/queue.service';
+export { QueueService } from './module/queue.service';
 export type {
   ActiveJob,
   BackoffOptions,

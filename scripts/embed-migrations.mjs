@@ -29,7 +29,9 @@ if (process.argv.includes('--check')) {
   let current = '';
   try {
     current = readFileSync(out, 'utf8');
-  } catch {}
+  } catch {
+    // not generated yet: it differs from `text`
+  }
   if (current !== text) {
     console.error('lib/db/migrations.generated.ts is stale: run `node scripts/embed-migrations.mjs`');
     process.exit(1);

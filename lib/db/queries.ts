@@ -21,6 +21,11 @@ const LEASE_ERROR = `jsonb_build_array(jsonb_build_object(
     ELSE 'Lease expired at ' || j.locked_until || ' while worker ' || coalesce(j.locked_by, '?') ||
          ' held the job (it died, was killed, or stalled longer than leaseMs).' END))`;
 
+/** The listener's one statement: subscribe its dedicated connection to the wake-up channel. */
+export function listenSql(channel: string): string {
+  return `LISTEN ${escapeIdentifier(channel)}`;
+}
+
 /**
  * Every statement the engine runs, for one schema. The schema was validated at boot and is
  * quoted here as well; every value travels as a bind parameter.

@@ -5,7 +5,7 @@ import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/term
 import type { QueueCounts } from '../core/job';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
-import { QueueService } from '../producer/queue.service';
+import { QueueService } from '../module/queue.service';
 import {
   evaluateHealth,
   HEALTH_DEFAULTS,

@@ -6,7 +6,7 @@ import type { Job } from '../core/job';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import type { SupervisorEventMap } from '../worker/supervisor';
-import { QueueService } from '../producer/queue.service';
+import { QueueService } from '../module/queue.service';
 import { pgQueueMetricSet, sharedInFlight, type PgQueueMetricSet, type QueueMetricsSource } from './metric-set';
 import {
   PG_QUEUE_METRICS_OPTIONS,

@@ -31,6 +31,7 @@ function findHost(moduleRef: ModuleRef): TransactionHostLike | null {
   let token: unknown;
   try {
     // Optional peer: required only if present, so apps without it load nothing.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
     token = (require('@nestjs-cls/transactional') as { TransactionHost?: unknown }).TransactionHost;
   } catch {
     return null;

@@ -15,7 +15,7 @@ import {
 } from '../core/pg-queue.options';
 import { PgQueueRuntime } from './pg-queue.runtime';
 import { clsTransaction } from './cls-transaction';
-import { QueueService } from '../producer/queue.service';
+import { QueueService } from './queue.service';
 
 /**
  * The token of the app's default TypeORM DataSource: exactly what `@nestjs/typeorm` registers

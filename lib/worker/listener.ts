@@ -1,4 +1,5 @@
-import { Client, escapeIdentifier, type ClientConfig } from 'pg';
+import { Client, type ClientConfig } from 'pg';
+import { listenSql } from '../db/queries';
 import type { EngineLogger } from './logger';
 
 export interface ListenerOptions {
@@ -81,7 +82,7 @@ export class Listener {
     });
     try {
       await client.connect();
-      await client.query(`LISTEN ${escapeIdentifier(this.opts.channel)}`);
+      await client.query(listenSql(this.opts.channel));
       if (this.stopped || settled) {
         lost();
         return;

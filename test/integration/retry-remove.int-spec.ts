@@ -7,7 +7,6 @@ import { useTestDatabase, waitFor } from '../support/database';
 // Dead letters and their redrive: queue.retry(id), retryFailed(), remove(id), a dead-letter
 // queue, and retention per finished state.
 
-const failUntil = new Map<string, number>(); // job id -> runs that fail
 const runs = new Map<string, number>();
 const deadRuns: { id: string; attempt: number; errors: number; payload: unknown }[] = [];
 let release: (() => void) | null = null;

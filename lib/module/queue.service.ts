@@ -1,9 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
-import type { PgQueueRuntime } from '../module/pg-queue.runtime';
-import { executorFor, type TransactionTarget } from '../db/executor';
-import { EMPTY_COUNTS, type JobMap, type Queue } from './queue';
 import type { BulkJob, EnqueueOptions, Job, QueueCounts } from '../core/job';
+import { executorFor, type TransactionTarget } from '../db/executor';
+import { EMPTY_COUNTS, type JobMap, type Queue } from '../producer/queue';
+import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
+import type { PgQueueRuntime } from './pg-queue.runtime';
 
 /**
  * Enqueue into any queue by name, without injecting each `Queue`.
