@@ -1,59 +1,46 @@
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import * as ts from 'typescript';
+import { APP_STUBS, readmeBlocks, ROOT, typeCheck } from '../support/readme';
 
 /**
- * Every ```ts block of the README must type-check against the library, so the documentation
- * cannot drift from the API. Blocks name no imports: this prelude supplies them, plus the
- * app-side things an example only refers to (an entity, a mailer, a pager).
+ * Every ```ts block of the README must type-check against the library with nothing but its own
+ * imports, so a reader can copy it as it stands. The blocks that name a file (`// src/...`) form
+ * one app and are checked together; test/integration/readme-app.int-spec.ts also runs that app.
  */
-const root = join(__dirname, '..', '..');
-const PRELUDE = `
-import 'reflect-metadata';
-import { Controller, Get, Injectable, Module, Res } from '@nestjs/common';
-import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { TypeOrmModule } from '@nestjs/typeorm';
-import { DataSource } from 'typeorm';
-import {
-  ActiveJob, CancelJobError, InjectQueue, Job, JobAttemptError, OnQueueEvent, PgQueueModule, Process, Processor, Queue, QueueService,
-  SnoozeJobError, StalledJob,
-} from '${join(root, 'lib').replace(/\\/g, '/')}';
-import { PgQueueHealthIndicator } from '${join(root, 'lib', 'health').replace(/\\/g, '/')}';
-import { PgQueueMetrics, PgQueueMetricsModule } from '${join(root, 'lib', 'metrics').replace(/\\/g, '/')}';
-declare class Order { id: number; item: string }
-declare class Mailer { sendConfirmation(orderId: number): Promise<void> }
-declare class Pager { alert(message: string): void }
-declare function loadReport(id: number): Promise<{ dataReady: boolean } | null>;
-declare function renderReport(report: { dataReady: boolean }, opts: { signal: AbortSignal }): Promise<void>;
-void Controller; void Get; void QueueService; void Res; void HealthCheck; void HealthCheckService; void TerminusModule;
-void PgQueueHealthIndicator; void PgQueueMetrics; void PgQueueMetricsModule;
-`;
-
-function blocks(markdown: string): string[] {
-  return [...markdown.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
-}
+const dir = join(ROOT, 'test', 'unit', '__readme__');
+const stubs = Object.fromEntries(Object.entries(APP_STUBS).map(([f, code]) => [join(dir, f), code]));
 
 describe('README examples', () => {
-  const found = blocks(readFileSync(join(root, 'README.md'), 'utf8'));
+  const blocks = readmeBlocks();
+  const app = blocks.filter((b) => b.file);
+  const alone = blocks.filter((b) => !b.file);
 
-  it('has examples to check', () => {
-    expect(found.length).toBeGreaterThanOrEqual(2);
+  it('has examples to check, and a complete app among them', () => {
+    expect(alone.length).toBeGreaterThanOrEqual(5);
+    expect(app.map((b) => b.file)).toEqual(expect.arrayContaining(['src/app.module.ts', 'src/main.ts']));
   });
 
-  it.each(found.map((code, i) => [i + 1, code]))('block %i type-checks', (_i, code) => {
-    const file = join(root, 'test', 'unit', '__readme_example__.ts');
-    const options: ts.CompilerOptions = {
-      strict: true, target: ts.ScriptTarget.ES2022, module: ts.ModuleKind.CommonJS, moduleResolution: ts.ModuleResolutionKind.Node10,
-      experimentalDecorators: true, emitDecoratorMetadata: true, esModuleInterop: true, skipLibCheck: true, noEmit: true, types: ['node'],
-    };
-    const host = ts.createCompilerHost(options);
-    const read = host.getSourceFile.bind(host);
-    host.getSourceFile = (name, lang, onError, create) =>
-      name === file ? ts.createSourceFile(name, PRELUDE + String(code), lang) : read(name, lang, onError, create);
-    const program = ts.createProgram([file], options, host);
-    const errors = ts.getPreEmitDiagnostics(program, program.getSourceFile(file)).map((d) =>
-      ts.flattenDiagnosticMessageText(d.messageText, '\n'),
-    );
-    expect(errors).toEqual([]);
+  // One program for every block (each is a module of its own), so the library is parsed once.
+  const fileOf = (b: (typeof blocks)[number]) => (b.file ? b.file.slice('src/'.length) : `block-${b.index}.ts`);
+  let errors: string[] = [];
+  beforeAll(() => {
+    errors = typeCheck({ ...stubs, ...Object.fromEntries(blocks.map((b) => [join(dir, fileOf(b)), b.code])) });
+  });
+
+  it('the app files type-check together', () => {
+    const names = new Set(app.map(fileOf));
+    expect(errors.filter((e) => names.has(e.split(':')[0]))).toEqual([]);
+  });
+
+  it.each(alone.map((b) => [b.index, b.line, b]))('block %i (README line %i) type-checks with its own imports', (_i, _l, b) => {
+    expect(errors.filter((e) => e.startsWith(`${fileOf(b)}:`))).toEqual([]);
+  });
+
+  it('nothing else fails to compile', () => {
+    expect(errors.filter((e) => !e.startsWith('block-') && !app.some((b) => e.startsWith(`${fileOf(b)}:`)))).toEqual([]);
+  });
+
+  it('a block that leaves out an import fails the check (so the check can fail)', () => {
+    const withoutImports = alone[0].code.replace(/^import .*$/gm, '');
+    expect(typeCheck({ ...stubs, [join(dir, 'broken.ts')]: withoutImports }).length).toBeGreaterThan(0);
   });
 });
