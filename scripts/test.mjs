@@ -3,7 +3,10 @@
 //   node scripts/test.mjs [jest args...]
 //
 // - DATABASE_URL set  -> that server is used (it must allow CREATE DATABASE).
+// - a Docker engine answers -> a throwaway PostgreSQL container through Testcontainers
+//                        (image: PGQUEUE_TEST_IMAGE, default postgres:17-alpine).
 // - otherwise         -> a throwaway embedded PostgreSQL in a temp dir.
+// PGQUEUE_TEST_SERVER=embedded|testcontainers forces one of the last two.
 // Children get PGQUEUE_TEST_URL (admin URL; test/support/database.ts creates a
 // database per test file from it) and PGQUEUE_TEST_RUN_ID (prefix of those
 // databases, so leftovers of this run are dropped at the end).
@@ -17,6 +20,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { dropDatabasesWithPrefix, redactUrl, startPostgres } from './pg-server.mjs';
+import { DEFAULT_IMAGE, dockerAnswers, startContainer } from './pg-container.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
@@ -77,15 +81,37 @@ async function describeServer(url) {
   }
 }
 
+/** DATABASE_URL, else Testcontainers when Docker answers, else the embedded server. */
+async function pickServer() {
+  const forced = process.env.PGQUEUE_TEST_SERVER;
+  if (forced && !['embedded', 'testcontainers'].includes(forced)) {
+    throw new Error(`PGQUEUE_TEST_SERVER must be embedded or testcontainers, not "${forced}"`);
+  }
+  if (process.env.DATABASE_URL) return { ...(await startPostgres()), label: 'from DATABASE_URL' };
+  if (forced === 'testcontainers' || (forced !== 'embedded' && (await dockerAnswers()))) {
+    const explicit = forced === 'testcontainers' || Boolean(process.env.PGQUEUE_TEST_IMAGE);
+    try {
+      const c = await startContainer();
+      return { url: c.url, stop: c.stop, label: `Testcontainers, image ${c.image}` };
+    } catch (err) {
+      // Docker answers but the default image cannot be had (no registry, say): the embedded
+      // server still tests everything. A chosen image or a forced path must work, though.
+      if (explicit) throw err;
+      console.warn(`[test] Docker answers, but no container from ${DEFAULT_IMAGE} (${err.message}); using the embedded server`);
+    }
+  }
+  return { ...(await startPostgres({ persistent: false })), label: 'embedded, throwaway' };
+}
+
 async function main() {
   const started = Date.now();
-  const server = await startPostgres({ persistent: false });
+  const server = await pickServer();
   let exitCode = 1;
   const runId = randomBytes(3).toString('hex');
   try {
     const { version, num } = await describeServer(server.url);
     console.log(
-      `[test] PostgreSQL (${server.embedded ? 'embedded, throwaway' : 'from DATABASE_URL'}): ${version}`,
+      `[test] PostgreSQL (${server.label}): ${version}`,
     );
     console.log(`[test] admin URL: ${redactUrl(server.url)}`);
     if (num < 140000) console.warn(`[test] WARNING: server_version_num ${num} < 140000 (unsupported)`);

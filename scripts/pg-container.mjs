@@ -1,0 +1,64 @@
+// PostgreSQL in a Docker container through Testcontainers, for `npm test` when a Docker engine
+// answers (scripts/test.mjs picks: DATABASE_URL, then this, then the embedded server).
+//
+//   PGQUEUE_TEST_IMAGE   the image (default postgres:17-alpine; CI builds a local one with
+//                        scripts/docker/build-pg-image.sh, as no registry is reachable there)
+//   DOCKER_HOST          where the engine is (default unix:///var/run/docker.sock; with a local
+//                        socket the suite connects to the mapped port on 127.0.0.1)
+//   TESTCONTAINERS_RYUK_DISABLED=true   when the Ryuk helper image cannot be pulled; the
+//                        container is then removed only by stop() (scripts/test.mjs calls it
+//                        on every exit path it controls, SIGINT and SIGTERM included)
+
+import http from 'node:http';
+
+export const DEFAULT_IMAGE = 'postgres:17-alpine';
+
+/** True when a Docker engine answers its ping within `timeoutMs`. */
+export function dockerAnswers(timeoutMs = 1500) {
+  const host = process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock';
+  let target;
+  if (host.startsWith('unix://')) target = { socketPath: host.slice('unix://'.length) };
+  else if (host.startsWith('tcp://')) {
+    const u = new URL(host.replace(/^tcp:/, 'http:'));
+    target = { host: u.hostname, port: Number(u.port || 2375) };
+  } else return Promise.resolve(false);
+  return new Promise((resolve) => {
+    const req = http.get({ ...target, path: '/_ping', timeout: timeoutMs }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(false));
+  });
+}
+
+/**
+ * Starts a throwaway PostgreSQL container. Resolves to { url, image, stop() }; `url` is a
+ * superuser's URL on database `postgres` (the suite creates a database per test file from it).
+ */
+export async function startContainer({ image = process.env.PGQUEUE_TEST_IMAGE || DEFAULT_IMAGE } = {}) {
+  let PostgreSqlContainer;
+  try {
+    ({ PostgreSqlContainer } = await import('@testcontainers/postgresql'));
+  } catch (err) {
+    throw new Error(
+      `Docker answers, but @testcontainers/postgresql is not installed (${err.code ?? err.message}): ` +
+        'npm install --save-dev @testcontainers/postgresql, or set PGQUEUE_TEST_SERVER=embedded.',
+      { cause: err },
+    );
+  }
+  // With a local engine the mapped port is on this machine: connect through loopback. Left to
+  // itself, Testcontainers takes the bridge gateway's address whenever it believes it runs inside
+  // a container (as in some sandboxes and CI runners).
+  const host = process.env.DOCKER_HOST ?? 'unix://';
+  if (host.startsWith('unix://')) process.env.TESTCONTAINERS_HOST_OVERRIDE ??= '127.0.0.1';
+  const container = await new PostgreSqlContainer(image)
+    .withDatabase('postgres')
+    .withUsername('postgres')
+    .withPassword('postgres')
+    .withStartupTimeout(120_000)
+    .start();
+  let stopped;
+  const stop = () => (stopped ??= container.stop({ timeout: 5_000 }).then(() => undefined));
+  return { url: container.getConnectionUri(), image, stop };
+}
