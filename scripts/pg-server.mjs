@@ -165,7 +165,7 @@ export async function startPostgres({
     const ids = isRoot() ? ensurePostgresUser() : null;
     if (ids) assertReachable(parent, ids);
     const { binDir, copiedBecause } = await resolveBinaries(ids);
-    const binariesNote = copiedBecause && `PostgreSQL binaries: copied to ${binDir} (${copiedBecause})`;
+    const binariesNote = copiedBecause && `PostgreSQL binaries in ${binDir}, copied from node_modules/ because ${copiedBecause}`;
     const EmbeddedServer = embeddedServerClass(EmbeddedPostgres, { binDir, ids });
 
     const initialised = fs.existsSync(path.join(dataDir, 'PG_VERSION'));
