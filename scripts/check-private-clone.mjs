@@ -91,12 +91,12 @@ async function main() {
       throw new Error(`Ctrl-C did not stop the app, then PostgreSQL, cleanly (exit ${stop.code ?? stop.signal}):\n${stop.after}`);
     }
     log(`Ctrl-C: app stopped, then PostgreSQL (exit ${stop.code ?? stop.signal})`);
-    log(`ok (${since(started)})`);
-    return 0;
   } finally {
     fs.rmSync(outer, { recursive: true, force: true });
     if (sampleDataParent) fs.rmSync(sampleDataParent, { recursive: true, force: true });
   }
+  log(`ok (${since(started)}, clean-up included)`);
+  return 0;
 }
 
 main().then(
