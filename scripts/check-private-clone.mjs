@@ -66,7 +66,10 @@ async function main() {
 
     await runStep('npm ci --offline', clone, ['ci', '--offline', '--no-audit', '--no-fund']);
 
-    const testOut = await runStep(`npm test -- ${TEST_FILE}`, clone, ['test', '--', TEST_FILE]);
+    // PGQUEUE_TEST_SERVER=embedded: where npm test would pick Testcontainers (Docker answers), the
+    // embedded server is still the one under test here.
+    const testEnv = { ...envWithoutDatabase, PGQUEUE_TEST_SERVER: 'embedded' };
+    const testOut = await runStep(`npm test -- ${TEST_FILE}`, clone, ['test', '--', TEST_FILE], testEnv);
     const binLine = testOut.match(/^\[test\] PostgreSQL binaries in .*$/m);
     if (asRoot && !binLine) throw new Error(`npm test ran as root in a private clone but did not say where the binaries are:\n${testOut}`);
     if (binLine) log(`  ${binLine[0]}`);

@@ -12,9 +12,6 @@
 //                           package (real PostgreSQL binaries shipped on npm, so a
 //                           fresh machine needs nothing but Node).
 //
-// As root the server runs as the OS user `postgres`, from a copy of the binaries when that user
-// cannot reach node_modules/ (scripts/pg-native.mjs says why and where).
-//
 // Testcontainers is deliberately NOT supported: it would add a dependency and a
 // Docker engine requirement for no gain over the embedded server. If you prefer
 // a container, start one yourself and point DATABASE_URL at it.
@@ -23,6 +20,9 @@
 // turns 'beforeExit' into `process.exit(0)` (overriding process.exitCode) and
 // stops all embedded servers on SIGINT/SIGTERM/SIGHUP. Scripts using an
 // embedded server should therefore finish with an explicit process.exit(code).
+//
+// Root: the server runs as the OS user `postgres`, from a copy of the binaries when that user
+// cannot reach node_modules/ (scripts/pg-native.mjs says why and where).
 
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
