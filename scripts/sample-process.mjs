@@ -5,7 +5,8 @@
 import { spawn } from 'node:child_process';
 
 // Nest colours its log even when stdout is not a terminal.
-export const stripAnsi = (text) => text.replace(/\x1b\[[0-9;]*m/g, '');
+const ANSI_COLOUR = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
+export const stripAnsi = (text) => text.replace(ANSI_COLOUR, '');
 
 /**
  * @param {string} command
