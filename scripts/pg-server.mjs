@@ -19,14 +19,24 @@
 // turns 'beforeExit' into `process.exit(0)` (overriding process.exitCode) and
 // stops all embedded servers on SIGINT/SIGTERM/SIGHUP. Scripts using an
 // embedded server should therefore finish with an explicit process.exit(code).
+//
+// Root: the server runs as the OS user `postgres`, from a copy of the binaries when that user
+// cannot reach node_modules/ (scripts/pg-native.mjs says why and where).
 
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import pg from 'pg';
+import {
+  POSTGRES_OS_USER,
+  embeddedServerClass,
+  ensurePostgresUser,
+  isRoot,
+  resolveBinaries,
+  unreachableAncestor,
+} from './pg-native.mjs';
 
 const EMBEDDED_USER = 'postgres';
 const EMBEDDED_PASSWORD = 'postgres';
@@ -88,7 +98,9 @@ export function databaseUrl(url, name) {
  *                                    to echo it to stderr too, or a function.
  * @param {boolean} [opts.handleSignals=true] stop the server and exit on SIGINT/SIGTERM.
  * @returns {Promise<{ url: string, embedded: boolean, logFile?: string, dataDir?: string, stop(): Promise<void>,
- *   restart?(opts?: { downMs?: number }): Promise<void> }>}
+ *   restart?(opts?: { downMs?: number }): Promise<void>, binDir?: string, binariesNote?: string }>}
+ *   `binDir`: where the server's bin/, lib/ and share/ are; `binariesNote`: set when that is a copy
+ *   (we are root and the `postgres` user cannot reach node_modules/), saying so, for the caller to print.
  */
 export async function startPostgres({
   dataDir,
@@ -149,7 +161,12 @@ export async function startPostgres({
 
   let createdCluster = false;
   try {
-    if (process.getuid?.() === 0) assertTraversableByOthers(parent);
+    const ids = isRoot() ? ensurePostgresUser() : null;
+    if (ids) assertReachable(parent, ids);
+    const binaries = await resolveBinaries(ids);
+    const { binDir, copiedBecause } = binaries;
+    const binariesNote = copiedBecause && `PostgreSQL binaries in ${binDir}, copied from node_modules/ because ${copiedBecause}`;
+    const EmbeddedServer = embeddedServerClass(EmbeddedPostgres, { ...binaries, ids });
 
     const initialised = fs.existsSync(path.join(dataDir, 'PG_VERSION'));
     if (initialised && !persistent) {
@@ -170,18 +187,13 @@ export async function startPostgres({
     for (const [key, value] of Object.entries(settings)) postgresFlags.push('-c', `${key}=${value}`);
 
     const makeInstance = (p) =>
-      new EmbeddedPostgres({
+      new EmbeddedServer({
         databaseDir: dataDir,
         port: p,
         user: EMBEDDED_USER,
         password: EMBEDDED_PASSWORD,
         authMethod: 'scram-sha-256',
         persistent,
-        // We may run as root: the package then runs the server as (and if needed
-        // creates) the OS user `postgres` and chowns the data dir to it.
-        createPostgresUser: true,
-        // The package hard-codes --lc-messages=en_US.UTF-8, which many minimal
-        // images lack; later flags win.
         initdbFlags: ['--lc-messages=C', '--encoding=UTF8', '--locale=C.UTF-8', ...(persistent ? [] : ['--no-sync'])],
         postgresFlags,
         onLog,
@@ -274,7 +286,7 @@ export async function startPostgres({
       instance = next;
     }
 
-    return { url, embedded: true, logFile, dataDir, stop, restart };
+    return { url, embedded: true, logFile, dataDir, stop, restart, binDir, binariesNote };
   } catch (e) {
     if (ownedTmpDir) {
       removeOwned();
@@ -313,29 +325,13 @@ function tailOf(file, lines) {
 
 // When we are root the server runs as `postgres`, which must be able to
 // traverse every ancestor of the data directory.
-function assertTraversableByOthers(dir) {
-  let ids = null;
-  try {
-    ids = {
-      uid: Number(execFileSync('id', ['-u', EMBEDDED_USER], { stdio: ['ignore', 'pipe', 'ignore'] })),
-      gid: Number(execFileSync('id', ['-g', EMBEDDED_USER], { stdio: ['ignore', 'pipe', 'ignore'] })),
-    };
-  } catch {
-    /* user not created yet: only "others" bits count */
-  }
-  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
-    const st = fs.statSync(d);
-    const ok =
-      (st.mode & 0o001) !== 0 ||
-      (ids && st.uid === ids.uid && (st.mode & 0o100) !== 0) ||
-      (ids && st.gid === ids.gid && (st.mode & 0o010) !== 0);
-    if (!ok) {
-      throw new Error(
-        `embedded PostgreSQL runs as OS user "${EMBEDDED_USER}", which cannot traverse ${d} ` +
-          `(mode ${(st.mode & 0o777).toString(8)}). Choose a data directory elsewhere or chmod o+x it.`,
-      );
-    }
-    if (path.dirname(d) === d) break;
+function assertReachable(dir, ids) {
+  const blocked = unreachableAncestor(dir, ids);
+  if (blocked) {
+    throw new Error(
+      `embedded PostgreSQL runs as OS user "${POSTGRES_OS_USER}", which cannot traverse ${blocked.dir} ` +
+        `(mode ${blocked.mode}). Choose a data directory elsewhere or chmod o+x it.`,
+    );
   }
 }
 

@@ -6,6 +6,10 @@
 // - otherwise         -> an embedded PostgreSQL with its data in .data/pg (kept between runs, so
 //                        orders and jobs survive a restart), database "pgqueue_sample", port 54329
 //                        (or a free one if taken).
+//                        PGQUEUE_SAMPLE_DATA_DIR=<dir> puts the data there instead. As root, in a
+//                        clone the OS user `postgres` (whom the server runs as) cannot reach, the
+//                        data goes to <os.tmpdir()>/nestjs-pg-queue-sample-<hash of the clone's
+//                        path>/pg instead (still kept between runs); the output says where.
 //
 // Ctrl-C stops the app gracefully (running jobs finish, outcomes are written) and only then
 // the embedded server. Two things stand in the way, hence three processes:
@@ -24,18 +28,19 @@
 // On Windows (no process groups, no Ctrl-C to the group) the host runs directly.
 
 import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { POSTGRES_OS_USER, ensureRootOwnedDir, isRoot, postgresUserIds, unreachableAncestor } from './pg-native.mjs';
 import { createDatabase, databaseUrl, redactUrl, startPostgres } from './pg-server.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const self = fileURLToPath(import.meta.url);
 const APP = path.join(root, 'dist-sample', 'sample', 'main.js');
-const DATA_DIR = path.join(root, '.data', 'pg');
 const DATABASE = 'pgqueue_sample';
 const PREFERRED_PORT = 54329;
 const ROLE_ENV = 'PGQUEUE_SAMPLE_ROLE';
@@ -53,6 +58,26 @@ function launcher() {
   });
   for (const sig of SIGNALS) process.on(sig, () => host.kill(sig));
   host.on('exit', (code, signal) => process.exit(exitCodeOf(code, signal)));
+}
+
+/** Where the embedded server keeps its data, and why when it is not .data/pg. */
+function dataDir() {
+  if (process.env.PGQUEUE_SAMPLE_DATA_DIR) return { dir: path.resolve(process.env.PGQUEUE_SAMPLE_DATA_DIR) };
+  const blocked = isRoot() ? unreachableAncestor(root, postgresUserIds()) : null;
+  if (!blocked) return { dir: path.join(root, '.data', 'pg') };
+  const hash = createHash('sha256').update(fs.realpathSync(root)).digest('hex').slice(0, 12);
+  const parent = path.join(os.tmpdir(), `nestjs-pg-queue-sample-${hash}`);
+  ensureRootOwnedDir(parent, 0o711);
+  return {
+    dir: path.join(parent, 'pg'),
+    why: `not in .data/: the server runs as the OS user "${POSTGRES_OS_USER}", which cannot traverse ${blocked.dir} (mode ${blocked.mode})`,
+  };
+}
+
+/** A path as printed: relative inside the clone, absolute elsewhere. */
+function shown(p) {
+  const rel = path.relative(root, p);
+  return rel.startsWith('..') || path.isAbsolute(rel) ? p : rel;
 }
 
 /** True when nothing listens on 127.0.0.1:port. */
@@ -108,14 +133,17 @@ async function host() {
     log(`database: ${redactUrl(url)} (from DATABASE_URL)`);
   } else {
     const port = (await portIsFree(PREFERRED_PORT)) ? PREFERRED_PORT : undefined;
-    log(`starting embedded PostgreSQL (data in ${path.relative(root, DATA_DIR)}, kept between runs)...`);
+    const data = dataDir();
+    log(`starting embedded PostgreSQL (data in ${shown(data.dir)}, kept between runs)...`);
+    if (data.why) log(`(${data.why})`);
     const before = new Map(SIGNALS.map((s) => [s, process.listeners(s)]));
-    server = await startPostgres({ dataDir: DATA_DIR, persistent: true, port, handleSignals: false });
+    server = await startPostgres({ dataDir: data.dir, persistent: true, port, handleSignals: false });
     for (const sig of SIGNALS) {
       for (const l of process.listeners(sig)) if (!before.get(sig).includes(l)) process.removeListener(sig, l);
     }
     url = databaseUrl(server.url, DATABASE);
-    log(`database: ${redactUrl(url)} (embedded; server log ${path.relative(root, server.logFile)})`);
+    if (server.binariesNote) log(server.binariesNote);
+    log(`database: ${redactUrl(url)} (embedded; server log ${shown(server.logFile)})`);
   }
 
   let code = 1;

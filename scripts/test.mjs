@@ -114,6 +114,7 @@ async function main() {
       `[test] PostgreSQL (${server.label}): ${version}`,
     );
     console.log(`[test] admin URL: ${redactUrl(server.url)}`);
+    if (server.binariesNote) console.log(`[test] ${server.binariesNote}`);
     if (num < 140000) console.warn(`[test] WARNING: server_version_num ${num} < 140000 (unsupported)`);
 
     const env = { ...process.env, PGQUEUE_TEST_URL: server.url, PGQUEUE_TEST_RUN_ID: runId };
