@@ -26,7 +26,7 @@ const NO_SQL = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '**/node_modules/**', 'lib/db/migrations.generated.ts', 'coverage/**', '.data/**', 'test/.readme-app-*/**'] },
+  { ignores: ['dist/**', 'node_modules/**', '**/node_modules/**', 'lib/db/migrations.generated.ts', 'coverage/**', '.data/**', 'test/.readme-app-*/**', 'dist-sample/**'] },
   { linterOptions: { reportUnusedDisableDirectives: 'off' } },
   js.configs.recommended,
   ...tseslint.configs.recommended,
