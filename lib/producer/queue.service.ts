@@ -13,17 +13,24 @@ import type { BulkJob, EnqueueOptions, Job, QueueCounts } from '../core/job';
 export class QueueService {
   constructor(@Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime) {}
 
-  /** The producer of a queue (registered or not). */
+  /**
+   * The producer of a registered queue. Throws `PgQueueConfigError` for a name this app never
+   * registered with `PgQueueModule.registerQueue` (a producer-only process registers its queues too).
+   */
   getQueue<TJobs extends JobMap = JobMap>(queue: string): Queue<TJobs> {
-    return this.runtime.queue(queue) as unknown as Queue<TJobs>;
+    return this.runtime.queue(queue, 'QueueService.getQueue') as unknown as Queue<TJobs>;
   }
 
+  /** Enqueues one job into a registered queue; rejects with `PgQueueConfigError` for an unregistered one. */
   async add<TPayload = unknown>(queue: string, name: string, payload: TPayload, opts?: EnqueueOptions): Promise<Job<TPayload>> {
-    return this.getQueue<Record<string, TPayload>>(queue).add(name, payload, opts);
+    const q = this.runtime.queue(queue, 'QueueService.add') as unknown as Queue<Record<string, TPayload>>;
+    return q.add(name, payload, opts);
   }
 
+  /** Enqueues many jobs into a registered queue, in one statement; rejects for an unregistered one. */
   async addBulk<TPayload = unknown>(queue: string, jobs: readonly BulkJob<string, TPayload>[], target?: TransactionTarget): Promise<Job<TPayload>[]> {
-    return this.getQueue<Record<string, TPayload>>(queue).addBulk(jobs, target);
+    const q = this.runtime.queue(queue, 'QueueService.addBulk') as unknown as Queue<Record<string, TPayload>>;
+    return q.addBulk(jobs, target);
   }
 
   /**
