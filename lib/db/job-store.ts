@@ -183,9 +183,11 @@ export class JobStore {
 
   /**
    * Inserts jobs with unique keys (and any others of the same call) in one statement; returns
-   * the Job of each input, in input order: the new one, or the live one that holds its key.
+   * the Job of each input, in input order: the new one, or the live one that holds its key, and
+   * `inserted`: the inputs that made a new row (not those that found a live job, nor those that
+   * replaced a waiting one: no job was added by them).
    */
-  async insertUnique<T>(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<Job<T>[]> {
+  async insertUnique<T>(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<{ jobs: Job<T>[]; inserted: NewJobRow[] }> {
     const keyed = rows.filter((r) => r.uniqueKey !== null);
     const seen = new Set<string>();
     for (const r of keyed) {
@@ -198,7 +200,7 @@ export class JobStore {
       throw new PgQueueConfigError('replaceWaiting must be the same for every job with a uniqueKey in one addBulk call; split the call.');
     }
     const sql = buildUniqueInsert(this.schema, replace);
-    const [out] = await db.query<{ rows: [string, string | null][]; now: Date }>(sql, [
+    const [out] = await db.query<{ rows: [string, string | null, boolean][]; now: Date }>(sql, [
       rows.map((r) => r.payloadJson),
       ...insertColumns(rows),
       rows.map((r) => r.uniqueKey),
@@ -207,6 +209,7 @@ export class JobStore {
     const now = new Date(out.now);
     const plainIds = out.rows.filter(([, key]) => key === null).map(([id]) => id);
     const insertedByKey = new Map(out.rows.filter(([, key]) => key !== null).map(([id, key]) => [key as string, id]));
+    const newKeys = new Set(out.rows.filter(([, key, isNew]) => key !== null && isNew).map(([, key]) => key as string));
     // Jobs that kept an existing live job, or replaced one (whose createdAt, attempt and state
     // are its own): read back as they are now, in the caller's transaction.
     const lookup = keyed.filter((r) => replace || !insertedByKey.has(r.uniqueKey as string));
@@ -216,7 +219,7 @@ export class JobStore {
       for (const f of found) live.set(`${f.queue}\u0000${f.unique_key}`, rowToJob<T>(f));
     }
     let plain = 0;
-    return rows.map((r) => {
+    const jobs = rows.map((r) => {
       if (r.uniqueKey === null) return insertedToJob<T>(r, plainIds[plain++], now);
       const existing = live.get(`${r.queue}\u0000${r.uniqueKey}`);
       if (existing) return existing;
@@ -227,6 +230,7 @@ export class JobStore {
           `a new job nor a live one to return. Add it again.`,
       );
     });
+    return { jobs, inserted: rows.filter((r) => r.uniqueKey === null || newKeys.has(r.uniqueKey)) };
   }
 
   /** Inserts jobs in one statement; returns what the database assigned, in input order. */

@@ -458,8 +458,10 @@ export function buildInsert(schema: string, arrays: readonly boolean[]): string 
  * The insert for calls where some job has a `uniqueKey`: ON CONFLICT against the partial unique
  * index of live jobs. Keeps (DO NOTHING) or, with `replaceWaiting`, replaces a still-waiting job
  * of the same key (DO UPDATE ... WHERE state = 'waiting'; a running one is left alone). Returns
- * the rows it inserted or replaced as [id, unique_key] pairs; jobs without a key come back in
- * input order (identity values follow the ORDER BY). Not the hot path: every column is an array.
+ * the rows it inserted or replaced as [id, unique_key, inserted] triples, `inserted` false for a
+ * replaced one (`xmax = 0` only on a row version this statement inserted: an ON CONFLICT update
+ * stamps its own transaction id there); jobs without a key come back in input order (identity
+ * values follow the ORDER BY). Not the hot path: every column is an array.
  * $1 payload[] $2..$10 INSERT_COLUMNS[] and unique_key[] $11 channel
  */
 export function buildUniqueInsert(schema: string, replaceWaiting: boolean): string {
@@ -479,13 +481,13 @@ export function buildUniqueInsert(schema: string, replaceWaiting: boolean): stri
              max_attempts, backoff::jsonb, timeout_ms, unique_key
       FROM input ORDER BY ord
       ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL ${conflict}
-      RETURNING j.id, j.queue, j.unique_key, j.run_at
+      RETURNING j.id, j.queue, j.unique_key, j.run_at, j.xmax = 0 AS inserted
     ), wake AS (
       SELECT pg_notify($11, queue || '|' ||
                greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
       FROM ins GROUP BY queue
     )
-    SELECT coalesce(json_agg(json_build_array(id::text, unique_key) ORDER BY id), '[]') AS rows, now() AS now,
+    SELECT coalesce(json_agg(json_build_array(id::text, unique_key, inserted) ORDER BY id), '[]') AS rows, now() AS now,
            (SELECT count(*) FROM wake) AS woken
     FROM ins`;
 }

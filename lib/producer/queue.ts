@@ -37,6 +37,10 @@ export class Queue<TJobs extends JobMap = JobMap> {
     return executorFor(t) ?? this.ambient();
   }
 
+  /**
+   * Reports the rows an add actually inserted (metrics: pgqueue_jobs_enqueued_total). An add
+   * whose uniqueKey found a live job, or replaced a waiting one, added no job: not counted.
+   */
   private enqueued(rows: readonly { name: string }[]): void {
     // Counting per name costs a pass over the batch: only when someone (metrics) listens.
     if (!this.onEnqueued || !this.wantsEnqueued()) return;
@@ -57,9 +61,9 @@ export class Queue<TJobs extends JobMap = JobMap> {
   async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
     if (row.uniqueKey !== null) {
-      const [job] = await this.store.insertUnique<TJobs[N]>([row], this.target(opts));
-      this.enqueued([row]);
-      return job;
+      const { jobs, inserted } = await this.store.insertUnique<TJobs[N]>([row], this.target(opts));
+      this.enqueued(inserted);
+      return jobs[0];
     }
     const { ids, now } = await this.store.insert([row], this.target(opts));
     this.enqueued([row]);
@@ -73,8 +77,8 @@ export class Queue<TJobs extends JobMap = JobMap> {
   ): Promise<Job<TJobs[N]>[]> {
     const rows = jobs.map((j) => buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes));
     if (rows.some((r) => r.uniqueKey !== null)) {
-      const out = await this.store.insertUnique<TJobs[N]>(rows, this.target(target));
-      this.enqueued(rows);
+      const { jobs: out, inserted } = await this.store.insertUnique<TJobs[N]>(rows, this.target(target));
+      this.enqueued(inserted);
       return out;
     }
     const { ids, now } = await this.store.insert(rows, this.target(target));
