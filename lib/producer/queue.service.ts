@@ -45,8 +45,12 @@ export class QueueService {
     return out;
   }
 
-  /** Any job by id, live or finished; null when unknown. */
+  /**
+   * Any job by id, of any queue, live or finished; null when unknown. Reads in `target`'s
+   * transaction, else in the caller's implicit one (@nestjs-cls/transactional), so it sees a job
+   * that transaction enqueued and has not committed yet.
+   */
   getJob<TPayload = unknown>(id: string, target?: TransactionTarget): Promise<Job<TPayload> | null> {
-    return this.runtime.store.getJob<TPayload>(String(id), executorFor(target));
+    return this.runtime.store.getJob<TPayload>(String(id), executorFor(target) ?? this.runtime.ambientTransaction());
   }
 }

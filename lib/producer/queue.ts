@@ -32,7 +32,10 @@ export class Queue<TJobs extends JobMap = JobMap> {
     private readonly ambient: () => SqlExecutor | undefined = () => undefined,
   ) {}
 
-  /** The explicit transaction if one is given, else the caller's implicit one (CLS), else the pool. */
+  /**
+   * The explicit transaction if one is given, else the caller's implicit one (CLS), else the pool.
+   * Every method that takes a target uses it: add, addBulk, cancel, retry, remove and getJob.
+   */
   private target(t: TransactionTarget | undefined): SqlExecutor | undefined {
     return executorFor(t) ?? this.ambient();
   }
@@ -124,7 +127,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async retry(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
-    return (await this.store.retryFinished(this.name, [String(id)], executorFor(target))) > 0;
+    return (await this.store.retryFinished(this.name, [String(id)], this.target(target))) > 0;
   }
 
   /** Runs every failed job of this queue again (a thousand per statement); returns how many. */
@@ -138,7 +141,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async remove(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
-    return this.store.remove(this.name, String(id), executorFor(target));
+    return this.store.remove(this.name, String(id), this.target(target));
   }
 
   /** A job of this queue by id, live or finished; null when unknown (or pruned). */
@@ -146,7 +149,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
     id: string,
     target?: TransactionTarget,
   ): Promise<Job<TJobs[N]> | null> {
-    const job = await this.store.getJob<TJobs[N]>(String(id), executorFor(target));
+    const job = await this.store.getJob<TJobs[N]>(String(id), this.target(target));
     return job && job.queue === this.name ? job : null;
   }
 }
