@@ -2,7 +2,7 @@ import { escapeIdentifier, type Pool, type PoolClient } from 'pg';
 import type { Job, JobAttemptError, JobState, QueueCounts } from '../core/job';
 import type { ResolvedBackoff } from '../core/pg-queue.options';
 import { poolExecutor, type SqlExecutor } from './executor';
-import { buildInsert, buildQueries, buildUniqueInsert, type Queries } from './queries';
+import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type InsertColumn, type Queries } from './queries';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 
 /** A job row as the queries return it. */
@@ -516,16 +516,19 @@ function groupBy<T, K>(items: readonly T[], key: (t: T) => K): Map<K, T[]> {
   return m;
 }
 
+/** The value of each INSERT_COLUMNS column for a row: a column without one does not compile. */
+const COLUMN_VALUE: Record<InsertColumn, (r: NewJobRow) => unknown> = {
+  queue: (r) => r.queue,
+  name: (r) => r.name,
+  priority: (r) => r.priority,
+  run_at: (r) => r.runAt,
+  delay_ms: (r) => r.delayMs,
+  max_attempts: (r) => r.maxAttempts,
+  backoff: (r) => (r.backoff ? JSON.stringify(r.backoff) : null),
+  timeout_ms: (r) => r.timeoutMs,
+};
+
 /** The values of INSERT_COLUMNS (queries.ts), one array per column, in its order. */
-function insertColumns(rows: readonly NewJobRow[]): unknown[][] {
-  return [
-    rows.map((r) => r.queue),
-    rows.map((r) => r.name),
-    rows.map((r) => r.priority),
-    rows.map((r) => r.runAt),
-    rows.map((r) => r.delayMs),
-    rows.map((r) => r.maxAttempts),
-    rows.map((r) => (r.backoff ? JSON.stringify(r.backoff) : null)),
-    rows.map((r) => r.timeoutMs),
-  ];
+export function insertColumns(rows: readonly NewJobRow[]): unknown[][] {
+  return INSERT_COLUMNS.map(([col]) => rows.map(COLUMN_VALUE[col]));
 }

@@ -400,7 +400,11 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 
 export type Queries = ReturnType<typeof buildQueries>;
 
-/** The insert's per-job columns after the payload, in parameter order ($2 ... $9). */
+/**
+ * The insert's per-job columns after the payload, in parameter order ($2 ...). The parameters
+ * after them (unique key, channel) are numbered from this list's length, never written as
+ * literals: a column added here moves them with it (test/unit/insert-params.spec.ts checks).
+ */
 export const INSERT_COLUMNS = [
   ['queue', 'text'],
   ['name', 'text'],
@@ -411,6 +415,17 @@ export const INSERT_COLUMNS = [
   ['backoff', 'text'],
   ['timeout_ms', 'int'],
 ] as const;
+
+/** A column of INSERT_COLUMNS. */
+export type InsertColumn = (typeof INSERT_COLUMNS)[number][0];
+
+/** The bind parameters of each insert, by position: what the store sends, and the SQL reads. */
+export const INSERT_PARAMS = {
+  /** The plain insert: $1 payload, then INSERT_COLUMNS, then the NOTIFY channel. */
+  insert: { count: INSERT_COLUMNS.length + 2, channel: INSERT_COLUMNS.length + 2 },
+  /** The unique insert: $1 payload, then INSERT_COLUMNS, then unique_key, then the channel. */
+  unique: { count: INSERT_COLUMNS.length + 3, uniqueKey: INSERT_COLUMNS.length + 2, channel: INSERT_COLUMNS.length + 3 },
+} as const;
 
 /**
  * The bulk insert: one statement whatever the number of jobs, plus one NOTIFY per queue riding
@@ -444,7 +459,7 @@ export function buildInsert(schema: string, arrays: readonly boolean[]): string 
       FROM unnest(${unnest.join(', ')}) AS t(${alias.join(', ')})
       RETURNING id, queue, run_at
     ), wake AS (
-      SELECT pg_notify($10, queue || '|' ||
+      SELECT pg_notify($${INSERT_PARAMS.insert.channel}, queue || '|' ||
                greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
       FROM ins GROUP BY queue
     )
@@ -462,9 +477,12 @@ export function buildInsert(schema: string, arrays: readonly boolean[]): string 
  * replaced one (`xmax = 0` only on a row version this statement inserted: an ON CONFLICT update
  * stamps its own transaction id there); jobs without a key come back in input order (identity
  * values follow the ORDER BY). Not the hot path: every column is an array.
- * $1 payload[] $2..$10 INSERT_COLUMNS[] and unique_key[] $11 channel
+ * $1 payload[], INSERT_COLUMNS[], unique_key[], channel (INSERT_PARAMS.unique)
  */
 export function buildUniqueInsert(schema: string, replaceWaiting: boolean): string {
+  const { uniqueKey, channel } = INSERT_PARAMS.unique;
+  const arrays = ['$1::text[]', ...INSERT_COLUMNS.map(([, type], i) => `$${i + 2}::${type}[]`), `$${uniqueKey}::text[]`];
+  const names = ['payload', ...INSERT_COLUMNS.map(([col]) => col), 'unique_key'];
   const conflict = replaceWaiting
     ? `DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority, run_at = EXCLUDED.run_at,
          max_attempts = EXCLUDED.max_attempts, backoff = EXCLUDED.backoff, timeout_ms = EXCLUDED.timeout_ms
@@ -472,9 +490,7 @@ export function buildUniqueInsert(schema: string, replaceWaiting: boolean): stri
     : 'DO NOTHING';
   return `
     WITH input AS (
-      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::bigint[],
-                           $7::int[], $8::text[], $9::int[], $10::text[]) WITH ORDINALITY
-        AS t(payload, queue, name, priority, run_at, delay_ms, max_attempts, backoff, timeout_ms, unique_key, ord)
+      SELECT * FROM unnest(${arrays.join(', ')}) WITH ORDINALITY AS t(${names.join(', ')}, ord)
     ), ins AS (
       INSERT INTO ${escapeIdentifier(schema)}.jobs AS j (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, unique_key)
       SELECT queue, name, payload::jsonb, priority, coalesce(run_at, now() + delay_ms * interval '1 millisecond'),
@@ -483,7 +499,7 @@ export function buildUniqueInsert(schema: string, replaceWaiting: boolean): stri
       ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL ${conflict}
       RETURNING j.id, j.queue, j.unique_key, j.run_at, j.xmax = 0 AS inserted
     ), wake AS (
-      SELECT pg_notify($11, queue || '|' ||
+      SELECT pg_notify($${channel}, queue || '|' ||
                greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
       FROM ins GROUP BY queue
     )
