@@ -370,14 +370,11 @@ export class JobStore {
    * or null (no live job of that queue has this id: unknown, or already finished).
    */
   async cancel(queue: string, id: string, db: SqlExecutor = this.db): Promise<'cancelled' | 'cancelling' | null> {
-    // A claim between the statement's snapshot and its row lock makes both branches miss; the
-    // next run sees the job active. Three runs cover any realistic interleaving.
-    for (let i = 0; i < 3; i++) {
-      const [r] = await db.query<{ cancelled: number; cancelling: number; live: boolean }>(this.q.cancel, [id, queue, this.channel]);
-      if (r.cancelled > 0) return 'cancelled';
-      if (r.cancelling > 0) return 'cancelling';
-      if (!r.live) return null;
-    }
+    // One statement that locks the row first: a claim or outcome committing meanwhile cannot
+    // make it miss the job (see the query), so there is nothing to run again.
+    const [r] = await db.query<{ cancelled: number; cancelling: number }>(this.q.cancel, [id, queue, this.channel]);
+    if (r.cancelled > 0) return 'cancelled';
+    if (r.cancelling > 0) return 'cancelling';
     return null;
   }
 

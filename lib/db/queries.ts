@@ -161,12 +161,19 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
     /**
      * queue.cancel(id): a waiting job goes to history as cancelled at once; a running one is
      * flagged, and NOTIFY '!cancel|id' tells the node running it (its heartbeat reads the flag if
-     * the notification is missed). Both branches read the same snapshot: a job claimed
-     * meanwhile matches neither, and the store runs the statement again. $1 id $2 queue $3 channel
+     * the notification is missed). `target` locks the row first and reads its state as it is
+     * once locked: FOR UPDATE waits for a claim or an outcome in flight and then sees its result,
+     * where the statement's snapshot still has the old state. Both branches test that locked
+     * state, not their own snapshot's, and re-find the row they locked (their own lock lets them
+     * through), so a job that changed state meanwhile is cancelled in its new state rather than
+     * matched by neither branch (which answered "no live job" for a live one).
+     * $1 id $2 queue $3 channel
      */
     cancel: `
-      WITH waiting AS (
-        DELETE FROM ${jobs} WHERE id = $1 AND queue = $2 AND state = 'waiting' RETURNING *
+      WITH target AS (
+        SELECT id, state FROM ${jobs} WHERE id = $1 AND queue = $2 FOR UPDATE
+      ), waiting AS (
+        DELETE FROM ${jobs} j USING target t WHERE j.id = t.id AND t.state = 'waiting' RETURNING j.*
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
@@ -175,11 +182,11 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
                NULL, created_at, started_at, now()
         FROM waiting RETURNING id
       ), running AS (
-        UPDATE ${jobs} SET cancel_requested_at = coalesce(cancel_requested_at, now())
-        WHERE id = $1 AND queue = $2 AND state = 'active' RETURNING id
+        UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
+        FROM target t WHERE j.id = t.id AND t.state = 'active' RETURNING j.id
       ), wake AS (SELECT pg_notify($3, '!cancel|' || id) FROM running)
       SELECT (SELECT count(*) FROM archived)::int AS cancelled, (SELECT count(*) FROM running)::int AS cancelling,
-             (SELECT count(*) FROM wake)::int AS notified, EXISTS (SELECT 1 FROM ${jobs} WHERE id = $1 AND queue = $2) AS live`,
+             (SELECT count(*) FROM wake)::int AS notified`,
 
     /**
      * Pause or resume a queue for every node. Pausing tells running workers to hand back the
