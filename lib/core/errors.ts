@@ -76,8 +76,8 @@ export class CompleteWithError extends PgQueueError {
         ? `job.completeWith() on job ${jobId} (${where}, attempt ${attempt}) came after the attempt had ended (its handler ` +
             `returned or threw, it timed out, was cancelled, or the worker shut down): its outcome is already recorded, and ` +
             `nothing was written. Call completeWith inside the handler, and await it before the handler returns.`
-        : `job.completeWith() was called a second time on job ${jobId} (${where}, attempt ${attempt}); the first call ` +
-            `completes it, and this one wrote nothing. Call it once per attempt.`,
+        : `job.completeWith() was called a second time on job ${jobId} (${where}, attempt ${attempt}); only the first ` +
+            `call writes the completion (in its transaction), and this one wrote nothing. Call it once per attempt.`,
     );
   }
 }

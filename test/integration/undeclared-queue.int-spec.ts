@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { Injectable, Module, type INestApplicationContext } from '@nestjs/common';
+import { Injectable, Module, type INestApplicationContext, type OnModuleInit } from '@nestjs/common';
 import { InjectQueue, PgQueueConfigError, PgQueueModule, Queue, QueueService } from '../../lib';
 import { bootApp } from '../support/app';
 import { useTestDatabase } from '../support/database';
@@ -11,6 +11,18 @@ import { useTestDatabase } from '../support/database';
 class MisspeltInjection {
   constructor(@InjectQueue('emial') readonly queue: Queue) {}
 }
+
+/** Enqueues at init, in a feature module: the check must come first (the module is global, its hooks run first). */
+@Injectable()
+class SeedsAtInit implements OnModuleInit {
+  constructor(@InjectQueue('seeds') readonly queue: Queue) {}
+  async onModuleInit() {
+    await this.queue.add('seed', {});
+  }
+}
+
+@Module({ providers: [SeedsAtInit] })
+class SeedModule {}
 
 @Injectable()
 class PropertyInjection {
@@ -75,6 +87,10 @@ describe('a queue this app never registered', () => {
     const prop = await bootApp({ options: { connection: t.db.url, workers: false }, providers: [PropertyInjection] }).catch((e: unknown) => e);
     expect(prop).toBeInstanceOf(PgQueueConfigError);
     expect((prop as Error).message).toContain(`@InjectQueue('nowhere') in PropertyInjection`);
+
+    const atInit = await bootApp({ options: { connection: t.db.url, workers: false }, imports: [SeedModule] }).catch((e: unknown) => e);
+    expect(atInit).toBeInstanceOf(PgQueueConfigError);
+    expect((atInit as Error).message).toContain(`@InjectQueue('seeds') in SeedsAtInit: queue "seeds" is not registered`);
   });
 
   it('@InjectQueue of a queue registered only in a module the class\'s module does not import names that module', async () => {
