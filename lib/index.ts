@@ -36,6 +36,7 @@ export {
   JobTimeoutError,
   LeaseLostError,
   ShutdownError,
+  CompleteWithError,
   CancelJobError,
   SnoozeJobError,
 } from './core/errors';

@@ -59,6 +59,29 @@ export class LeaseLostError extends PgQueueError {
   }
 }
 
+/**
+ * `job.completeWith()` was refused: the attempt had already ended (`'attempt-ended'`: its handler
+ * returned or threw, it timed out, was cancelled, or the worker shut down, so its outcome is
+ * already recorded), or completeWith was already called for it (`'already-called'`).
+ */
+export class CompleteWithError extends PgQueueError {
+  constructor(
+    readonly jobId: string,
+    readonly attempt: number,
+    readonly reason: 'attempt-ended' | 'already-called',
+    where: string,
+  ) {
+    super(
+      reason === 'attempt-ended'
+        ? `job.completeWith() on job ${jobId} (${where}, attempt ${attempt}) came after the attempt had ended (its handler ` +
+            `returned or threw, it timed out, was cancelled, or the worker shut down): its outcome is already recorded, and ` +
+            `nothing was written. Call completeWith inside the handler, and await it before the handler returns.`
+        : `job.completeWith() was called a second time on job ${jobId} (${where}, attempt ${attempt}); only the first ` +
+            `call writes the completion (in its transaction), and this one wrote nothing. Call it once per attempt.`,
+    );
+  }
+}
+
 /** The reason given to a handler's AbortSignal when the process shuts down before it finished. */
 export class ShutdownError extends PgQueueError {
   constructor() {

@@ -2,7 +2,7 @@ import { escapeIdentifier, type Pool, type PoolClient } from 'pg';
 import type { Job, JobAttemptError, JobState, QueueCounts } from '../core/job';
 import type { ResolvedBackoff } from '../core/pg-queue.options';
 import { poolExecutor, type SqlExecutor } from './executor';
-import { buildInsert, buildQueries, buildUniqueInsert, type Queries } from './queries';
+import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type InsertColumn, type Queries } from './queries';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 
 /** A job row as the queries return it. */
@@ -183,9 +183,11 @@ export class JobStore {
 
   /**
    * Inserts jobs with unique keys (and any others of the same call) in one statement; returns
-   * the Job of each input, in input order: the new one, or the live one that holds its key.
+   * the Job of each input, in input order: the new one, or the live one that holds its key, and
+   * `inserted`: the inputs that made a new row (not those that found a live job, nor those that
+   * replaced a waiting one: no job was added by them).
    */
-  async insertUnique<T>(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<Job<T>[]> {
+  async insertUnique<T>(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<{ jobs: Job<T>[]; inserted: NewJobRow[] }> {
     const keyed = rows.filter((r) => r.uniqueKey !== null);
     const seen = new Set<string>();
     for (const r of keyed) {
@@ -198,7 +200,7 @@ export class JobStore {
       throw new PgQueueConfigError('replaceWaiting must be the same for every job with a uniqueKey in one addBulk call; split the call.');
     }
     const sql = buildUniqueInsert(this.schema, replace);
-    const [out] = await db.query<{ rows: [string, string | null][]; now: Date }>(sql, [
+    const [out] = await db.query<{ rows: [string, string | null, boolean][]; now: Date }>(sql, [
       rows.map((r) => r.payloadJson),
       ...insertColumns(rows),
       rows.map((r) => r.uniqueKey),
@@ -207,6 +209,7 @@ export class JobStore {
     const now = new Date(out.now);
     const plainIds = out.rows.filter(([, key]) => key === null).map(([id]) => id);
     const insertedByKey = new Map(out.rows.filter(([, key]) => key !== null).map(([id, key]) => [key as string, id]));
+    const newKeys = new Set(out.rows.filter(([, key, isNew]) => key !== null && isNew).map(([, key]) => key as string));
     // Jobs that kept an existing live job, or replaced one (whose createdAt, attempt and state
     // are its own): read back as they are now, in the caller's transaction.
     const lookup = keyed.filter((r) => replace || !insertedByKey.has(r.uniqueKey as string));
@@ -216,7 +219,7 @@ export class JobStore {
       for (const f of found) live.set(`${f.queue}\u0000${f.unique_key}`, rowToJob<T>(f));
     }
     let plain = 0;
-    return rows.map((r) => {
+    const jobs = rows.map((r) => {
       if (r.uniqueKey === null) return insertedToJob<T>(r, plainIds[plain++], now);
       const existing = live.get(`${r.queue}\u0000${r.uniqueKey}`);
       if (existing) return existing;
@@ -227,6 +230,7 @@ export class JobStore {
           `a new job nor a live one to return. Add it again.`,
       );
     });
+    return { jobs, inserted: rows.filter((r) => r.uniqueKey === null || newKeys.has(r.uniqueKey)) };
   }
 
   /** Inserts jobs in one statement; returns what the database assigned, in input order. */
@@ -366,14 +370,11 @@ export class JobStore {
    * or null (no live job of that queue has this id: unknown, or already finished).
    */
   async cancel(queue: string, id: string, db: SqlExecutor = this.db): Promise<'cancelled' | 'cancelling' | null> {
-    // A claim between the statement's snapshot and its row lock makes both branches miss; the
-    // next run sees the job active. Three runs cover any realistic interleaving.
-    for (let i = 0; i < 3; i++) {
-      const [r] = await db.query<{ cancelled: number; cancelling: number; live: boolean }>(this.q.cancel, [id, queue, this.channel]);
-      if (r.cancelled > 0) return 'cancelled';
-      if (r.cancelling > 0) return 'cancelling';
-      if (!r.live) return null;
-    }
+    // One statement that locks the row first: a claim or outcome committing meanwhile cannot
+    // make it miss the job (see the query), so there is nothing to run again.
+    const [r] = await db.query<{ cancelled: number; cancelling: number }>(this.q.cancel, [id, queue, this.channel]);
+    if (r.cancelled > 0) return 'cancelled';
+    if (r.cancelling > 0) return 'cancelling';
     return null;
   }
 
@@ -512,16 +513,19 @@ function groupBy<T, K>(items: readonly T[], key: (t: T) => K): Map<K, T[]> {
   return m;
 }
 
+/** The value of each INSERT_COLUMNS column for a row: a column without one does not compile. */
+const COLUMN_VALUE: Record<InsertColumn, (r: NewJobRow) => unknown> = {
+  queue: (r) => r.queue,
+  name: (r) => r.name,
+  priority: (r) => r.priority,
+  run_at: (r) => r.runAt,
+  delay_ms: (r) => r.delayMs,
+  max_attempts: (r) => r.maxAttempts,
+  backoff: (r) => (r.backoff ? JSON.stringify(r.backoff) : null),
+  timeout_ms: (r) => r.timeoutMs,
+};
+
 /** The values of INSERT_COLUMNS (queries.ts), one array per column, in its order. */
-function insertColumns(rows: readonly NewJobRow[]): unknown[][] {
-  return [
-    rows.map((r) => r.queue),
-    rows.map((r) => r.name),
-    rows.map((r) => r.priority),
-    rows.map((r) => r.runAt),
-    rows.map((r) => r.delayMs),
-    rows.map((r) => r.maxAttempts),
-    rows.map((r) => (r.backoff ? JSON.stringify(r.backoff) : null)),
-    rows.map((r) => r.timeoutMs),
-  ];
+export function insertColumns(rows: readonly NewJobRow[]): unknown[][] {
+  return INSERT_COLUMNS.map(([col]) => rows.map(COLUMN_VALUE[col]));
 }

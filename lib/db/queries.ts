@@ -166,12 +166,19 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
     /**
      * queue.cancel(id): a waiting job goes to history as cancelled at once; a running one is
      * flagged, and NOTIFY '!cancel|id' tells the node running it (its heartbeat reads the flag if
-     * the notification is missed). Both branches read the same snapshot: a job claimed
-     * meanwhile matches neither, and the store runs the statement again. $1 id $2 queue $3 channel
+     * the notification is missed). `target` locks the row first and reads its state as it is
+     * once locked: FOR UPDATE waits for a claim or an outcome in flight and then sees its result,
+     * where the statement's snapshot still has the old state. Both branches test that locked
+     * state, not their own snapshot's, and re-find the row they locked (their own lock lets them
+     * through), so a job that changed state meanwhile is cancelled in its new state rather than
+     * matched by neither branch (which answered "no live job" for a live one).
+     * $1 id $2 queue $3 channel
      */
     cancel: `
-      WITH waiting AS (
-        DELETE FROM ${jobs} WHERE id = $1 AND queue = $2 AND state = 'waiting' RETURNING *
+      WITH target AS (
+        SELECT id, state FROM ${jobs} WHERE id = $1 AND queue = $2 FOR UPDATE
+      ), waiting AS (
+        DELETE FROM ${jobs} j USING target t WHERE j.id = t.id AND t.state = 'waiting' RETURNING j.*
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
@@ -180,11 +187,11 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
                NULL, created_at, started_at, now()
         FROM waiting RETURNING id
       ), running AS (
-        UPDATE ${jobs} SET cancel_requested_at = coalesce(cancel_requested_at, now())
-        WHERE id = $1 AND queue = $2 AND state = 'active' RETURNING id
+        UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
+        FROM target t WHERE j.id = t.id AND t.state = 'active' RETURNING j.id
       ), wake AS (SELECT pg_notify($3, '!cancel|' || id) FROM running)
       SELECT (SELECT count(*) FROM archived)::int AS cancelled, (SELECT count(*) FROM running)::int AS cancelling,
-             (SELECT count(*) FROM wake)::int AS notified, EXISTS (SELECT 1 FROM ${jobs} WHERE id = $1 AND queue = $2) AS live`,
+             (SELECT count(*) FROM wake)::int AS notified`,
 
     /**
      * Pause or resume a queue for every node. Pausing tells running workers to hand back the
@@ -405,7 +412,11 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 
 export type Queries = ReturnType<typeof buildQueries>;
 
-/** The insert's per-job columns after the payload, in parameter order ($2 ... $9). */
+/**
+ * The insert's per-job columns after the payload, in parameter order ($2 ...). The parameters
+ * after them (unique key, channel) are numbered from this list's length, never written as
+ * literals: a column added here moves them with it (test/unit/insert-params.spec.ts checks).
+ */
 export const INSERT_COLUMNS = [
   ['queue', 'text'],
   ['name', 'text'],
@@ -416,6 +427,17 @@ export const INSERT_COLUMNS = [
   ['backoff', 'text'],
   ['timeout_ms', 'int'],
 ] as const;
+
+/** A column of INSERT_COLUMNS. */
+export type InsertColumn = (typeof INSERT_COLUMNS)[number][0];
+
+/** The bind parameters of each insert, by position: what the store sends, and the SQL reads. */
+export const INSERT_PARAMS = {
+  /** The plain insert: $1 payload, then INSERT_COLUMNS, then the NOTIFY channel. */
+  insert: { count: INSERT_COLUMNS.length + 2, channel: INSERT_COLUMNS.length + 2 },
+  /** The unique insert: $1 payload, then INSERT_COLUMNS, then unique_key, then the channel. */
+  unique: { count: INSERT_COLUMNS.length + 3, uniqueKey: INSERT_COLUMNS.length + 2, channel: INSERT_COLUMNS.length + 3 },
+} as const;
 
 /**
  * The bulk insert: one statement whatever the number of jobs, plus one NOTIFY per queue riding
@@ -449,7 +471,7 @@ export function buildInsert(schema: string, arrays: readonly boolean[]): string 
       FROM unnest(${unnest.join(', ')}) AS t(${alias.join(', ')})
       RETURNING id, queue, run_at
     ), wake AS (
-      SELECT pg_notify($10, queue || '|' ||
+      SELECT pg_notify($${INSERT_PARAMS.insert.channel}, queue || '|' ||
                greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
       FROM ins GROUP BY queue
     )
@@ -463,11 +485,16 @@ export function buildInsert(schema: string, arrays: readonly boolean[]): string 
  * The insert for calls where some job has a `uniqueKey`: ON CONFLICT against the partial unique
  * index of live jobs. Keeps (DO NOTHING) or, with `replaceWaiting`, replaces a still-waiting job
  * of the same key (DO UPDATE ... WHERE state = 'waiting'; a running one is left alone). Returns
- * the rows it inserted or replaced as [id, unique_key] pairs; jobs without a key come back in
- * input order (identity values follow the ORDER BY). Not the hot path: every column is an array.
- * $1 payload[] $2..$10 INSERT_COLUMNS[] and unique_key[] $11 channel
+ * the rows it inserted or replaced as [id, unique_key, inserted] triples, `inserted` false for a
+ * replaced one (`xmax = 0` only on a row version this statement inserted: an ON CONFLICT update
+ * stamps its own transaction id there); jobs without a key come back in input order (identity
+ * values follow the ORDER BY). Not the hot path: every column is an array.
+ * $1 payload[], INSERT_COLUMNS[], unique_key[], channel (INSERT_PARAMS.unique)
  */
 export function buildUniqueInsert(schema: string, replaceWaiting: boolean): string {
+  const { uniqueKey, channel } = INSERT_PARAMS.unique;
+  const arrays = ['$1::text[]', ...INSERT_COLUMNS.map(([, type], i) => `$${i + 2}::${type}[]`), `$${uniqueKey}::text[]`];
+  const names = ['payload', ...INSERT_COLUMNS.map(([col]) => col), 'unique_key'];
   const conflict = replaceWaiting
     ? `DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority, run_at = EXCLUDED.run_at,
          max_attempts = EXCLUDED.max_attempts, backoff = EXCLUDED.backoff, timeout_ms = EXCLUDED.timeout_ms
@@ -475,22 +502,20 @@ export function buildUniqueInsert(schema: string, replaceWaiting: boolean): stri
     : 'DO NOTHING';
   return `
     WITH input AS (
-      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::bigint[],
-                           $7::int[], $8::text[], $9::int[], $10::text[]) WITH ORDINALITY
-        AS t(payload, queue, name, priority, run_at, delay_ms, max_attempts, backoff, timeout_ms, unique_key, ord)
+      SELECT * FROM unnest(${arrays.join(', ')}) WITH ORDINALITY AS t(${names.join(', ')}, ord)
     ), ins AS (
       INSERT INTO ${escapeIdentifier(schema)}.jobs AS j (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, unique_key)
       SELECT queue, name, payload::jsonb, priority, coalesce(run_at, now() + delay_ms * interval '1 millisecond'),
              max_attempts, backoff::jsonb, timeout_ms, unique_key
       FROM input ORDER BY ord
       ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL ${conflict}
-      RETURNING j.id, j.queue, j.unique_key, j.run_at
+      RETURNING j.id, j.queue, j.unique_key, j.run_at, j.xmax = 0 AS inserted
     ), wake AS (
-      SELECT pg_notify($11, queue || '|' ||
+      SELECT pg_notify($${channel}, queue || '|' ||
                greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
       FROM ins GROUP BY queue
     )
-    SELECT coalesce(json_agg(json_build_array(id::text, unique_key) ORDER BY id), '[]') AS rows, now() AS now,
+    SELECT coalesce(json_agg(json_build_array(id::text, unique_key, inserted) ORDER BY id), '[]') AS rows, now() AS now,
            (SELECT count(*) FROM wake) AS woken
     FROM ins`;
 }

@@ -1,13 +1,14 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleDestroy } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { PgQueueConfigError } from '../core/errors';
 import type { JobHandler } from '../core/job';
-import { ON_QUEUE_EVENT_METADATA, PG_QUEUE_RUNTIME, PROCESS_METADATA, PROCESSOR_METADATA } from '../module/pg-queue.constants';
+import { INJECT_QUEUE_METADATA, ON_QUEUE_EVENT_METADATA, PG_QUEUE_RUNTIME, PROCESS_METADATA, PROCESSOR_METADATA } from '../module/pg-queue.constants';
+import type { InjectQueueMetadata } from '../decorators/inject-queue.decorator';
 import type { OnQueueEventMetadata } from '../decorators/on-queue-event.decorator';
 import type { ProcessorOptions } from '../decorators/processor.decorator';
 import type { ProcessMetadata } from '../decorators/process.decorator';
 import { resolveQueueOptions } from '../core/pg-queue.options';
-import type { PgQueueRuntime } from '../module/pg-queue.runtime';
+import { notRegisteredMessage, type PgQueueRuntime } from '../module/pg-queue.runtime';
 import { resolveSchedule, type ResolvedSchedule } from '../core/cron-schedule';
 import { buildJobRow } from '../producer/enqueue';
 import type { CronEntry } from '../worker/cron';
@@ -25,7 +26,7 @@ interface Found {
  * workers; stops them first thing at shutdown, before other providers tear down what jobs use.
  */
 @Injectable()
-export class PgQueueExplorer implements OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
+export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
   private readonly logger = new Logger('PgQueue');
 
   constructor(
@@ -33,6 +34,51 @@ export class PgQueueExplorer implements OnApplicationBootstrap, OnModuleDestroy,
     private readonly scanner: MetadataScanner,
     @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime,
   ) {}
+
+  /**
+   * Every `@InjectQueue` must have got its queue. Nest injected undefined where it did not (the
+   * injection is optional, so that this message replaces Nest's "can't resolve dependencies"):
+   * the queue is not registered at all, or registered in a module the class's module does not import.
+   */
+  checkInjectedQueues(): void {
+    const registered = this.runtime.registeredQueues.map((q) => q.name);
+    for (const wrapper of [...this.discovery.getProviders(), ...this.discovery.getControllers()]) {
+      const { metatype } = wrapper;
+      if (!metatype || typeof metatype !== 'function') continue;
+      const injected = Reflect.getMetadata(INJECT_QUEUE_METADATA, metatype) as InjectQueueMetadata[] | undefined;
+      if (!injected) continue;
+      for (const inj of injected) {
+        const where = `@InjectQueue('${inj.name}') in ${metatype.name}`;
+        if (!this.runtime.queueOptions(inj.name)) throw new PgQueueConfigError(notRegisteredMessage(inj.name, registered, where));
+        // Request-scoped classes are built per request: their dependencies are resolved later.
+        if (!wrapper.isDependencyTreeStatic()) continue;
+        const resolved =
+          inj.index !== undefined
+            ? wrapper.getCtorMetadata()?.[inj.index] !== undefined
+            : wrapper.getPropertiesMetadata()?.some((p) => p.key === inj.property && p.wrapper !== undefined);
+        if (!resolved) {
+          const host = wrapper.host?.metatype?.name ?? `${metatype.name}'s module`;
+          throw new PgQueueConfigError(
+            `${where}: queue "${inj.name}" is registered, but not in a module that ${host} imports, so Nest cannot inject it ` +
+              `there. Add PgQueueModule.registerQueue({ name: '${inj.name}' }) to the imports of ${host} (with the same ` +
+              `options), or export that registerQueue(...) from a module ${host} imports.`,
+          );
+        }
+      }
+    }
+  }
+
+  /** Checks, once every provider exists, what can be checked before anything runs. */
+  onModuleInit(): Promise<void> {
+    try {
+      this.runtime.checkDeadLetterQueues();
+      this.checkInjectedQueues();
+      return Promise.resolve();
+    } catch (err) {
+      // A failed boot must not leave the pool's connections open behind it.
+      return this.runtime.close().then(() => Promise.reject(err as Error));
+    }
+  }
 
   /** Every processor's handlers, by queue; throws on duplicates and unregistered queues. */
   explore(): Map<string, Found> {

@@ -15,3 +15,6 @@ export function getQueueToken(name: string): string {
 
 /** Metadata key written by `@OnQueueEvent`. */
 export const ON_QUEUE_EVENT_METADATA = 'nestjs-pg-queue:on-queue-event';
+
+/** Metadata key written by `@InjectQueue`: the queues a class injects, checked at boot. */
+export const INJECT_QUEUE_METADATA = 'nestjs-pg-queue:inject-queue';

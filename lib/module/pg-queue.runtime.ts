@@ -85,10 +85,7 @@ export class PgQueueRuntime {
         `Queue "${resolved.name}" is registered twice with different options; register it once, or with the same options.`,
       );
     }
-    if (!prev) {
-      this.registered.set(resolved.name, resolved);
-      this.queues.delete(resolved.name); // an ad-hoc producer made earlier had the module's defaults
-    }
+    if (!prev) this.registered.set(resolved.name, resolved);
     return this.queue(resolved.name);
   }
 
@@ -104,12 +101,18 @@ export class PgQueueRuntime {
   /** The caller's implicit transaction (@nestjs-cls/transactional), if any: add() joins it. */
   ambientTransaction: () => SqlExecutor | undefined = () => undefined;
 
-  /** A producer for any queue name: registered queues use their defaults, others the module's. */
-  queue(name: string): Queue {
+  /**
+   * The producer of a registered queue. A name this app never registered throws: a job enqueued
+   * there would wait forever, silently, for a worker no process declares (a misspelt name).
+   * @param caller who asked, for the message (e.g. `QueueService.add`)
+   */
+  queue(name: string, caller?: string): Queue {
     let q = this.queues.get(name);
     if (!q) {
       validateQueueName(name);
-      const defaults = this.registered.get(name)?.defaultJobOptions ?? this.options.defaultJobOptions;
+      const registered = this.registered.get(name);
+      if (!registered) throw new PgQueueConfigError(notRegisteredMessage(name, this.registeredQueues.map((r) => r.name), caller && `${caller}('${name}')`));
+      const defaults = registered.defaultJobOptions;
       q = new Queue(
         name,
         this.store,
@@ -124,6 +127,22 @@ export class PgQueueRuntime {
     return q;
   }
 
+  /**
+   * Throws when a registered queue names a deadLetterQueue this app does not register: its
+   * failed jobs would move to a queue no process declares, where nothing runs or shows them.
+   */
+  checkDeadLetterQueues(): void {
+    for (const q of this.registered.values()) {
+      if (q.deadLetterQueue !== null && !this.registered.has(q.deadLetterQueue)) {
+        throw new PgQueueConfigError(
+          `Queue "${q.name}" names deadLetterQueue "${q.deadLetterQueue}", which is not registered in this app. ` +
+            `Add PgQueueModule.registerQueue({ name: '${q.deadLetterQueue}' }) to the imports of a module (with a @Processor ` +
+            `for it where its jobs should run), or remove deadLetterQueue from "${q.name}".`,
+        );
+      }
+    }
+  }
+
   /** Stops the workers (gracefully), then closes the pool. */
   async close(): Promise<void> {
     if (this.closed) return;
@@ -131,4 +150,17 @@ export class PgQueueRuntime {
     await this.supervisor.stop();
     await this.pool.end();
   }
+}
+
+/**
+ * What to do about a queue name this app never registered. Shared by the producer (add, getQueue)
+ * and by boot (@InjectQueue), so both say the same thing.
+ */
+export function notRegisteredMessage(name: string, registered: readonly string[], where?: string): string {
+  return (
+    `${where ? `${where}: q` : 'Q'}ueue "${name}" is not registered in this app, so no process would ever run its jobs. ` +
+    `Add PgQueueModule.registerQueue({ name: '${name}' }) to the imports of a module; a producer-only process ` +
+    `(workers: false) registers the queues it enqueues to as well. ` +
+    `Registered queues: ${registered.length ? registered.map((n) => `"${n}"`).join(', ') : '(none)'}.`
+  );
 }

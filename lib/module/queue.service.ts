@@ -13,17 +13,24 @@ import type { PgQueueRuntime } from './pg-queue.runtime';
 export class QueueService {
   constructor(@Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime) {}
 
-  /** The producer of a queue (registered or not). */
+  /**
+   * The producer of a registered queue. Throws `PgQueueConfigError` for a name this app never
+   * registered with `PgQueueModule.registerQueue` (a producer-only process registers its queues too).
+   */
   getQueue<TJobs extends JobMap = JobMap>(queue: string): Queue<TJobs> {
-    return this.runtime.queue(queue) as unknown as Queue<TJobs>;
+    return this.runtime.queue(queue, 'QueueService.getQueue') as unknown as Queue<TJobs>;
   }
 
+  /** Enqueues one job into a registered queue; rejects with `PgQueueConfigError` for an unregistered one. */
   async add<TPayload = unknown>(queue: string, name: string, payload: TPayload, opts?: EnqueueOptions): Promise<Job<TPayload>> {
-    return this.getQueue<Record<string, TPayload>>(queue).add(name, payload, opts);
+    const q = this.runtime.queue(queue, 'QueueService.add') as unknown as Queue<Record<string, TPayload>>;
+    return q.add(name, payload, opts);
   }
 
+  /** Enqueues many jobs into a registered queue, in one statement; rejects for an unregistered one. */
   async addBulk<TPayload = unknown>(queue: string, jobs: readonly BulkJob<string, TPayload>[], target?: TransactionTarget): Promise<Job<TPayload>[]> {
-    return this.getQueue<Record<string, TPayload>>(queue).addBulk(jobs, target);
+    const q = this.runtime.queue(queue, 'QueueService.addBulk') as unknown as Queue<Record<string, TPayload>>;
+    return q.addBulk(jobs, target);
   }
 
   /**
@@ -38,8 +45,12 @@ export class QueueService {
     return out;
   }
 
-  /** Any job by id, live or finished; null when unknown. */
+  /**
+   * Any job by id, of any queue, live or finished; null when unknown. Reads in `target`'s
+   * transaction, else in the caller's implicit one (@nestjs-cls/transactional), so it sees a job
+   * that transaction enqueued and has not committed yet.
+   */
   getJob<TPayload = unknown>(id: string, target?: TransactionTarget): Promise<Job<TPayload> | null> {
-    return this.runtime.store.getJob<TPayload>(String(id), executorFor(target));
+    return this.runtime.store.getJob<TPayload>(String(id), executorFor(target) ?? this.runtime.ambientTransaction());
   }
 }

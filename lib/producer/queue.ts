@@ -32,11 +32,18 @@ export class Queue<TJobs extends JobMap = JobMap> {
     private readonly ambient: () => SqlExecutor | undefined = () => undefined,
   ) {}
 
-  /** The explicit transaction if one is given, else the caller's implicit one (CLS), else the pool. */
+  /**
+   * The explicit transaction if one is given, else the caller's implicit one (CLS), else the pool.
+   * Every method that takes a target uses it: add, addBulk, cancel, retry, remove and getJob.
+   */
   private target(t: TransactionTarget | undefined): SqlExecutor | undefined {
     return executorFor(t) ?? this.ambient();
   }
 
+  /**
+   * Reports the rows an add actually inserted (metrics: pgqueue_jobs_enqueued_total). An add
+   * whose uniqueKey found a live job, or replaced a waiting one, added no job: not counted.
+   */
   private enqueued(rows: readonly { name: string }[]): void {
     // Counting per name costs a pass over the batch: only when someone (metrics) listens.
     if (!this.onEnqueued || !this.wantsEnqueued()) return;
@@ -57,9 +64,9 @@ export class Queue<TJobs extends JobMap = JobMap> {
   async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
     if (row.uniqueKey !== null) {
-      const [job] = await this.store.insertUnique<TJobs[N]>([row], this.target(opts));
-      this.enqueued([row]);
-      return job;
+      const { jobs, inserted } = await this.store.insertUnique<TJobs[N]>([row], this.target(opts));
+      this.enqueued(inserted);
+      return jobs[0];
     }
     const { ids, now } = await this.store.insert([row], this.target(opts));
     this.enqueued([row]);
@@ -73,8 +80,8 @@ export class Queue<TJobs extends JobMap = JobMap> {
   ): Promise<Job<TJobs[N]>[]> {
     const rows = jobs.map((j) => buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes));
     if (rows.some((r) => r.uniqueKey !== null)) {
-      const out = await this.store.insertUnique<TJobs[N]>(rows, this.target(target));
-      this.enqueued(rows);
+      const { jobs: out, inserted } = await this.store.insertUnique<TJobs[N]>(rows, this.target(target));
+      this.enqueued(inserted);
       return out;
     }
     const { ids, now } = await this.store.insert(rows, this.target(target));
@@ -120,7 +127,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async retry(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
-    return (await this.store.retryFinished(this.name, [String(id)], executorFor(target))) > 0;
+    return (await this.store.retryFinished(this.name, [String(id)], this.target(target))) > 0;
   }
 
   /** Runs every failed job of this queue again (a thousand per statement); returns how many. */
@@ -134,7 +141,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async remove(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
-    return this.store.remove(this.name, String(id), executorFor(target));
+    return this.store.remove(this.name, String(id), this.target(target));
   }
 
   /** A job of this queue by id, live or finished; null when unknown (or pruned). */
@@ -142,7 +149,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
     id: string,
     target?: TransactionTarget,
   ): Promise<Job<TJobs[N]> | null> {
-    const job = await this.store.getJob<TJobs[N]>(String(id), executorFor(target));
+    const job = await this.store.getJob<TJobs[N]>(String(id), this.target(target));
     return job && job.queue === this.name ? job : null;
   }
 }

@@ -1,4 +1,5 @@
 import type { ClaimedRow } from '../db/job-store';
+import { CompleteWithError } from '../core/errors';
 import type { ActiveJob, JobAttemptError, JobState, TransactionClient, TransactionManager } from '../core/job';
 
 /**
@@ -21,7 +22,10 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   readonly errors: readonly JobAttemptError[];
   readonly result: null = null;
   readonly timeoutMs: number | null;
-  /** Set by the worker: completes this attempt in the caller's transaction. */
+  /**
+   * Set by the worker: completes this attempt in the caller's transaction, or refuses with
+   * CompleteWithError once the attempt has ended or after a first call.
+   */
   completeIn: ((target: { readonly manager?: TransactionManager; readonly client?: TransactionClient }, result: unknown) => Promise<void>) | null = null;
   private controller: AbortController | null = null;
   private abortReason: unknown = undefined;
@@ -51,7 +55,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   }
 
   completeWith(target: { readonly manager?: TransactionManager; readonly client?: TransactionClient }, result?: unknown): Promise<void> {
-    if (!this.completeIn) return Promise.reject(new Error('completeWith() is only available while the job runs.'));
+    if (!this.completeIn) return Promise.reject(new CompleteWithError(this.id, this.attempt, 'attempt-ended', `${this.queue}/${this.name}`));
     return this.completeIn(target, result);
   }
 

@@ -1,7 +1,7 @@
 import type { ClaimedRow, JobStore, Outcome } from '../db/job-store';
 import { isStorableJson } from '../db/jsonb';
 import { RunningJob } from './active-job';
-import { CancelJobError, JobTimeoutError, LeaseLostError, PgQueueConfigError, SnoozeJobError, UnknownJobNameError } from '../core/errors';
+import { CancelJobError, CompleteWithError, JobTimeoutError, LeaseLostError, PgQueueConfigError, SnoozeJobError, UnknownJobNameError } from '../core/errors';
 import { executorFor } from '../db/executor';
 import type { Job, JobAttemptError, JobHandler } from '../core/job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/pg-queue.options';
@@ -200,9 +200,15 @@ export class QueueWorker {
 
   private run(row: ClaimedRow): void {
     const job = new RunningJob(row);
+    let completeCalled = false;
     job.completeIn = async (target, result) => {
+      // Once the attempt is settled (handler returned or threw, timeout, cancel, shutdown) this
+      // worker no longer runs it: `running` holds an attempt exactly until then.
+      if (this.running.get(job.id)?.job !== job) throw new CompleteWithError(job.id, job.attempt, 'attempt-ended', `${job.queue}/${job.name}`);
+      if (completeCalled) throw new CompleteWithError(job.id, job.attempt, 'already-called', `${job.queue}/${job.name}`);
       const db = executorFor(target);
       if (!db) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
+      completeCalled = true;
       if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, this.resultJson(job, result)))) {
         throw new LeaseLostError(job.id);
       }

@@ -3,7 +3,7 @@ import type { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Client } from 'pg';
 import request from 'supertest';
-import { QueueService } from '../../lib';
+import { PgQueueModule, QueueService } from '../../lib';
 import { PgQueueHealthIndicator, type PgQueueHealthDetails } from '../../lib/health';
 import { AppModule } from '../../sample/app.module';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
@@ -51,7 +51,11 @@ describe('sample app: GET /health', () => {
     poolProxy = await TcpProxy.forUrl(db.url);
     process.env.HEALTH_LISTENER_GRACE_MS = String(GRACE_MS); // read when the controller is created
     const moduleRef = await Test.createTestingModule({
-      imports: [AppModule.forRoot(db.url, { connection: poolProxy.urlThrough(db.url), listenConnection: listenProxy.urlThrough(db.url) })],
+      imports: [
+        AppModule.forRoot(db.url, { connection: poolProxy.urlThrough(db.url), listenConnection: listenProxy.urlThrough(db.url) }),
+        // A queue no processor of the sample runs, for the maxAvailable check below.
+        PgQueueModule.registerQueue({ name: 'health-e2e' }),
+      ],
     }).compile();
     app = moduleRef.createNestApplication({ logger: process.env.PGQUEUE_TEST_LOGS ? undefined : false });
     await app.init();

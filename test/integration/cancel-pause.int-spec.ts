@@ -74,9 +74,10 @@ describe('cancellation, snooze, pause', () => {
   const base = (): PgQueueModuleOptions => ({ connection: t.db.url, pollIntervalMs: 100, rescueIntervalMs: 500 });
 
   beforeAll(async () => {
-    worker = await bootApp({ options: base(), queues: [{ name: 'cp', concurrency: 5, defaultJobOptions: { attempts: 5 } }], providers: [CpProcessor, EventLog] });
+    const cp = { name: 'cp', concurrency: 5, defaultJobOptions: { attempts: 5 } };
+    worker = await bootApp({ options: base(), queues: [cp], providers: [CpProcessor, EventLog] });
     // A second node with no workers: cancels and pauses from it must reach the worker node.
-    producer = await bootApp({ options: { ...base(), workers: false } });
+    producer = await bootApp({ options: { ...base(), workers: false }, queues: [cp, { name: 'elsewhere' }] });
     queue = producer.get(QueueService).getQueue<{ x: Payload }>('cp');
   });
   afterAll(async () => {

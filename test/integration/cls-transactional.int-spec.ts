@@ -4,7 +4,7 @@ import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import { ClsModule, ClsService } from 'nestjs-cls';
 import { ClsPluginTransactional, Transactional, TransactionHost } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
-import { InjectQueue, type Queue } from '../../lib';
+import { InjectQueue, QueueService, type Job, type Queue } from '../../lib';
 import { bootApp } from '../support/app';
 import { useTestDatabase } from '../support/database';
 
@@ -30,6 +30,37 @@ class OrderService {
   }
 }
 
+/** retry, remove and getJob inside a @Transactional() method, then a failure that rolls it back. */
+@Injectable()
+class MailAdmin {
+  constructor(
+    @InjectQueue('mail') private readonly mail: Queue<{ confirm: { orderId: number } }>,
+    private readonly queues: QueueService,
+  ) {}
+
+  @Transactional()
+  async retryThenFail(id: string): Promise<never> {
+    if (!(await this.mail.retry(id))) throw new Error(`retry(${id}) found nothing to retry`);
+    throw new Error('rolled back after retry');
+  }
+
+  @Transactional()
+  async removeThenFail(id: string): Promise<never> {
+    if (!(await this.mail.remove(id))) throw new Error(`remove(${id}) found nothing to remove`);
+    throw new Error('rolled back after remove');
+  }
+
+  /** Enqueues, reads the uncommitted job back both ways, then rolls everything back. */
+  @Transactional()
+  async addReadThenFail(orderId: number, seen: { viaQueue?: Job | null; viaService?: Job | null; id?: string }): Promise<never> {
+    const job = await this.mail.add('confirm', { orderId });
+    seen.id = job.id;
+    seen.viaQueue = await this.mail.getJob(job.id);
+    seen.viaService = await this.queues.getJob(job.id);
+    throw new Error('rolled back after add');
+  }
+}
+
 describe('implicit transaction of @nestjs-cls/transactional', () => {
   const t = useTestDatabase();
   let app: INestApplicationContext;
@@ -51,7 +82,7 @@ describe('implicit transaction of @nestjs-cls/transactional', () => {
       ],
       options: { connection: t.db.url, workers: false },
       queues: [{ name: 'mail' }],
-      providers: [OrderService],
+      providers: [OrderService, MailAdmin],
     });
   });
   afterAll(async () => {
@@ -80,5 +111,29 @@ describe('implicit transaction of @nestjs-cls/transactional', () => {
     await app.get(OrderService).outsideTransaction(4); // no CLS context at all
     expect(await jobsFor(3)).toBe(1);
     expect(await jobsFor(4)).toBe(1);
+  });
+
+  const stateOf = async (id: string) => (await app.get(QueueService).getJob(id))?.state ?? null;
+
+  it('retry() joins the transaction: its rollback leaves the job as it was', async () => {
+    const mail = app.get(QueueService).getQueue('mail');
+    const job = await mail.add('confirm', { orderId: 5 });
+    expect(await mail.cancel(job.id)).toBe('cancelled');
+    await expect(inCls(() => app.get(MailAdmin).retryThenFail(job.id))).rejects.toThrow('rolled back after retry');
+    expect(await stateOf(job.id)).toBe('cancelled');
+  });
+
+  it('remove() joins the transaction: its rollback leaves the job in place', async () => {
+    const job = await app.get(QueueService).add('mail', 'confirm', { orderId: 6 }, { delayMs: 60_000 });
+    await expect(inCls(() => app.get(MailAdmin).removeThenFail(job.id))).rejects.toThrow('rolled back after remove');
+    expect(await stateOf(job.id)).toBe('delayed');
+  });
+
+  it('getJob() (Queue and QueueService) reads in the transaction: it sees the job the transaction enqueued', async () => {
+    const seen: { viaQueue?: Job | null; viaService?: Job | null; id?: string } = {};
+    await expect(inCls(() => app.get(MailAdmin).addReadThenFail(7, seen))).rejects.toThrow('rolled back after add');
+    expect(seen.viaQueue).toMatchObject({ id: seen.id, state: 'waiting', payload: { orderId: 7 } });
+    expect(seen.viaService).toMatchObject({ id: seen.id, state: 'waiting', payload: { orderId: 7 } });
+    expect(await stateOf(seen.id!)).toBeNull();
   });
 });

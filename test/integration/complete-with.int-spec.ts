@@ -2,17 +2,19 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import type { Pool } from 'pg';
 import { DataSource } from 'typeorm';
-import { LeaseLostError, Process, Processor, QueueService, type ActiveJob, type Queue } from '../../lib';
+import { CompleteWithError, LeaseLostError, Process, Processor, QueueService, type ActiveJob, type Queue } from '../../lib';
 import { bootApp } from '../support/app';
 import { testPool, useTestDatabase, waitFor } from '../support/database';
 
 // job.completeWith({ manager | client }): the handler's writes and the job's completion commit
 // together; a lost lease makes the handler's transaction fail instead of writing twice.
 
-type Mode = 'commit' | 'rollback-first' | 'steal-lease' | 'typeorm';
+type Mode = 'commit' | 'rollback-first' | 'steal-lease' | 'typeorm' | 'late' | 'twice';
 let pool: Pool;
 let dataSource: DataSource;
 const outcomes = new Map<string, unknown>();
+/** Jobs whose handler returned without completeWith, kept to call it afterwards. */
+const returned = new Map<string, ActiveJob>();
 
 @Processor('tx')
 class TxProcessor {
@@ -25,6 +27,10 @@ class TxProcessor {
       });
       return 'ignored';
     }
+    if (job.payload.mode === 'late') {
+      returned.set(job.id, job);
+      return 'returned';
+    }
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
@@ -35,6 +41,9 @@ class TxProcessor {
       }
       try {
         await job.completeWith({ client }, { attempt: job.attempt });
+        if (job.payload.mode === 'twice') {
+          outcomes.set(job.id, await job.completeWith({ client }, { second: true }).catch((e: unknown) => e));
+        }
       } catch (err) {
         outcomes.set(job.id, err);
         throw err;
@@ -106,6 +115,32 @@ describe('job.completeWith', () => {
     const job = await queue.add('x', { mode: 'typeorm' });
     await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed');
     expect((await queue.getJob(job.id))?.result).toEqual({ via: 'typeorm' });
+    expect(await effects(job.id)).toEqual([1]);
+  });
+
+  it('refuses completeWith after the handler returned: a CompleteWithError, and nothing written', async () => {
+    const job = await queue.add('x', { mode: 'late' });
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed');
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const err = await returned.get(job.id)!.completeWith({ client }, { late: true }).catch((e: unknown) => e);
+      await client.query('COMMIT');
+      expect(err).toBeInstanceOf(CompleteWithError);
+      expect(err).toMatchObject({ jobId: job.id, attempt: 1, reason: 'attempt-ended' });
+      expect((err as Error).message).toMatch(/came after the attempt had ended/);
+    } finally {
+      client.release();
+    }
+    expect((await queue.getJob(job.id))?.result).toBe('returned');
+  });
+
+  it('refuses a second completeWith in the same attempt; the first one completes the job', async () => {
+    const job = await queue.add('x', { mode: 'twice' });
+    await waitFor(async () => (await queue.getJob(job.id))?.state === 'completed');
+    expect(outcomes.get(job.id)).toBeInstanceOf(CompleteWithError);
+    expect(outcomes.get(job.id)).toMatchObject({ jobId: job.id, attempt: 1, reason: 'already-called' });
+    expect((await queue.getJob(job.id))?.result).toEqual({ attempt: 1 });
     expect(await effects(job.id)).toEqual([1]);
   });
 });

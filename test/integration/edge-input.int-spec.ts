@@ -136,6 +136,8 @@ describe('the worker survives bad input at the edges and reports it', () => {
       queues: [
         { name: 'edge', concurrency: 4, defaultJobOptions: { backoff: { type: 'fixed', delayMs: 50, jitter: false } } },
         { name: 'serial', concurrency: 1 },
+        // Run by a child process (test/fixtures/leaky-handler-process.js); this app enqueues to it.
+        { name: 'leaky' },
       ],
       providers: [EdgeProcessor, SerialProcessor],
     });

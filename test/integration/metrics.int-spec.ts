@@ -170,6 +170,37 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
     }
   });
 
+  it('counts as enqueued only the jobs an add inserted: not one whose uniqueKey found a live job, nor a replaced waiting one', async () => {
+    const registry = new Registry();
+    const app = await bootApp({
+      options: { connection: t.db.url, schema: 'metrics_unique', workers: false },
+      queues: [{ name: 'u' }],
+      imports: [PgQueueMetricsModule.register({ registry })],
+    });
+    try {
+      const queues = app.get(QueueService);
+      const enqueued = async () => total(await scrape(registry), 'pgqueue_jobs_enqueued_total', { queue: 'u', name: 'j' });
+      const first = await queues.add('u', 'j', { v: 1 }, { uniqueKey: 'k1', delayMs: 60_000 });
+      expect(await enqueued()).toBe(1);
+      const found = await queues.add('u', 'j', { v: 2 }, { uniqueKey: 'k1', delayMs: 60_000 });
+      expect(found.id).toBe(first.id);
+      expect(await enqueued()).toBe(1);
+      const replaced = await queues.add('u', 'j', { v: 3 }, { uniqueKey: 'k1', replaceWaiting: true, delayMs: 60_000 });
+      expect(replaced).toMatchObject({ id: first.id, payload: { v: 3 } });
+      expect(await enqueued()).toBe(1);
+      // A bulk add of one new key, one live key and one job without a key: two rows inserted.
+      await queues.addBulk('u', [
+        { name: 'j', payload: {}, opts: { uniqueKey: 'k2' } },
+        { name: 'j', payload: {}, opts: { uniqueKey: 'k1' } },
+        { name: 'j', payload: {} },
+      ]);
+      expect(await enqueued()).toBe(3);
+      expect((await t.pool.query(`SELECT count(*)::int AS n FROM metrics_unique.jobs`)).rows[0].n).toBe(3);
+    } finally {
+      await app.close();
+    }
+  });
+
   it('registers twice in one registry without throwing, counts one runtime once, and lets go on close', async () => {
     const registry = new Registry();
     const boot = (schema: string) =>

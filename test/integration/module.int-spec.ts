@@ -48,6 +48,7 @@ describe('PgQueueModule wiring', () => {
         }),
         ReportsModule,
         OtherFeatureModule,
+        PgQueueModule.registerQueue({ name: 'other' }),
       ],
     })
     class AppModule {}

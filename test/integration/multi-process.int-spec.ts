@@ -134,7 +134,7 @@ describe('several worker processes on one database', () => {
     await sql.connect();
     await sql.query(`CREATE TABLE runs (job_id bigint NOT NULL, attempt int NOT NULL, pid int NOT NULL,
                        at timestamptz NOT NULL DEFAULT clock_timestamp())`);
-    producer = await bootApp({ options: { connection: db!.url, workers: false } });
+    producer = await bootApp({ options: { connection: db!.url, workers: false }, queues: [{ name: 'work' }] });
     await producer.init();
     return producer.get(QueueService);
   }
