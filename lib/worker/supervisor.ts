@@ -7,7 +7,7 @@ import { LeaseLostError, PgQueueError, ShutdownError } from '../errors';
 import type { Job, JobAttemptError, JobHandler } from '../job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../pg-queue.options';
 import { Completer } from './completer';
-import { Listener } from './listener';
+import { Listener, type ScheduledReconnect } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
 import { JobsTableVacuum } from './vacuum';
@@ -108,8 +108,9 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   }
 
   /** The listener's state, or null in poll-only mode. */
-  get listenerState(): { connected: boolean; disconnectedSince: number | null } | null {
-    return this.listener ? { connected: this.listener.connected, disconnectedSince: this.listener.disconnectedSince } : null;
+  get listenerState(): { connected: boolean; disconnectedSince: number | null; scheduledReconnect: ScheduledReconnect | null } | null {
+    const l = this.listener;
+    return l ? { connected: l.connected, disconnectedSince: l.disconnectedSince, scheduledReconnect: l.scheduledReconnect } : null;
   }
 
   async start(): Promise<void> {
