@@ -37,6 +37,8 @@ interface Running {
   settled: boolean;
   /** queue.cancel(id) reached it: unless the handler completes anyway, it ends cancelled. */
   cancelRequested: boolean;
+  /** job.completeWith() wrote the completion in the caller's transaction. */
+  completedInTransaction: boolean;
   readonly startedAt: number;
 }
 
@@ -200,19 +202,20 @@ export class QueueWorker {
 
   private run(row: ClaimedRow): void {
     const job = new RunningJob(row);
+    const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
+    if (backoff !== row.backoff && row.backoff !== null) {
+      const shown = JSON.stringify(row.backoff).slice(0, 200);
+      this.ctx.logger.warn(`Job ${job.id} (${job.queue}/${job.name}) has an unusable backoff ${shown}; using the queue's default`);
+    }
+    const entry: Running = { job, backoff, timer: null, settled: false, cancelRequested: false, completedInTransaction: false, startedAt: performance.now() };
     job.completeIn = async (target, result) => {
       const db = executorFor(target);
       if (!db) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
       if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, this.resultJson(job, result)))) {
         throw new LeaseLostError(job.id);
       }
+      entry.completedInTransaction = true;
     };
-    const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
-    if (backoff !== row.backoff && row.backoff !== null) {
-      const shown = JSON.stringify(row.backoff).slice(0, 200);
-      this.ctx.logger.warn(`Job ${job.id} (${job.queue}/${job.name}) has an unusable backoff ${shown}; using the queue's default`);
-    }
-    const entry: Running = { job, backoff, timer: null, settled: false, cancelRequested: false, startedAt: performance.now() };
     this.running.set(job.id, entry);
     if (row.cancel_requested) {
       // Cancelled while an earlier attempt ran, and back in the queue since: never run again.
@@ -278,7 +281,7 @@ export class QueueWorker {
         this.ctx.events.failed(job, error);
       }
     }
-    this.ctx.completer.push(outcome);
+    this.ctx.completer.push(outcome, entry.completedInTransaction);
     // Under a global limit a short claim says nothing about the backlog: the slot this job frees
     // may be the one the limit withheld.
     if (this.limited) this.mayHaveMore = true;

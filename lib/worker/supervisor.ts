@@ -107,6 +107,14 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     return this.started && !this.stopped;
   }
 
+  /**
+   * Outcomes this process tried to write that matched no row (the attempt was no longer its own:
+   * the lease was lost to another worker), counted since start and logged as they happen.
+   */
+  get unmatchedOutcomes(): number {
+    return this.completer.unmatched;
+  }
+
   /** The listener's state, or null in poll-only mode. */
   get listenerState(): { connected: boolean; disconnectedSince: number | null; scheduledReconnect: ScheduledReconnect | null } | null {
     const l = this.listener;
