@@ -4,6 +4,7 @@ import { Pool } from 'pg';
 import { LeaseLostError, Process, Processor, QueueService, type ActiveJob } from '../../lib';
 import { bootApp, runtimeOf } from '../support/app';
 import { createTestDatabase, waitFor, type TestDatabase, testPool } from '../support/database';
+import { afterRescuePass } from '../support/rescue-pass';
 
 const abortReasons = new Map<string, unknown>();
 const ran: string[] = [];
@@ -55,7 +56,8 @@ describe('leases: heartbeat, lease loss, rescue', () => {
       // Renewed at a moment (database clock) after the first lease had expired.
       return +r.rows[0].locked_until > +first + 1500;
     }, { timeoutMs: 8000, message: 'lease to be renewed past its first expiry' });
-    // Not rescued although its first lease has expired (the rescuer runs every 200 ms): still attempt 1, still ours.
+    // Not rescued by a rescue pass run after its first lease had expired: still attempt 1, still ours.
+    await afterRescuePass(pool);
     const row = (await pool.query('SELECT attempt, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0];
     expect(row).toEqual({ attempt: 1, locked_by: runtimeOf(app).supervisor.workerId });
     // Hand it over to "another worker": the next heartbeat notices and aborts the handler.
