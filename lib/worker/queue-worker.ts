@@ -84,6 +84,7 @@ export class QueueWorker {
   private dueTimer: NodeJS.Timeout | null = null;
   private dueAt = Infinity;
   private idleWaiters: (() => void)[] = [];
+  private answeredClaims = 0;
 
   constructor(
     readonly queue: ResolvedQueueOptions,
@@ -91,6 +92,11 @@ export class QueueWorker {
     private readonly catchAll: JobHandler | undefined,
     private readonly ctx: QueueWorkerContext,
   ) {}
+
+  /** Claim statements that came back (with jobs or without): each one a look at the queue. */
+  get claimsAnswered(): number {
+    return this.answeredClaims;
+  }
 
   get runningCount(): number {
     return this.running.size;
@@ -181,6 +187,7 @@ export class QueueWorker {
       let rows: ClaimedRow[];
       try {
         rows = await claim;
+        this.answeredClaims++;
       } catch (err) {
         // The database is unreachable or restarting: the poll timer tries again.
         this.ctx.events.error(err as Error);

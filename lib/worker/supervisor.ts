@@ -115,6 +115,14 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     return this.completer.unmatched;
   }
 
+  /**
+   * Claim statements the worker of `queue` in this process has had answered (0 without one):
+   * each is a moment at which it looked at the queue, so a test can tell a poll has passed.
+   */
+  claimsAnswered(queue: string): number {
+    return this.workers.get(queue)?.claimsAnswered ?? 0;
+  }
+
   /** The listener's state, or null in poll-only mode. */
   get listenerState(): { connected: boolean; disconnectedSince: number | null; scheduledReconnect: ScheduledReconnect | null } | null {
     const l = this.listener;
