@@ -329,24 +329,29 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
     /**
      * What the limits allow now: jobs of the queue running anywhere, starts within the rate
      * window, and how long until the oldest of those leaves it. $1 queue $2 window ms (NULL: none)
+     * The window ends at now(), the transaction's start, which is what the claim stamps as the
+     * jobs' started_at, and recordStarts records that too: so the limit holds for the start times
+     * stored on the jobs. With clock_timestamp() here, a claim delayed between BEGIN and this
+     * statement (a stalled event loop) let 8 jobs of a 4-per-second limit show started_at within
+     * one second (test/integration/limits.int-spec.ts, a 40 ms stall on every other claim).
      */
     limitState: `
       WITH q AS (
         SELECT coalesce((SELECT recent_starts FROM ${s}.queues WHERE name = $1), '{}') AS starts
       ), win AS (
-        SELECT t FROM q, unnest(q.starts) t WHERE $2::bigint IS NOT NULL AND t > clock_timestamp() - $2::bigint * interval '1 millisecond'
+        SELECT t FROM q, unnest(q.starts) t WHERE $2::bigint IS NOT NULL AND t > now() - $2::bigint * interval '1 millisecond'
       )
       SELECT (SELECT count(*) FROM ${jobs} WHERE queue = $1 AND state = 'active')::int AS active,
              (SELECT count(*) FROM win)::int AS recent,
-             (SELECT extract(epoch FROM min(t) + $2::bigint * interval '1 millisecond' - clock_timestamp()) * 1000 FROM win)::float8 AS next_free_ms`,
+             (SELECT extract(epoch FROM min(t) + $2::bigint * interval '1 millisecond' - now()) * 1000 FROM win)::float8 AS next_free_ms`,
 
     /** Records $2 starts of a rate-limited queue, keeping the newest $4 within the window. $1 queue $3 window ms */
     recordStarts: `
-      INSERT INTO ${s}.queues AS q (name, recent_starts) VALUES ($1, array_fill(clock_timestamp(), ARRAY[$2::int]))
+      INSERT INTO ${s}.queues AS q (name, recent_starts) VALUES ($1, array_fill(now(), ARRAY[$2::int]))
       ON CONFLICT (name) DO UPDATE SET recent_starts = (
         SELECT coalesce(array_agg(t ORDER BY t), '{}') FROM (
-          SELECT t FROM unnest(q.recent_starts || array_fill(clock_timestamp(), ARRAY[$2::int])) t
-          WHERE t > clock_timestamp() - $3::bigint * interval '1 millisecond'
+          SELECT t FROM unnest(q.recent_starts || array_fill(now(), ARRAY[$2::int])) t
+          WHERE t > now() - $3::bigint * interval '1 millisecond'
           ORDER BY t DESC LIMIT $4) newest)`,
 
     /**

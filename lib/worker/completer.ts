@@ -12,6 +12,9 @@ export class Completer {
   private scheduled = false;
   private failures = 0;
   private retryTimer: NodeJS.Timeout | null = null;
+  /** Outcomes already written elsewhere (job.completeWith committed them): matching nothing is expected. */
+  private readonly writtenElsewhere = new Set<string>();
+  private unmatchedCount = 0;
 
   constructor(
     private readonly store: JobStore,
@@ -27,7 +30,17 @@ export class Completer {
     return this.pending.map((o) => o.id);
   }
 
-  push(outcome: Outcome): void {
+  /**
+   * Outcomes whose write matched no row: the job was no longer this worker's attempt (its lease
+   * was lost and another worker owns it, or it was removed), so the guard refused to write it.
+   */
+  get unmatched(): number {
+    return this.unmatchedCount;
+  }
+
+  /** `completedInTransaction`: job.completeWith already wrote it, so a write that matches nothing is expected. */
+  push(outcome: Outcome, completedInTransaction = false): void {
+    if (completedInTransaction) this.writtenElsewhere.add(outcome.id);
     this.pending.push(outcome);
     if (!this.scheduled && !this.inFlight && !this.retryTimer) {
       this.scheduled = true;
@@ -44,8 +57,9 @@ export class Completer {
     this.inFlight = this.store
       .settle(batch, this.workerId)
       .then(
-        () => {
+        (written) => {
           this.failures = 0;
+          this.countUnmatched(batch, written);
           this.onWritten();
         },
         (err: Error) => {
@@ -70,6 +84,21 @@ export class Completer {
         }
       });
     return this.inFlight;
+  }
+
+  private countUnmatched(batch: readonly Outcome[], written: ReadonlySet<string>): void {
+    const refused: string[] = [];
+    for (const o of batch) {
+      if (!written.has(o.id) && !this.writtenElsewhere.has(o.id)) refused.push(o.id);
+      this.writtenElsewhere.delete(o.id);
+    }
+    if (refused.length === 0) return;
+    this.unmatchedCount += refused.length;
+    const shown = refused.slice(0, 10).join(', ') + (refused.length > 10 ? ', ...' : '');
+    this.logger.warn(
+      `${refused.length} job outcome(s) not written: the attempt is no longer this worker's (lease lost to another ` +
+        `worker, or the job was removed): ${shown}`,
+    );
   }
 
   /** Writes everything pending; gives up after `deadline` (epoch ms) and returns what is left. */

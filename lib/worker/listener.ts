@@ -14,9 +14,25 @@ export interface ListenerOptions {
   /** Called after every (re)connection, so workers poll once to catch what was missed meanwhile. */
   readonly onConnected: () => void;
   readonly logger: EngineLogger;
-  /** First reconnect delay; doubles up to `maxBackoffMs`, with full jitter. */
+  /** First reconnect delay; doubles up to `maxBackoffMs`, with jitter (see `reconnectDelayMs`). */
   readonly minBackoffMs?: number;
   readonly maxBackoffMs?: number;
+}
+
+/** The reconnect the listener has scheduled: the how-manieth after the drop, and its delay. */
+export interface ScheduledReconnect {
+  readonly attempt: number;
+  readonly delayMs: number;
+}
+
+/**
+ * The delay before reconnect `attempt` (1 for the first after a drop): doubling from `minMs`,
+ * never above `maxMs` (the README promises reconnects at most 5 s apart), spread over the upper
+ * half [d/2, d] so that many processes that lost the server together do not return together.
+ */
+export function reconnectDelayMs(attempt: number, minMs: number, maxMs: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(maxMs, minMs * 2 ** Math.min(Math.max(attempt - 1, 0), 20));
+  return Math.round(ceiling / 2 + random() * (ceiling / 2));
 }
 
 /**
@@ -29,6 +45,7 @@ export class Listener {
   private stopped = true;
   private retryTimer: NodeJS.Timeout | null = null;
   private failures = 0;
+  private pendingReconnect: ScheduledReconnect | null = null;
   private connectedAt: number | null = null;
   private disconnectedAt: number | null = Date.now();
 
@@ -42,6 +59,11 @@ export class Listener {
   /** When the connection was lost (or first wanted), or null while connected. */
   get disconnectedSince(): number | null {
     return this.disconnectedAt;
+  }
+
+  /** The reconnect waiting to run, or null (connected, connecting, or stopped). */
+  get scheduledReconnect(): ScheduledReconnect | null {
+    return this.pendingReconnect;
   }
 
   start(): Promise<void> {
@@ -97,12 +119,11 @@ export class Listener {
   }
 
   private scheduleReconnect(): void {
-    const min = this.opts.minBackoffMs ?? 100;
-    const max = this.opts.maxBackoffMs ?? 5_000;
-    const ceiling = Math.min(max, min * 2 ** Math.min(this.failures++, 20));
-    const delay = Math.round(min / 2 + Math.random() * ceiling);
+    const delay = reconnectDelayMs(++this.failures, this.opts.minBackoffMs ?? 100, this.opts.maxBackoffMs ?? 5_000);
+    this.pendingReconnect = { attempt: this.failures, delayMs: delay };
     this.retryTimer = setTimeout(() => {
       this.retryTimer = null;
+      this.pendingReconnect = null;
       void this.connect();
     }, delay);
     this.retryTimer.unref();
@@ -111,6 +132,7 @@ export class Listener {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.pendingReconnect = null;
     const c = this.client;
     this.client = null;
     this.connectedAt = null;

@@ -37,6 +37,8 @@ interface Running {
   settled: boolean;
   /** queue.cancel(id) reached it: unless the handler completes anyway, it ends cancelled. */
   cancelRequested: boolean;
+  /** job.completeWith() wrote the completion in the caller's transaction. */
+  completedInTransaction: boolean;
   readonly startedAt: number;
 }
 
@@ -82,6 +84,7 @@ export class QueueWorker {
   private dueTimer: NodeJS.Timeout | null = null;
   private dueAt = Infinity;
   private idleWaiters: (() => void)[] = [];
+  private answeredClaims = 0;
 
   constructor(
     readonly queue: ResolvedQueueOptions,
@@ -89,6 +92,11 @@ export class QueueWorker {
     private readonly catchAll: JobHandler | undefined,
     private readonly ctx: QueueWorkerContext,
   ) {}
+
+  /** Claim statements that came back (with jobs or without): each one a look at the queue. */
+  get claimsAnswered(): number {
+    return this.answeredClaims;
+  }
 
   get runningCount(): number {
     return this.running.size;
@@ -179,6 +187,7 @@ export class QueueWorker {
       let rows: ClaimedRow[];
       try {
         rows = await claim;
+        this.answeredClaims++;
       } catch (err) {
         // The database is unreachable or restarting: the poll timer tries again.
         this.ctx.events.error(err as Error);
@@ -201,6 +210,12 @@ export class QueueWorker {
   private run(row: ClaimedRow): void {
     const job = new RunningJob(row);
     let completeCalled = false;
+    const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
+    if (backoff !== row.backoff && row.backoff !== null) {
+      const shown = JSON.stringify(row.backoff).slice(0, 200);
+      this.ctx.logger.warn(`Job ${job.id} (${job.queue}/${job.name}) has an unusable backoff ${shown}; using the queue's default`);
+    }
+    const entry: Running = { job, backoff, timer: null, settled: false, cancelRequested: false, completedInTransaction: false, startedAt: performance.now() };
     job.completeIn = async (target, result) => {
       // Once the attempt is settled (handler returned or threw, timeout, cancel, shutdown) this
       // worker no longer runs it: `running` holds an attempt exactly until then.
@@ -212,13 +227,8 @@ export class QueueWorker {
       if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, this.resultJson(job, result)))) {
         throw new LeaseLostError(job.id);
       }
+      entry.completedInTransaction = true;
     };
-    const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
-    if (backoff !== row.backoff && row.backoff !== null) {
-      const shown = JSON.stringify(row.backoff).slice(0, 200);
-      this.ctx.logger.warn(`Job ${job.id} (${job.queue}/${job.name}) has an unusable backoff ${shown}; using the queue's default`);
-    }
-    const entry: Running = { job, backoff, timer: null, settled: false, cancelRequested: false, startedAt: performance.now() };
     this.running.set(job.id, entry);
     if (row.cancel_requested) {
       // Cancelled while an earlier attempt ran, and back in the queue since: never run again.
@@ -284,7 +294,7 @@ export class QueueWorker {
         this.ctx.events.failed(job, error);
       }
     }
-    this.ctx.completer.push(outcome);
+    this.ctx.completer.push(outcome, entry.completedInTransaction);
     // Under a global limit a short claim says nothing about the backlog: the slot this job frees
     // may be the one the limit withheld.
     if (this.limited) this.mayHaveMore = true;

@@ -7,7 +7,7 @@ import { LeaseLostError, PgQueueError, ShutdownError } from '../core/errors';
 import type { Job, JobAttemptError, JobHandler } from '../core/job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/pg-queue.options';
 import { Completer } from './completer';
-import { Listener } from './listener';
+import { Listener, type ScheduledReconnect } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
 import { JobsTableVacuum } from './vacuum';
@@ -107,9 +107,26 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     return this.started && !this.stopped;
   }
 
+  /**
+   * Outcomes this process tried to write that matched no row (the attempt was no longer its own:
+   * the lease was lost to another worker), counted since start and logged as they happen.
+   */
+  get unmatchedOutcomes(): number {
+    return this.completer.unmatched;
+  }
+
+  /**
+   * Claim statements the worker of `queue` in this process has had answered (0 without one):
+   * each is a moment at which it looked at the queue, so a test can tell a poll has passed.
+   */
+  claimsAnswered(queue: string): number {
+    return this.workers.get(queue)?.claimsAnswered ?? 0;
+  }
+
   /** The listener's state, or null in poll-only mode. */
-  get listenerState(): { connected: boolean; disconnectedSince: number | null } | null {
-    return this.listener ? { connected: this.listener.connected, disconnectedSince: this.listener.disconnectedSince } : null;
+  get listenerState(): { connected: boolean; disconnectedSince: number | null; scheduledReconnect: ScheduledReconnect | null } | null {
+    const l = this.listener;
+    return l ? { connected: l.connected, disconnectedSince: l.disconnectedSince, scheduledReconnect: l.scheduledReconnect } : null;
   }
 
   async start(): Promise<void> {

@@ -93,14 +93,11 @@ describe('sample app: GET /health', () => {
   it('answers 503 once the listener has been down longer than its grace period, and 200 after it reconnects', async () => {
     await healthy();
     await listenProxy.stop();
-    const cutAt = Date.now();
     await waitFor(async () => (await health()).status === 503, {
       timeoutMs: 10_000,
       intervalMs: 50,
       message: () => `/health to answer 503 after the listener was cut; ${lastSeen()}`,
     });
-    // Not before the grace period: the listener saw the drop at or after cutAt.
-    expect(Date.now() - cutAt).toBeGreaterThanOrEqual(GRACE_MS);
     const down = last!.body.details.pgqueue;
     expect(last!.body.status).toBe('error');
     expect(down).toMatchObject({ status: 'down', workers: 'running', queues: { orders: { available: 0 } } });
@@ -108,6 +105,9 @@ describe('sample app: GET /health', () => {
     expect(down.problems).toEqual([
       expect.stringMatching(new RegExp(`^listener: LISTEN connection down for \\d+ ms > listenerGraceMs ${GRACE_MS} `)),
     ]);
+    // Not before the grace period: the outage it judged (from the listener's own record of the
+    // drop) was longer than the grace. (The verdict's boundary is unit-tested in health-evaluation.spec.ts.)
+    expect(Number(/down for (\d+) ms/.exec(down.problems[0])![1])).toBeGreaterThan(GRACE_MS);
 
     await listenProxy.start(); // the listener reconnects by itself, with backoff
     await healthy();
@@ -150,9 +150,8 @@ describe('sample app: GET /health', () => {
     await sql.query('BEGIN');
     try {
       await sql.query('LOCK TABLE pgqueue.jobs IN ACCESS EXCLUSIVE MODE');
-      const started = Date.now();
+      // The lock is held until after this returns: that it returns at all shows it did not wait for the query.
       const r = await indicator.isHealthy('queue', { timeoutMs: 200 });
-      expect(Date.now() - started).toBeLessThan(2_000);
       expect(r.queue).toMatchObject({ status: 'down', queues: {}, problems: ['database: no answer within timeoutMs 200'] });
     } finally {
       await sql.query('ROLLBACK');

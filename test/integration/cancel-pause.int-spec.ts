@@ -1,6 +1,5 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   CancelJobError,
   OnQueueEvent,
@@ -14,6 +13,7 @@ import {
 } from '../../lib';
 import { Injectable } from '@nestjs/common';
 import { bootApp } from '../support/app';
+import { afterFreshClaim } from '../support/claims';
 import { useTestDatabase, waitFor } from '../support/database';
 
 // queue.cancel(id), CancelJobError / SnoozeJobError thrown by handlers, and pause / resume,
@@ -159,8 +159,9 @@ describe('cancellation, snooze, pause', () => {
     await queue.pause();
     expect(await queue.isPaused()).toBe(true);
     const job = await queue.add('x', { mode: 'quick' });
-    // Ten poll intervals of the worker node: it must not claim the job.
-    await sleep(1000);
+    // The worker node has since looked at the queue (a claim begun after the job committed was
+    // answered): it must not have claimed the job.
+    await afterFreshClaim(worker, 'cp');
     expect(seen.started).not.toContain(job.id);
     expect(await stateOf(job.id)).toBe('waiting');
     await queue.resume();

@@ -3,7 +3,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import type { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { CompleteWithError, LeaseLostError, Process, Processor, QueueService, type ActiveJob, type Queue } from '../../lib';
-import { bootApp } from '../support/app';
+import { bootApp, runtimeOf } from '../support/app';
 import { testPool, useTestDatabase, waitFor } from '../support/database';
 
 // job.completeWith({ manager | client }): the handler's writes and the job's completion commit
@@ -105,7 +105,11 @@ describe('job.completeWith', () => {
     await waitFor(() => outcomes.has(job.id));
     expect(outcomes.get(job.id)).toBeInstanceOf(LeaseLostError);
     expect(await effects(job.id)).toEqual([]);
-    // The job is the other worker's now: still active under its lease, not completed by this one.
+    // The job is the other worker's now: still active under its lease, not completed by this one,
+    // once this worker's batch write of the handler's outcome came back refused. The completions
+    // written by completeWith() in the tests before do not count as refused.
+    await waitFor(() => runtimeOf(app).supervisor.unmatchedOutcomes > 0, { message: 'the outcome write to be refused' });
+    expect(runtimeOf(app).supervisor.unmatchedOutcomes).toBe(1);
     const row = await pool.query('SELECT state, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id]);
     expect(row.rows).toEqual([{ state: 'active', locked_by: 'another-worker' }]);
     await pool.query('DELETE FROM pgqueue.jobs WHERE id = $1', [job.id]);

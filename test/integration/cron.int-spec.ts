@@ -1,6 +1,5 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Process, Processor, type Job } from '../../lib';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
@@ -53,17 +52,69 @@ describe('recurring jobs', () => {
     let app = await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor('before')] });
     await waitFor(async () => (await tickRows()).length >= 6, { timeoutMs: 10_000 });
     await app.close();
-    const before = await tickRows();
-    await sleep(2500); // two or three ticks with no node
+    // Downtime without waiting for it: the last three ticks never happened (their jobs gone, the
+    // stored last tick moved back before them), as if no node had run for three seconds.
+    const ran = await tickRows();
+    const missed = ran.slice(-3);
+    const lastKept = ran[ran.length - 4];
+    for (const table of ['jobs', 'job_history']) {
+      await t.pool.query(`DELETE FROM pgqueue.${table} WHERE name = 'every-second' AND run_at >= to_timestamp($1 / 1000.0)`, [missed[0]]);
+    }
+    await t.pool.query(`UPDATE pgqueue.cron_schedules SET last_tick = to_timestamp($1 / 1000.0) WHERE key = 'cron/every-second'`, [lastKept]);
     app = await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor('after')] });
     try {
-      await waitFor(async () => (await tickRows()).length >= before.length + 4, { timeoutMs: 10_000 });
+      await waitFor(async () => (await tickRows()).length >= ran.length + 2, { timeoutMs: 10_000 });
     } finally {
       await app.close();
     }
     const runAts = await tickRows();
+    expect(runAts).toEqual(expect.arrayContaining(missed));
     expect(new Set(runAts).size).toBe(runAts.length);
     for (let i = 1; i < runAts.length; i++) expect(runAts[i] - runAts[i - 1]).toBe(1000);
+  });
+
+  it('after downtime, ticks older than cronCatchUpMs are skipped and each newer missed one is enqueued once', async () => {
+    @Processor('cronwin')
+    class EveryMinute {
+      @Process({ name: 'every-minute', cron: '0 * * * * *' })
+      run() {
+        return undefined;
+      }
+    }
+    const windowMs = 5 * 60_000;
+    // The schedule last ticked 30 minutes ago: 30 ticks were missed, only those of the last 5 minutes are due.
+    await t.pool.query(
+      `INSERT INTO pgqueue.cron_schedules (key, last_tick) VALUES ('cronwin/every-minute', date_trunc('minute', now()) - interval '30 minutes')`,
+    );
+    const bootedAfter = Date.now();
+    const app = await bootApp({
+      options: { connection: t.db.url, pollIntervalMs: 100, cronCatchUpMs: windowMs },
+      queues: [{ name: 'cronwin' }],
+      providers: [EveryMinute],
+    });
+    await app.init();
+    const latest = Math.floor(bootedAfter / 60_000) * 60_000; // the newest tick due at boot
+    const stored = async () =>
+      (
+        await t.pool.query(
+          `SELECT extract(epoch FROM run_at)::float8 * 1000 AS run_at FROM pgqueue.jobs WHERE name = 'every-minute'
+           UNION ALL SELECT extract(epoch FROM run_at)::float8 * 1000 FROM pgqueue.job_history WHERE name = 'every-minute' ORDER BY 1`,
+        )
+      ).rows.map((r) => Number(r.run_at));
+    let caughtUpBy = 0;
+    try {
+      await waitFor(async () => (await stored()).includes(latest), { timeoutMs: 10_000, message: 'the catch-up to reach the newest due tick' });
+      caughtUpBy = Date.now();
+    } finally {
+      await app.close();
+    }
+    const runAts = await stored();
+    expect(new Set(runAts).size).toBe(runAts.length); // each once
+    for (let i = 1; i < runAts.length; i++) expect(runAts[i] - runAts[i - 1]).toBe(60_000); // none in the window skipped
+    // Nothing older than the window (whatever moment within the boot the catch-up took as now)...
+    expect(runAts[0]).toBeGreaterThan(bootedAfter - windowMs);
+    // ... and the window's oldest tick is there: the catch-up reached back the whole window.
+    expect(runAts[0]).toBeLessThanOrEqual(caughtUpBy - windowMs + 60_000);
   });
 
   it('registerQueue({ repeat }) schedules a job with its payload', async () => {

@@ -4,6 +4,7 @@ import { Pool } from 'pg';
 import { LeaseLostError, Process, Processor, QueueService, type ActiveJob } from '../../lib';
 import { bootApp, runtimeOf } from '../support/app';
 import { createTestDatabase, waitFor, type TestDatabase, testPool } from '../support/database';
+import { afterRescuePass } from '../support/rescue-pass';
 
 const abortReasons = new Map<string, unknown>();
 const ran: string[] = [];
@@ -52,19 +53,27 @@ describe('leases: heartbeat, lease loss, rescue', () => {
     const first = (await pool.query('SELECT locked_until FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0].locked_until as Date;
     await waitFor(async () => {
       const r = await pool.query('SELECT locked_until FROM pgqueue.jobs WHERE id = $1', [job.id]);
-      return +r.rows[0].locked_until > +first + 500;
-    }, { timeoutMs: 5000, message: 'lease to be renewed' });
-    // Not rescued although more than leaseMs may pass: still attempt 1, still ours.
+      // Renewed at a moment (database clock) after the first lease had expired.
+      return +r.rows[0].locked_until > +first + 1500;
+    }, { timeoutMs: 8000, message: 'lease to be renewed past its first expiry' });
+    // Not rescued by a rescue pass run after its first lease had expired: still attempt 1, still ours.
+    await afterRescuePass(pool);
     const row = (await pool.query('SELECT attempt, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0];
     expect(row).toEqual({ attempt: 1, locked_by: runtimeOf(app).supervisor.workerId });
     // Hand it over to "another worker": the next heartbeat notices and aborts the handler.
+    const refusedBefore = runtimeOf(app).supervisor.unmatchedOutcomes;
     await pool.query(`UPDATE pgqueue.jobs SET locked_by = 'someone-else', locked_until = now() + interval '1 hour' WHERE id = $1`, [job.id]);
     await waitFor(() => abortReasons.has(job.id), { timeoutMs: 5000, message: 'handler to be aborted' });
     expect(abortReasons.get(job.id)).toBeInstanceOf(LeaseLostError);
-    // Its completion must not be written over the new owner's attempt.
-    await runtimeOf(app).supervisor.heartbeat();
-    const after = (await pool.query('SELECT state, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0];
-    expect(after).toEqual({ state: 'active', locked_by: 'someone-else' });
+    // Its completion must not be written over the new owner's attempt: wait until the worker has
+    // tried (its write came back matching no row), or until the row changed, then look.
+    const owner = async () => (await pool.query('SELECT state, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0];
+    await waitFor(async () => runtimeOf(app).supervisor.unmatchedOutcomes > refusedBefore || (await owner())?.locked_by !== 'someone-else', {
+      timeoutMs: 5000,
+      message: 'the old worker to attempt its completion',
+    });
+    expect(await owner()).toEqual({ state: 'active', locked_by: 'someone-else' });
+    expect(runtimeOf(app).supervisor.unmatchedOutcomes).toBe(refusedBefore + 1);
     await pool.query('DELETE FROM pgqueue.jobs WHERE id = $1', [job.id]);
   });
 

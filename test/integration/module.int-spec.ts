@@ -3,7 +3,8 @@ import { Injectable, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { getQueueToken, InjectQueue, PgQueueModule, Process, Processor, Queue, QueueService, type Job } from '../../lib';
+import { Client } from 'pg';
+import { getQueueToken, InjectQueue, PgQueueModule, Process, Processor, Queue, QueueService, type Job, type PgQueueModuleOptions } from '../../lib';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 
 const handled: string[] = [];
@@ -66,6 +67,60 @@ describe('PgQueueModule wiring', () => {
     } finally {
       await app.close();
     }
+  });
+
+  describe('forRootAsync with an options factory class', () => {
+    /** Where the options come from: a provider of the app's own config module. */
+    @Injectable()
+    class AppConfig {
+      get databaseUrl(): string {
+        return db.url;
+      }
+    }
+    @Module({ providers: [AppConfig], exports: [AppConfig] })
+    class AppConfigModule {}
+
+    /** Nest's ConfigurableModuleBuilder calls `create()` on the class. */
+    @Injectable()
+    class QueueOptionsFactory {
+      constructor(private readonly config: AppConfig) {}
+      create(): PgQueueModuleOptions {
+        return { connection: this.config.databaseUrl, schema: 'from_factory', pollIntervalMs: 200 };
+      }
+    }
+    @Module({ imports: [AppConfigModule], providers: [QueueOptionsFactory], exports: [QueueOptionsFactory] })
+    class QueueConfigModule {}
+
+    const history = async () => {
+      const c = new Client({ connectionString: db.url });
+      await c.connect();
+      try {
+        return (await c.query(`SELECT name, payload->>'title' AS title FROM from_factory.job_history ORDER BY id`)).rows;
+      } finally {
+        await c.end();
+      }
+    };
+
+    it.each(['useClass', 'useExisting'] as const)('%s: boots with the options the class creates, and uses them', async (how) => {
+      const root =
+        how === 'useClass'
+          ? PgQueueModule.forRootAsync({ imports: [AppConfigModule], useClass: QueueOptionsFactory })
+          : PgQueueModule.forRootAsync({ imports: [QueueConfigModule], useExisting: QueueOptionsFactory });
+      @Module({ imports: [root, ReportsModule] })
+      class AppModule {}
+      handled.length = 0;
+      const app = await NestFactory.createApplicationContext(AppModule, { logger: false, abortOnError: false });
+      try {
+        const reports = app.get(ReportsService).reports;
+        const job = await reports.add('build', { title: how });
+        await waitFor(async () => (await reports.getJob(job.id))?.state === 'completed');
+        expect(handled).toEqual([how]);
+        // The job went through the schema the factory named, on the connection it read from config.
+        expect(await history()).toEqual(expect.arrayContaining([{ name: 'build', title: how }]));
+      } finally {
+        await app.close();
+      }
+    });
   });
 
   it('forRootAsync with a plain factory and connection string; priorities order the claim', async () => {

@@ -6,6 +6,7 @@ import { Client } from 'pg';
 import { QueueService, type Job } from '../../lib';
 import { bootApp } from '../support/app';
 import { assertBuilt } from '../support/built';
+import { afterRescuePass } from '../support/rescue-pass';
 import { TcpProxy } from '../support/tcp-proxy';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 
@@ -234,17 +235,20 @@ describe('several worker processes on one database', () => {
     const survivor = pair.find((w) => w !== victim)!;
     expect(victim).toBeDefined();
 
-    // While its holder lives, heartbeats from that process keep the lease: for 1.5 leases, with the
-    // other process's rescuer passing every 300 ms, the job stays with it, on attempt 1.
-    const watchUntil = Date.now() + 1.5 * timing.leaseMs;
-    while (Date.now() < watchUntil) {
-      const [row] = await q<{ locked_by: string; attempt: number; live: boolean }>(
-        `SELECT locked_by, attempt, locked_until > now() AS live FROM pgqueue.jobs WHERE id = $1 AND state = 'active'`,
-        [job.id],
-      );
-      expect(row).toEqual({ locked_by: holder!.locked_by, attempt: 1, live: true });
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    // While its holder lives, heartbeats from that process keep the lease: renewed past its first
+    // expiry (by the database's clock), and a rescue pass run after that expiry (the other
+    // process's, or its own) leaves the job with it, on attempt 1.
+    const [{ first }] = await q<{ first: Date }>('SELECT locked_until AS first FROM pgqueue.jobs WHERE id = $1', [job.id]);
+    await waitFor(async () => (await n('SELECT count(*) AS n FROM pgqueue.jobs WHERE id = $1 AND now() > $2 AND locked_until > $2', [job.id, first])) === 1, {
+      timeoutMs: 10_000,
+      message: 'the lease to be renewed past its first expiry',
+    });
+    await afterRescuePass(sql!);
+    const [row] = await q<{ locked_by: string; attempt: number; live: boolean }>(
+      `SELECT locked_by, attempt, locked_until > now() AS live FROM pgqueue.jobs WHERE id = $1 AND state = 'active'`,
+      [job.id],
+    );
+    expect(row).toEqual({ locked_by: holder!.locked_by, attempt: 1, live: true });
 
     const killed = await stopWorker(victim!, 'SIGKILL', 5000);
     expect(killed.signal).toBe('SIGKILL');
@@ -262,6 +266,44 @@ describe('several worker processes on one database', () => {
     expect(await q('SELECT job_id::text, attempt, pid FROM runs')).toEqual([{ job_id: job.id, attempt: 2, pid: survivor.pid }]);
     expect(await n('SELECT count(*) AS n FROM pgqueue.jobs')).toBe(0);
 
+    expectCleanExit(survivor, await stopWorker(survivor, 'SIGTERM', timing.shutdownTimeoutMs + 5000));
+  }, 40_000);
+
+  it('a process killed after its handler returned, before the outcome was written: the job runs again after the lease', async () => {
+    // Reliability case 2 of the README. The fixture's handler returns a result that SIGKILLs the
+    // process while the worker serialises it for the outcome write: the handler ran to the end,
+    // its outcome never reached the database.
+    const queues = await setUp();
+    const timing = { leaseMs: 1500, heartbeatIntervalMs: 500, rescueIntervalMs: 300, pollIntervalMs: 250, shutdownTimeoutMs: 2000 };
+    const victim = startWorker('worker-a', db!.url, { concurrency: 2, ...timing });
+    await untilReady(victim);
+    const job = await queues.add('work', 'job', { dieAfterAttempt: 1 });
+    await waitFor(() => victim.exit !== null, {
+      timeoutMs: 15_000,
+      message: () => `worker-a to die in its handler's completion; output:\n${victim.output()}`,
+    });
+    expect(victim.exit).toEqual({ code: null, signal: 'SIGKILL' });
+    // The handler finished (its run is recorded), but the job is still active under the dead
+    // process's lease, on attempt 1: nothing of the outcome was written.
+    expect(await q('SELECT job_id::text, attempt, pid FROM runs')).toEqual([{ job_id: job.id, attempt: 1, pid: victim.pid }]);
+    const [row] = await q<{ state: string; attempt: number; locked_by: string }>('SELECT state, attempt, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id]);
+    expect({ ...row, pid: pidOf(row.locked_by) }).toEqual({ state: 'active', attempt: 1, locked_by: row.locked_by, pid: victim.pid });
+
+    // Another process's rescuer hands it back once the lease expired, and it runs again.
+    const survivor = startWorker('worker-b', db!.url, { concurrency: 2, ...timing });
+    await untilReady(survivor);
+    await waitFor(async () => (await queues.getJob(job.id))?.state === 'completed', {
+      timeoutMs: 15_000,
+      intervalMs: 50,
+      message: async () => `the job to run again after the lease expired; now ${JSON.stringify(await queues.getJob(job.id))}`,
+    });
+    const done = (await queues.getJob(job.id)) as Job;
+    expect(done.attempt).toBe(2);
+    expect(done.errors).toEqual([expect.objectContaining({ attempt: 1, name: 'LeaseExpiredError' })]);
+    expect(await q('SELECT job_id::text, attempt, pid FROM runs ORDER BY attempt')).toEqual([
+      { job_id: job.id, attempt: 1, pid: victim.pid },
+      { job_id: job.id, attempt: 2, pid: survivor.pid },
+    ]);
     expectCleanExit(survivor, await stopWorker(survivor, 'SIGTERM', timing.shutdownTimeoutMs + 5000));
   }, 40_000);
 
@@ -331,9 +373,14 @@ describe('several worker processes on one database', () => {
       const w = startWorker('cut-off', proxy.urlThrough(db!.url), { concurrency: 2, pollIntervalMs: 200 });
       await untilReady(w);
       await proxy.stop();
-      // Ten poll intervals with no database: claims fail, the listener retries, the process lives.
-      const outage = Date.now();
-      await waitFor(() => w.exit !== null || Date.now() - outage > 2000, { timeoutMs: 5000, intervalMs: 50 });
+      // Ten failed polls with no database (each one logged): claims fail, the listener retries, the process lives.
+      const failedClaims = () => w.output().split('\n').filter((l) => / ERROR pg-queue: .*ECONNREFUSED/.test(l)).length;
+      const before = failedClaims();
+      await waitFor(() => w.exit !== null || failedClaims() >= before + 10, {
+        timeoutMs: 15_000,
+        intervalMs: 50,
+        message: () => `ten failed polls to be logged; output:\n${w.output()}`,
+      });
       expect(w.exit).toBeNull();
       const job = await queues.add('work', 'job', {});
       await proxy.start();

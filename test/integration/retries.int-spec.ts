@@ -5,11 +5,12 @@ import { Process, Processor, QueueService, type ActiveJob, type Job } from '../.
 import { bootApp } from '../support/app';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 
-const attemptsSeen = new Map<string, number[]>();
+/** Per job, each attempt's due time and claim time, as the database stamped them. */
+const attemptsSeen = new Map<string, { runAt: number; startedAt: number }[]>();
 const aborted = new Map<string, unknown>();
 
 function seen(job: Job): void {
-  attemptsSeen.set(job.id, [...(attemptsSeen.get(job.id) ?? []), Date.now()]);
+  attemptsSeen.set(job.id, [...(attemptsSeen.get(job.id) ?? []), { runAt: job.runAt.getTime(), startedAt: job.startedAt!.getTime() }]);
 }
 
 @Processor('flaky')
@@ -91,10 +92,15 @@ describe('handler outcomes: retries with backoff, failed state, error history', 
     ]);
     expect(failed.errors[0].stack).toContain('alwaysFails');
     expect(failed.finishedAt).toBeInstanceOf(Date);
-    const starts = attemptsSeen.get(job.id)!;
-    expect(starts).toHaveLength(3);
-    // Fixed 300 ms backoff, no jitter: no attempt may start sooner after the previous one.
-    for (let i = 1; i < starts.length; i++) expect(starts[i] - starts[i - 1]).toBeGreaterThanOrEqual(280);
+    const attempts = attemptsSeen.get(job.id)!;
+    expect(attempts).toHaveLength(3);
+    // Fixed 300 ms backoff, no jitter, by the database's clock: each retry was due 300 ms or more
+    // after the failed attempt started (300 ms after its failure was written), and was not
+    // claimed before it was due.
+    for (let i = 1; i < attempts.length; i++) {
+      expect(attempts[i].runAt - attempts[i - 1].startedAt).toBeGreaterThanOrEqual(300);
+      expect(attempts[i].startedAt).toBeGreaterThanOrEqual(attempts[i].runAt);
+    }
   });
 
   it('a job that fails once and then succeeds completes with its result and the first error kept', async () => {

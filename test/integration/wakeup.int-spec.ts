@@ -5,14 +5,15 @@ import { Client } from 'pg';
 import { Process, Processor, QueueService, type Job } from '../../lib';
 import { bootApp, runtimeOf } from '../support/app';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { TcpProxy } from '../support/tcp-proxy';
 
-const started = new Map<string, number>();
+const started = new Set<string>();
 
 @Processor('ping')
 class PingProcessor {
   @Process()
   handle(job: Job<{ token: string }>) {
-    started.set(job.payload.token, Date.now());
+    started.add(job.payload.token);
   }
 }
 
@@ -29,13 +30,17 @@ async function listenerPids(url: string): Promise<number[]> {
   }
 }
 
-/** Enqueues one job and returns how long it took to start. */
-async function startLatency(app: INestApplicationContext, timeoutMs: number): Promise<number> {
-  const t0 = Date.now();
+/**
+ * The apps here poll every 60 s (after the one poll at start), so a job that starts within this
+ * deadline was woken by its notification (or its own timer). How fast is `npm run bench`'s figure.
+ */
+const WOKEN_WITHIN_MS = 15_000;
+
+/** Enqueues one job and waits for it to start before the next poll could have found it. */
+async function startsWithoutPoll(app: INestApplicationContext): Promise<void> {
   const token = randomUUID();
   await app.get(QueueService).add('ping', 'p', { token });
-  await waitFor(() => started.has(token), { timeoutMs, intervalMs: 5, message: `job ${token} to start` });
-  return started.get(token)! - t0;
+  await waitFor(() => started.has(token), { timeoutMs: WOKEN_WITHIN_MS, message: `job ${token} to start (by its NOTIFY: the poll is 60 s)` });
 }
 
 describe('LISTEN/NOTIFY wake-ups, polling as the floor', () => {
@@ -60,12 +65,7 @@ describe('LISTEN/NOTIFY wake-ups, polling as the floor', () => {
   });
 
   it('a committed job starts at once although the poll interval is 60 s', async () => {
-    const latencies: number[] = [];
-    for (let i = 0; i < 5; i++) latencies.push(await startLatency(app, 3000));
-    // The issue's bar is 200 ms; on a loaded 2-core CI box we only assert what proves the
-    // mechanism (far below the 60 s poll) and print the figures.
-    console.log(`enqueue-to-start with NOTIFY, ms: ${latencies.join(', ')}`);
-    expect(Math.max(...latencies)).toBeLessThan(1000);
+    for (let i = 0; i < 5; i++) await startsWithoutPoll(app);
   });
 
   it('after pg_terminate_backend on the listener it reconnects, catches up, and wake-ups are fast again', async () => {
@@ -83,7 +83,7 @@ describe('LISTEN/NOTIFY wake-ups, polling as the floor', () => {
       return pids.length === 1 && pids[0] !== before && runtimeOf(app).supervisor.listenerState?.connected === true;
     }, { timeoutMs: 15_000, message: 'listener to reconnect with a new backend' });
     await waitFor(() => started.has(missed), { timeoutMs: 15_000, message: 'job enqueued during the outage to run' });
-    expect(await startLatency(app, 3000)).toBeLessThan(1000);
+    await startsWithoutPoll(app);
   });
 
   it('with the listener unreachable, jobs still flow by polling', async () => {
@@ -101,6 +101,50 @@ describe('LISTEN/NOTIFY wake-ups, polling as the floor', () => {
       expect(runtimeOf(polled).supervisor.listenerState?.connected).toBe(false);
     } finally {
       await polled.close();
+    }
+  });
+
+  it('over an outage the listener reconnects on the capped, doubling schedule, and starts over once back', async () => {
+    const proxy = await TcpProxy.forUrl(db.url);
+    const through = await bootApp({
+      options: { connection: db.url, listenConnection: proxy.urlThrough(db.url), pollIntervalMs: 200, schema: 'pgqueue_backoff' },
+      queues: [{ name: 'ping' }],
+      providers: [PingProcessor],
+    });
+    await through.init();
+    const state = () => runtimeOf(through).supervisor.listenerState;
+    // Every reconnect the listener schedules, as (attempt, delay); polled often, so few are missed
+    // (a missed one does not matter: each one seen is checked against its own attempt number).
+    const seen = new Map<number, number>();
+    const record = () => {
+      const r = state()?.scheduledReconnect;
+      if (r) seen.set(r.attempt, r.delayMs);
+    };
+    try {
+      await waitFor(() => state()?.connected === true, { message: 'listener to connect through the proxy' });
+      await proxy.stop();
+      await waitFor(() => (record(), Math.max(0, ...seen.keys()) >= 5), {
+        timeoutMs: 20_000,
+        intervalMs: 5,
+        message: () => `five reconnects to be scheduled; seen ${JSON.stringify([...seen])}`,
+      });
+      for (const [attempt, delayMs] of seen) {
+        const ceiling = Math.min(5000, 100 * 2 ** (attempt - 1));
+        expect({ attempt, delayMs: Math.min(Math.max(delayMs, ceiling / 2), ceiling) }).toEqual({ attempt, delayMs });
+      }
+      await proxy.start();
+      await waitFor(() => state()?.connected === true && state()?.scheduledReconnect === null, {
+        timeoutMs: 20_000,
+        message: 'listener to reconnect once the proxy is back',
+      });
+      // A new drop starts from the first delay again, not from where the last outage left off.
+      seen.clear();
+      await proxy.stop();
+      await waitFor(() => (record(), seen.size > 0), { timeoutMs: 10_000, intervalMs: 5, message: 'a reconnect to be scheduled' });
+      expect(Math.min(...seen.keys())).toBeLessThanOrEqual(2);
+    } finally {
+      await through.close();
+      await proxy.stop();
     }
   });
 
@@ -122,13 +166,13 @@ describe('LISTEN/NOTIFY wake-ups, polling as the floor', () => {
   });
 
   it('a delayed job is woken by a timer at its run time, not by the 60 s poll', async () => {
-    const t0 = Date.now();
     const token = randomUUID();
     const job = await app.get(QueueService).add('ping', 'p', { token }, { delayMs: 700 });
     expect(job.state).toBe('delayed');
-    await waitFor(() => started.has(token), { timeoutMs: 5000, intervalMs: 5, message: 'delayed job to start' });
-    const waited = started.get(token)! - t0;
-    expect(waited).toBeGreaterThanOrEqual(650);
-    expect(waited).toBeLessThan(5000);
+    await waitFor(() => started.has(token), { timeoutMs: WOKEN_WITHIN_MS, message: 'delayed job to start (by its timer: the poll is 60 s)' });
+    await waitFor(async () => (await app.get(QueueService).getJob(job.id))?.state === 'completed', { message: 'delayed job to complete' });
+    // Not before it was due, by the database's clock (the one that stamped both).
+    const done = (await app.get(QueueService).getJob(job.id))!;
+    expect(done.startedAt!.getTime()).toBeGreaterThanOrEqual(done.runAt.getTime());
   });
 });
