@@ -26,6 +26,12 @@ class LoadProcessor {
 }
 
 describe('connections', () => {
+  let app: INestApplicationContext;
+  // Declared before useTestDatabase's, so it runs first (jest runs afterAll hooks in the order
+  // declared): the app closes while its database still exists.
+  afterAll(async () => {
+    await app?.close();
+  });
   const t = useTestDatabase();
 
   beforeAll(async () => {
@@ -40,24 +46,16 @@ describe('connections', () => {
       END $$;
       CREATE TRIGGER log_jobs_writers AFTER INSERT OR UPDATE OR DELETE ON pgqueue.jobs FOR EACH STATEMENT EXECUTE FUNCTION log_writer();
       CREATE TRIGGER log_history_writers AFTER INSERT OR UPDATE OR DELETE ON pgqueue.job_history FOR EACH STATEMENT EXECUTE FUNCTION log_writer();`);
-  });
-
-  it('the queue holds at most poolSize + 1 connections under load, and never runs a statement on the app pool', async () => {
-    const app = await bootApp({
+    app = await bootApp({
       imports: [TypeOrmModule.forRoot({ type: 'postgres', url: t.db.url, applicationName: 'the-app', poolSize: 10 })],
       // No connection: the queue reuses the DataSource's settings for a pool of its own.
       options: { poolSize: POOL_SIZE, pollIntervalMs: 100 },
       queues: [{ name: 'load', concurrency: 50 }],
       providers: [LoadProcessor],
     });
-    try {
-      await underLoad(app);
-    } finally {
-      await app.close();
-    }
   });
 
-  async function underLoad(app: INestApplicationContext): Promise<void> {
+  it('the queue holds at most poolSize + 1 connections under load, and never runs a statement on the app pool', async () => {
     const sampler = new Client({ connectionString: t.db.url, application_name: 'test-sampler' });
     await sampler.connect();
     const most = { pool: 0, listen: 0, together: 0 };
@@ -99,5 +97,5 @@ describe('connections', () => {
     const ds = app.get(DataSource);
     await ds.transaction((manager) => app.get(QueueService).add('load', 'x', { i: 0 }, { manager }));
     expect(await writers()).toEqual(['nestjs-pg-queue', 'the-app']);
-  }
+  });
 });
