@@ -28,7 +28,11 @@ interface Child {
 const children: Child[] = [];
 
 function startChild(env: Record<string, string>): Child {
-  const proc = spawn(process.execPath, [FIXTURE], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const proc = spawn(process.execPath, [FIXTURE], {
+    cwd: ROOT,
+    env: { ...process.env, ...env },
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
   let out = '';
   proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
   proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
@@ -48,7 +52,8 @@ async function untilOutput(child: Child, pattern: RegExp, what: string, timeoutM
     timeoutMs,
     message: () => `${what}; output so far:\n${child.output()}`,
   });
-  if (child.exit) throw new Error(`the process exited (${JSON.stringify(child.exit)}) before ${what}; output:\n${child.output()}`);
+  if (child.exit)
+    throw new Error(`the process exited (${JSON.stringify(child.exit)}) before ${what}; output:\n${child.output()}`);
 }
 
 /** SIGTERM, then the exit code, which must be 0. */
@@ -58,9 +63,12 @@ async function stopChild(child: Child): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   const exit = await Promise.race([
     child.exited,
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`no exit after SIGTERM; output:\n${child.output()}`)), 15_000))),
+    new Promise<never>(
+      (_, reject) => (timer = setTimeout(() => reject(new Error(`no exit after SIGTERM; output:\n${child.output()}`)), 15_000)),
+    ),
   ]).finally(() => clearTimeout(timer));
-  if (exit.code !== 0) throw new Error(`exited with ${JSON.stringify(exit)} after SIGTERM, expected code 0; output:\n${child.output()}`);
+  if (exit.code !== 0)
+    throw new Error(`exited with ${JSON.stringify(exit)} after SIGTERM, expected code 0; output:\n${child.output()}`);
 }
 
 /**
@@ -120,7 +128,8 @@ describe('a queue backend terminated in the middle of a transaction', () => {
     await migrate(pool, 'pgqueue');
     // A completed job a year past its retention: the pass's prune statement will delete it.
     await pool.query(
-      `INSERT INTO pgqueue.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at)
+      `INSERT INTO pgqueue.job_history
+         (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at)
        VALUES (424242, 'work', 'job', '{}', 'completed', 0, now(), 1, 3, '[]', now(), now() - interval '1 year')`,
     );
     await locker.query('BEGIN');
@@ -166,7 +175,8 @@ describe('a queue backend terminated in the middle of a transaction', () => {
     expect(child.output()).toMatch(/^boot-failed PgQueueError: Migrating schema "kill_mid_migration" failed: /m);
     await locker.query('COMMIT');
     // Nothing of the interrupted migration stayed.
-    const version = async () => (await pool.query<{ v: number }>(`SELECT max(version)::int AS v FROM ${schema}.migrations`)).rows[0].v;
+    const version = async () =>
+      (await pool.query<{ v: number }>(`SELECT max(version)::int AS v FROM ${schema}.migrations`)).rows[0].v;
     expect(await version()).toBe(4);
 
     child.proc.stdin!.write('boot\n');

@@ -44,8 +44,10 @@ describe('connections', () => {
         INSERT INTO public.writer_apps VALUES (current_setting('application_name')) ON CONFLICT DO NOTHING;
         RETURN NULL;
       END $$;
-      CREATE TRIGGER log_jobs_writers AFTER INSERT OR UPDATE OR DELETE ON pgqueue.jobs FOR EACH STATEMENT EXECUTE FUNCTION log_writer();
-      CREATE TRIGGER log_history_writers AFTER INSERT OR UPDATE OR DELETE ON pgqueue.job_history FOR EACH STATEMENT EXECUTE FUNCTION log_writer();`);
+      CREATE TRIGGER log_jobs_writers AFTER INSERT OR UPDATE OR DELETE ON pgqueue.jobs
+        FOR EACH STATEMENT EXECUTE FUNCTION log_writer();
+      CREATE TRIGGER log_history_writers AFTER INSERT OR UPDATE OR DELETE ON pgqueue.job_history
+        FOR EACH STATEMENT EXECUTE FUNCTION log_writer();`);
     app = await bootApp({
       imports: [TypeOrmModule.forRoot({ type: 'postgres', url: t.db.url, applicationName: 'the-app', poolSize: 10 })],
       // No connection: the queue reuses the DataSource's settings for a pool of its own.
@@ -77,7 +79,8 @@ describe('connections', () => {
       const queues = app.get(QueueService);
       await Promise.all(Array.from({ length: JOBS }, (_, i) => queues.add('load', 'x', { i })));
       const finished = async () =>
-        (await t.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pgqueue.job_history WHERE state = 'completed'`)).rows[0].n;
+        (await t.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pgqueue.job_history WHERE state = 'completed'`))
+          .rows[0].n;
       await waitFor(async () => (await finished()) === JOBS, {
         timeoutMs: 30_000,
         message: async () => `all ${JOBS} jobs to complete (${await finished()} so far)`,
@@ -89,7 +92,8 @@ describe('connections', () => {
     }
     // The load used the whole pool (so the cap was reached, not just respected) and no more.
     expect(most).toEqual({ pool: POOL_SIZE, listen: 1, together: POOL_SIZE + 1 });
-    const writers = async () => (await t.pool.query<{ app: string }>('SELECT app FROM writer_apps ORDER BY app')).rows.map((r) => r.app);
+    const writers = async () =>
+      (await t.pool.query<{ app: string }>('SELECT app FROM writer_apps ORDER BY app')).rows.map((r) => r.app);
     expect(await writers()).toEqual(['nestjs-pg-queue']);
 
     // The check sees the app's connections when they do write: an enqueue with { manager } runs

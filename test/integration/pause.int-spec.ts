@@ -54,10 +54,20 @@ describe('pause', () => {
     connection: { connectionString: t.db.url, application_name: applicationName },
     pollIntervalMs: 60_000,
   });
-  async function boot(applicationName: string, queues: string[], providers: NonNullable<Parameters<typeof bootApp>[0]['providers']>) {
-    const app = await bootApp({ options: options(applicationName), queues: queues.map((name) => ({ name, concurrency: 1 })), providers });
+  async function boot(
+    applicationName: string,
+    queues: string[],
+    providers: NonNullable<Parameters<typeof bootApp>[0]['providers']>,
+  ) {
+    const app = await bootApp({
+      options: options(applicationName),
+      queues: queues.map((name) => ({ name, concurrency: 1 })),
+      providers,
+    });
     apps.push(app);
-    await waitFor(() => runtimeOf(app).supervisor.listenerState?.connected === true, { message: `${applicationName}'s listener to connect` });
+    await waitFor(() => runtimeOf(app).supervisor.listenerState?.connected === true, {
+      message: `${applicationName}'s listener to connect`,
+    });
     return app;
   }
   const stateOf = async (tags: string[]) =>
@@ -92,11 +102,19 @@ describe('pause', () => {
     const a = await boot('node-a', ['pf', 'probe'], [PrefetchProcessor, ProbeProcessor]);
     const queues = a.get(QueueService);
     // Fast jobs first: the node learns its handlers are fast and starts prefetching.
-    await queues.addBulk('pf', Array.from({ length: 30 }, (_, i) => ({ name: 'fast', payload: { tag: `warm${i}` } })));
-    await waitFor(() => Array.from({ length: 30 }, (_, i) => `warm${i}`).every((tag) => ran.has(tag)), { message: 'warm-up jobs' });
+    await queues.addBulk(
+      'pf',
+      Array.from({ length: 30 }, (_, i) => ({ name: 'fast', payload: { tag: `warm${i}` } })),
+    );
+    await waitFor(() => Array.from({ length: 30 }, (_, i) => `warm${i}`).every((tag) => ran.has(tag)), {
+      message: 'warm-up jobs',
+    });
     // A long job ahead of four fast ones: with one slot, the node runs the long one and buffers the rest.
     const buffered = ['after1', 'after2', 'after3', 'after4'];
-    await queues.addBulk('pf', [{ name: 'long', payload: { tag: 'long' } }, ...buffered.map((tag) => ({ name: 'fast', payload: { tag } }))]);
+    await queues.addBulk('pf', [
+      { name: 'long', payload: { tag: 'long' } },
+      ...buffered.map((tag) => ({ name: 'fast', payload: { tag } })),
+    ]);
     await waitFor(async () => (await stateOf(['long', ...buffered])).filter((r) => r.state === 'active').length === 5, {
       message: 'the node to hold the long job and four prefetched ones',
     });

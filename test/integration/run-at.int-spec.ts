@@ -33,9 +33,15 @@ describe('runAt', () => {
       // A job due now wakes the worker while the first is not due: its claim must leave that one.
       const now2 = await queues.add('at', 'x', {});
       await waitFor(async () => (await queues.getJob(now2.id))?.state === 'completed', { message: 'the job due now to run' });
-      await waitFor(async () => (await queues.getJob(job.id))?.state === 'completed', { timeoutMs: 10_000, message: 'the job to run' });
+      await waitFor(async () => (await queues.getJob(job.id))?.state === 'completed', {
+        timeoutMs: 10_000,
+        message: 'the job to run',
+      });
       expect(ran.has(job.id)).toBe(true);
-      const { rows } = await t.pool.query<{ run_at: Date; started_at: Date }>('SELECT run_at, started_at FROM pgqueue.job_history WHERE id = $1', [job.id]);
+      const { rows } = await t.pool.query<{ run_at: Date; started_at: Date }>(
+        'SELECT run_at, started_at FROM pgqueue.job_history WHERE id = $1',
+        [job.id],
+      );
       expect(rows[0].run_at.getTime()).toBe(runAt.getTime());
       // started_at is the claim's now(): the claim took the job only once its time had come.
       expect(rows[0].started_at.getTime()).toBeGreaterThanOrEqual(runAt.getTime());

@@ -79,8 +79,11 @@ describe('graceful shutdown on app.close()', () => {
     try {
       await waitFor(() => runtimeOf(b).supervisor.listenerState?.connected === true, { message: "B's listener to connect" });
       await a.close();
-      const owner = async () =>
-        (await t.pool.query<{ locked_by: string | null }>('SELECT locked_by FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0]?.locked_by;
+      const owner = async () => {
+        const sql = 'SELECT locked_by FROM pgqueue.jobs WHERE id = $1';
+        const { rows } = await t.pool.query<{ locked_by: string | null }>(sql, [job.id]);
+        return rows[0]?.locked_by;
+      };
       await waitFor(async () => (await owner()) === runtimeOf(b).supervisor.workerId, {
         timeoutMs: 10_000,
         message: async () => `B to take the handed-back job (locked_by: ${await owner()})`,
