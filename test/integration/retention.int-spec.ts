@@ -61,4 +61,32 @@ describe('retention of finished jobs', () => {
       await app.close();
     }
   });
+  it('retention.failedMs prunes failed jobs past it, and leaves completed ones to their own retention', async () => {
+    const app = await bootApp({
+      options: {
+        connection: t.db.url,
+        schema: 'failed_pruned',
+        retention: { failedMs: 500 },
+        rescueIntervalMs: 200,
+        pollIntervalMs: 100,
+      },
+      queues: [{ name: 'keep' }],
+      providers: [KeepProcessor],
+    });
+    try {
+      const queues = app.get(QueueService);
+      const kept = await queues.add('keep', 'x', {});
+      const failing = await queues.add('keep', 'x', { poison: true }, { attempts: 1 });
+      // Seen failed first, so the deletion below is the prune, not a job that never finished.
+      await waitFor(async () => (await queues.getJob(failing.id))?.state === 'failed', { message: 'the poison job to fail' });
+      await waitFor(async () => (await queues.getJob(failing.id)) === null, {
+        timeoutMs: 10_000,
+        message: 'the failed job to be pruned',
+      });
+      // The same prune statement ran over the completed job: the default day of retention keeps it.
+      expect((await queues.getJob(kept.id))?.state).toBe('completed');
+    } finally {
+      await app.close();
+    }
+  });
 });

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Process, Processor, QueueService, ShutdownError, type ActiveJob } from '../../lib';
-import { bootApp } from '../support/app';
+import { bootApp, runtimeOf } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
 
 const events: string[] = [];
@@ -61,6 +61,36 @@ describe('graceful shutdown on app.close()', () => {
       expect((await next.get(QueueService).getJob(long.id))!.attempt).toBe(1);
     } finally {
       await next.close();
+    }
+  });
+
+  it('a job handed back at shutdown wakes another worker at once, by NOTIFY, not at its poll', async () => {
+    const a = await boot(200);
+    const queues = a.get(QueueService);
+    const job = await queues.add('work', 'w', { ms: 60_000, tag: 'handed' });
+    await waitFor(() => events.includes('start:handed'), { message: 'the job to start on A' });
+    // B polls every 10 minutes: within this test, only a notification can make it claim.
+    const b = await bootApp({
+      options: { connection: t.db.url, shutdownTimeoutMs: 200, pollIntervalMs: 600_000 },
+      queues: [{ name: 'work', concurrency: 5 }],
+      providers: [WorkProcessor],
+    });
+    try {
+      await waitFor(() => runtimeOf(b).supervisor.listenerState?.connected === true, { message: "B's listener to connect" });
+      await a.close();
+      const owner = async () => {
+        const sql = 'SELECT locked_by FROM pgqueue.jobs WHERE id = $1';
+        const { rows } = await t.pool.query<{ locked_by: string | null }>(sql, [job.id]);
+        return rows[0]?.locked_by;
+      };
+      await waitFor(async () => (await owner()) === runtimeOf(b).supervisor.workerId, {
+        timeoutMs: 10_000,
+        message: async () => `B to take the handed-back job (locked_by: ${await owner()})`,
+      });
+      expect(events.filter((e) => e === 'start:handed')).toHaveLength(2);
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 });
