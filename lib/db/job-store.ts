@@ -1,8 +1,9 @@
-import { escapeIdentifier, type Pool, type PoolClient } from 'pg';
+import { escapeIdentifier } from 'pg';
 import type { Job, JobAttemptError, JobState, QueueCounts } from '../job';
 import type { ClaimedRow } from '../worker/active-job';
 import type { ResolvedBackoff } from '../pg-queue.options';
 import { poolExecutor, type SqlExecutor } from './executor';
+import type { PgPool, PgPoolClient } from './pg-types';
 import { buildInsert, buildQueries, buildUniqueInsert, type Queries } from './queries';
 import { PgQueueConfigError, PgQueueError } from '../errors';
 
@@ -142,7 +143,7 @@ export class JobStore {
   private readonly retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
 
   constructor(
-    readonly pool: Pool,
+    readonly pool: PgPool,
     opts: {
       schema: string;
       retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
@@ -279,7 +280,7 @@ export class JobStore {
    * A checked-out client has no error listener: a backend killed between two statements would
    * otherwise emit an unhandled 'error' and crash the process (the failed query reports it).
    */
-  private async transaction<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
+  private async transaction<T>(fn: (client: PgPoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     client.on('error', ignoreError);
     try {

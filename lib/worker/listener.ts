@@ -1,8 +1,9 @@
-import { Client, escapeIdentifier, type ClientConfig } from 'pg';
+import { Client, escapeIdentifier } from 'pg';
+import type { PgClientConfig } from '../db/pg-types';
 import type { EngineLogger } from './logger';
 
 export interface ListenerOptions {
-  readonly connection: ClientConfig;
+  readonly connection: PgClientConfig;
   readonly channel: string;
   /** Called for each notification: the queue, and how many ms until its earliest new job is due. */
   readonly onWake: (queue: string, dueInMs: number) => void;
