@@ -1,6 +1,8 @@
 import type { ModuleRef } from '@nestjs/core';
 import { clientExecutor, managerExecutor, type SqlExecutor } from './db/executor';
+import { PgQueueError, PgQueueMissingPeerError } from './errors';
 import type { TransactionClient, TransactionManager } from './job';
+import { isInstalled, missingPackage } from './optional-peer';
 
 /** The part of @nestjs-cls/transactional's TransactionHost this library reads. */
 interface TransactionHostLike {
@@ -27,13 +29,20 @@ export function clsTransaction(moduleRef: ModuleRef): () => SqlExecutor | undefi
   };
 }
 
+const CLS_TRANSACTIONAL = '@nestjs-cls/transactional';
+
 function findHost(moduleRef: ModuleRef): TransactionHostLike | null {
+  // Optional peer: loaded only if installed, so apps without it load nothing.
+  if (!isInstalled(CLS_TRANSACTIONAL)) return null;
   let token: unknown;
   try {
-    // Optional peer: required only if present, so apps without it load nothing.
-    token = (require('@nestjs-cls/transactional') as { TransactionHost?: unknown }).TransactionHost;
-  } catch {
-    return null;
+    token = (require(CLS_TRANSACTIONAL) as { TransactionHost?: unknown }).TransactionHost;
+  } catch (err) {
+    // Installed but unloadable, typically without its own peer nestjs-cls. Ignoring it would let
+    // add() inside a @Transactional() method write its job outside that transaction.
+    const missing = missingPackage(err);
+    if (missing) throw new PgQueueMissingPeerError(missing, `${CLS_TRANSACTIONAL} (installed in this app)`, { cause: err });
+    throw new PgQueueError(`${CLS_TRANSACTIONAL} is installed but could not be loaded: ${(err as Error).message}`, { cause: err });
   }
   if (!token) return null;
   try {

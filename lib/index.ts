@@ -41,6 +41,7 @@ export {
   ShutdownError,
   CancelJobError,
   SnoozeJobError,
+  PgQueueMissingPeerError,
 } from './errors';
 export { pgQueueMigrations } from './typeorm-migrations';
 export type { RepeatOptions } from './cron-schedule';
