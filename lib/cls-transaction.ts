@@ -1,6 +1,6 @@
 import type { ModuleRef } from '@nestjs/core';
 import { clientExecutor, managerExecutor, type SqlExecutor } from './db/executor';
-import { PgQueueError, PgQueueMissingPeerError } from './errors';
+import { PgQueueConfigError, PgQueueError, PgQueueMissingPeerError } from './errors';
 import type { TransactionClient, TransactionManager } from './job';
 import { isInstalled, missingPackage } from './optional-peer';
 
@@ -14,7 +14,8 @@ interface TransactionHostLike {
  * The transaction of @nestjs-cls/transactional active in the calling context, if that optional
  * package is installed and its plugin registered: inside a `@Transactional()` method, `add()`
  * then joins it with no `manager` argument. Looked up on first use (the CLS module may start
- * after this one) and remembered; without the package this always answers undefined.
+ * after this one) and remembered; without the package this always answers undefined. Throws if
+ * the active transaction's adapter is one whose transaction cannot run our SQL.
  */
 export function clsTransaction(moduleRef: ModuleRef): () => SqlExecutor | undefined {
   let host: TransactionHostLike | null | undefined;
@@ -25,7 +26,14 @@ export function clsTransaction(moduleRef: ModuleRef): () => SqlExecutor | undefi
     // The TypeORM adapter's tx is an EntityManager; the pg adapter's a PoolClient.
     if (typeof tx.getRepository === 'function') return managerExecutor(tx as TransactionManager);
     if (typeof tx.query === 'function') return clientExecutor(tx as TransactionClient);
-    return undefined;
+    // Another adapter (Prisma, Knex, ...): enqueueing on the pool instead would let the job
+    // outlive a rollback of the transaction the caller is in.
+    throw new PgQueueConfigError(
+      'add() runs inside a @Transactional() transaction whose @nestjs-cls/transactional adapter nestjs-pg-queue ' +
+        'cannot join (its tx has neither getRepository() nor query()), so the job would not roll back with it. ' +
+        'Register the TypeORM or pg adapter on the same database (npm install @nestjs-cls/transactional-adapter-typeorm, ' +
+        'or @nestjs-cls/transactional-adapter-pg), or pass { manager } or { client } to add(), or enqueue outside the transaction.',
+    );
   };
 }
 
