@@ -11,7 +11,8 @@
 // Needs no network: the tarball is unpacked into each consumer's node_modules and the peers are
 // symlinked from this repository's node_modules. Exits 1 with one line per problem.
 //
-//   npm run check:package            (builds first)
+//   npm run check:package            (checks package.json against the entry points as committed,
+//                                     since the build rewrites it, then builds)
 //   node scripts/check-package.mjs   (uses the current dist/)
 //   --keep                           keeps the temp folder and prints its path
 
