@@ -48,7 +48,7 @@ export function resolveConnection(
   else if (dataSource) pool = fromDataSource(dataSource);
   else {
     throw new PgQueueConfigError(
-      'PgQueueModule has no database connection. Pass `connection` (a connection string or pg PgPoolConfig), ' +
+      'PgQueueModule has no database connection. Pass `connection` (a connection string or pg PoolConfig), ' +
         'or `dataSource` (a TypeORM DataSource or its token), or import TypeOrmModule.forRoot() so the ' +
         "app's default DataSource can be used.",
     );

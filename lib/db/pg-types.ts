@@ -82,7 +82,4 @@ export interface PgPool extends PgQueryable {
   connect(): Promise<PgPoolClient>;
   end(): Promise<void>;
   on(event: 'error', listener: (err: Error) => void): unknown;
-  readonly totalCount: number;
-  readonly idleCount: number;
-  readonly waitingCount: number;
 }
