@@ -102,6 +102,11 @@ function consumerSource(c) {
       "const poolConfig: PoolConfig = { connectionString: 'postgres://localhost/app', max: 4, ssl: { rejectUnauthorized: false } };",
       "const clientConfig: ClientConfig = { host: 'localhost', keepAlive: true, statement_timeout: false };",
       'PgQueueModule.forRoot({ connection: poolConfig, listenConnection: clientConfig });',
+      "import type { PgQueueModuleOptions } from 'nestjs-pg-queue';",
+      'type OurPoolConfig = Exclude<PgQueueModuleOptions[\'connection\'], string | undefined>;',
+      'type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;',
+      '// lib/db/pg-types.ts must name every option of pg\'s PoolConfig: one that @types/pg added, or we lost, fails here',
+      'export const sameOptions: Same<keyof PoolConfig, keyof OurPoolConfig> = true;',
       'export async function enqueueWithPg(queue: Queue<EmailJobs>, pool: Pool, client: Client): Promise<void> {',
       '  const poolClient = await pool.connect();',
       "  await queue.add('order-confirmation', { orderId: 2 }, { client: poolClient });",
@@ -187,7 +192,12 @@ async function checkConsumer(c, tarball, dir) {
   try {
     await execFile(process.execPath, [tsc, '-p', home], { cwd: home, maxBuffer: 16 << 20 });
   } catch (err) {
-    const out = `${err.stdout ?? ''}${err.stderr ?? ''}`.trim() || err.message;
+    const source = consumerSource(c).split('\n');
+    // Each error in the consumer's own file with its line, and the comment above it that says why it is there.
+    const out = (`${err.stdout ?? ''}${err.stderr ?? ''}`.trim() || err.message).replace(/^index\.ts\((\d+),.*$/gm, (line, n) => {
+      const above = source[n - 2]?.trim().startsWith('//') ? `\n  | ${source[n - 2].trim()}` : '';
+      return `${line}${above}\n  | ${source[n - 1].trim()}`;
+    });
     problem(`consumer ${c.name}`, `tsc (moduleResolution ${c.moduleResolution}, module ${c.module}, "type": "${c.type}") failed:\n${indent(out)}`);
   }
 }
