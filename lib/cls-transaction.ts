@@ -2,7 +2,7 @@ import type { ModuleRef } from '@nestjs/core';
 import { clientExecutor, managerExecutor, type SqlExecutor } from './db/executor';
 import { PgQueueConfigError, PgQueueError, PgQueueMissingPeerError } from './errors';
 import type { TransactionClient, TransactionManager } from './job';
-import { isInstalled, missingPackage } from './optional-peer';
+import { isInstalled, missingPackage } from './core/optional-peer';
 
 /** The part of @nestjs-cls/transactional's TransactionHost this library reads. */
 interface TransactionHostLike {

@@ -1,7 +1,7 @@
 import { PgQueueConfigError } from './errors';
 import type { BackoffOptions, JobDefaults, JobOptions } from './job';
 import { resolveSchedule, type RepeatOptions, type ResolvedSchedule } from './cron-schedule';
-import type { PgPoolConfig } from './db/pg-types';
+import type { PgPoolConfig } from './core/pg-types';
 
 /** Something Nest can resolve from the container: a class, a string or a symbol. */
 export type InjectionTokenLike = string | symbol | (abstract new (...args: never[]) => unknown);

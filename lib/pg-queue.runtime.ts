@@ -1,7 +1,7 @@
 import { Pool, type PoolConfig } from 'pg';
 import { JobStore } from './db/job-store';
 import type { SqlExecutor } from './db/executor';
-import type { PgClientConfig, PgPool, PgPoolConfig } from './db/pg-types';
+import type { PgClientConfig, PgPool, PgPoolConfig } from './core/pg-types';
 import { currentVersion, latestVersion, migrate } from './db/migrator';
 import { PgQueueConfigError, PgQueueError } from './errors';
 import type { EngineLogger } from './worker/logger';

@@ -105,7 +105,7 @@ function consumerSource(c) {
       "import type { PgQueueModuleOptions } from 'nestjs-pg-queue';",
       'type OurPoolConfig = Exclude<PgQueueModuleOptions[\'connection\'], string | undefined>;',
       'type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;',
-      '// lib/db/pg-types.ts must name every option of pg\'s PoolConfig: one that @types/pg added, or we lost, fails here',
+      '// lib/core/pg-types.ts must name every option of pg\'s PoolConfig: one that @types/pg added, or we lost, fails here',
       'export const sameOptions: Same<keyof PoolConfig, keyof OurPoolConfig> = true;',
       'export async function enqueueWithPg(queue: Queue<EmailJobs>, pool: Pool, client: Client): Promise<void> {',
       '  const poolClient = await pool.connect();',

@@ -1,4 +1,4 @@
-import type { PgClientConfig, PgPoolConfig } from './pg-types';
+import type { PgClientConfig, PgPoolConfig } from '../core/pg-types';
 import { PgQueueConfigError } from '../errors';
 import type { DataSourceLike, PgQueueModuleOptions } from '../pg-queue.options';
 

@@ -1,5 +1,5 @@
 import type { TransactionClient, TransactionManager } from '../job';
-import type { PgPool, PgPoolClient, PgQueryable } from './pg-types';
+import type { PgPool, PgPoolClient, PgQueryable } from '../core/pg-types';
 
 /**
  * Runs one statement and returns its rows: the one shape the store needs. With `name`, the

@@ -3,7 +3,7 @@ import type { Job, JobAttemptError, JobState, QueueCounts } from '../job';
 import type { ClaimedRow } from '../worker/active-job';
 import type { ResolvedBackoff } from '../pg-queue.options';
 import { poolExecutor, type SqlExecutor } from './executor';
-import type { PgPool, PgPoolClient } from './pg-types';
+import type { PgPool, PgPoolClient } from '../core/pg-types';
 import { buildInsert, buildQueries, buildUniqueInsert, type Queries } from './queries';
 import { PgQueueConfigError, PgQueueError } from '../errors';
 

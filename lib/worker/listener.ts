@@ -1,5 +1,5 @@
 import { Client, escapeIdentifier } from 'pg';
-import type { PgClientConfig } from '../db/pg-types';
+import type { PgClientConfig } from '../core/pg-types';
 import type { EngineLogger } from './logger';
 
 export interface ListenerOptions {

@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { PgClientConfig } from '../db/pg-types';
+import type { PgClientConfig } from '../core/pg-types';
 import type { JobStore, StalledJob } from '../db/job-store';
 import { LeaseLostError, PgQueueError, ShutdownError } from '../errors';
 import type { Job, JobAttemptError, JobHandler } from '../job';

@@ -1,4 +1,4 @@
-import { PgQueueMissingPeerError } from './errors';
+import { PgQueueMissingPeerError } from '../errors';
 
 const notFound = (err: unknown) => (err as { code?: unknown } | null)?.code === 'MODULE_NOT_FOUND';
 
