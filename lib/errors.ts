@@ -104,6 +104,6 @@ export class PgQueueMissingPeerError extends PgQueueError {
     readonly neededBy: string,
     options?: { cause?: unknown },
   ) {
-    super(`${neededBy} needs the package "${peer}", which is not installed (or cannot be found from here). Install it: npm install ${peer}`, options);
+    super(`${neededBy} needs the package "${peer}", which is not installed (or not where nestjs-pg-queue can resolve it). Install it: npm install ${peer}`, options);
   }
 }
