@@ -39,6 +39,7 @@ export {
   CompleteWithError,
   CancelJobError,
   SnoozeJobError,
+  PgQueueMissingPeerError,
 } from './core/errors';
 export { pgQueueMigrations } from './module/typeorm-migrations';
 export type { RepeatOptions } from './core/cron-schedule';

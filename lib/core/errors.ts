@@ -113,3 +113,20 @@ export class SnoozeJobError extends PgQueueError {
     }
   }
 }
+
+/**
+ * A package this part of the library needs is not installed: an optional peer dependency (say
+ * `prom-client` for `nestjs-pg-queue/metrics`), or a package an installed peer needs. The
+ * message names it and the command that installs it; `cause` is the loader's error.
+ */
+export class PgQueueMissingPeerError extends PgQueueError {
+  constructor(
+    /** The package to install. */
+    readonly peer: string,
+    /** What needs it: an entry point such as `nestjs-pg-queue/metrics`, or another package. */
+    readonly neededBy: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`${neededBy} needs the package "${peer}", which is not installed (or not where nestjs-pg-queue can resolve it). Install it: npm install ${peer}`, options);
+  }
+}

@@ -1,7 +1,7 @@
-import type { PoolConfig } from 'pg';
 import { PgQueueConfigError } from './errors';
 import type { BackoffOptions, JobDefaults, JobOptions } from './job';
 import { resolveSchedule, type RepeatOptions, type ResolvedSchedule } from './cron-schedule';
+import type { PgPoolConfig } from './pg-types';
 
 /** Something Nest can resolve from the container: a class, a string or a symbol. */
 export type InjectionTokenLike = string | symbol | (abstract new (...args: never[]) => unknown);
@@ -19,12 +19,12 @@ export interface PgQueueModuleOptions {
    */
   dataSource?: DataSourceLike | InjectionTokenLike;
   /** A connection string or `pg` PoolConfig, for apps without TypeORM. Wins over `dataSource`. */
-  connection?: string | PoolConfig;
+  connection?: string | PgPoolConfig;
   /**
    * A direct (not PgBouncer) connection for LISTEN, when `connection` goes through PgBouncer in
    * transaction mode. @default the same settings as the pool
    */
-  listenConnection?: string | PoolConfig;
+  listenConnection?: string | PgPoolConfig;
   /** Schema of the queue's tables. Lower-case letters, digits and `_`. @default 'pgqueue' */
   schema?: string;
   /** Apply pending migrations at boot, under an advisory lock. @default true */

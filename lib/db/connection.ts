@@ -1,4 +1,4 @@
-import type { ClientConfig, PoolConfig } from 'pg';
+import type { PgClientConfig, PgPoolConfig } from '../core/pg-types';
 import { PgQueueConfigError } from '../core/errors';
 import type { DataSourceLike, PgQueueModuleOptions } from '../core/pg-queue.options';
 
@@ -7,14 +7,14 @@ export function isDataSourceLike(x: unknown): x is DataSourceLike {
   return typeof x === 'object' && x !== null && typeof (x as DataSourceLike).options === 'object' && 'type' in (x as DataSourceLike).options;
 }
 
-function fromConnection(c: string | PoolConfig): PoolConfig {
+function fromConnection(c: string | PgPoolConfig): PgPoolConfig {
   if (typeof c === 'string') return { connectionString: c };
   if (typeof c === 'object' && c !== null) return { ...c };
   throw new PgQueueConfigError('connection must be a connection string or a pg PoolConfig object.');
 }
 
 /** The connection settings of a TypeORM postgres DataSource, for the queue's own pool. */
-export function fromDataSource(ds: DataSourceLike): PoolConfig {
+export function fromDataSource(ds: DataSourceLike): PgPoolConfig {
   const o = ds.options as { readonly type: string } & Record<string, unknown>;
   if (o.type !== 'postgres') {
     throw new PgQueueConfigError(
@@ -22,16 +22,16 @@ export function fromDataSource(ds: DataSourceLike): PoolConfig {
         `Pass a postgres DataSource, or a connection string as "connection".`,
     );
   }
-  const config: PoolConfig = {
+  const config: PgPoolConfig = {
     connectionString: o.url as string | undefined,
     host: o.host as string | undefined,
     port: o.port as number | undefined,
     user: o.username as string | undefined,
-    password: o.password as PoolConfig['password'],
+    password: o.password as PgPoolConfig['password'],
     database: o.database as string | undefined,
-    ssl: o.ssl as PoolConfig['ssl'],
+    ssl: o.ssl as PgPoolConfig['ssl'],
   };
-  for (const k of Object.keys(config) as (keyof PoolConfig)[]) if (config[k] === undefined) delete config[k];
+  for (const k of Object.keys(config) as (keyof PgPoolConfig)[]) if (config[k] === undefined) delete config[k];
   return config;
 }
 
@@ -42,8 +42,8 @@ export function fromDataSource(ds: DataSourceLike): PoolConfig {
 export function resolveConnection(
   options: PgQueueModuleOptions,
   dataSource: DataSourceLike | undefined,
-): { pool: PoolConfig; listen: ClientConfig } {
-  let pool: PoolConfig;
+): { pool: PgPoolConfig; listen: PgClientConfig } {
+  let pool: PgPoolConfig;
   if (options.connection !== undefined) pool = fromConnection(options.connection);
   else if (dataSource) pool = fromDataSource(dataSource);
   else {
@@ -54,7 +54,7 @@ export function resolveConnection(
     );
   }
   pool.application_name ??= 'nestjs-pg-queue';
-  const listen: ClientConfig =
+  const listen: PgClientConfig =
     options.listenConnection !== undefined
       ? fromConnection(options.listenConnection)
       : { ...pool, application_name: `${pool.application_name}:listen` };

@@ -1,6 +1,6 @@
-import type { Pool, PoolClient } from 'pg';
 import { PgQueueConfigError } from '../core/errors';
 import type { TransactionClient, TransactionManager } from '../core/job';
+import type { PgPool, PgPoolClient, PgQueryable } from '../core/pg-types';
 
 /**
  * Runs one statement and returns its rows: the one shape the store needs. With `name`, the
@@ -10,21 +10,19 @@ export interface SqlExecutor {
   query<R>(sql: string, params: readonly unknown[], name?: string): Promise<R[]>;
 }
 
-type Queryable = Pick<Pool, 'query'> | Pick<PoolClient, 'query'>;
-
-async function run<R>(target: Queryable, sql: string, params: readonly unknown[], name?: string): Promise<R[]> {
+async function run<R>(target: PgQueryable, sql: string, params: readonly unknown[], name?: string): Promise<R[]> {
   const config = name ? { name, text: sql, values: params as unknown[] } : { text: sql, values: params as unknown[] };
-  return (await (target as Pick<Pool, 'query'>).query(config)).rows as R[];
+  return (await target.query<R>(config)).rows;
 }
 
 /** Runs each statement on any free connection of the queue's pool (autocommit). */
-export function poolExecutor(pool: Pool): SqlExecutor {
+export function poolExecutor(pool: PgPool): SqlExecutor {
   return { query: (sql, params, name) => run(pool, sql, params, name) };
 }
 
 /** Runs on one pg client, in whatever transaction it has open. */
-export function clientExecutor(client: TransactionClient | PoolClient): SqlExecutor {
-  return { query: (sql, params, name) => run(client as Queryable, sql, params, name) };
+export function clientExecutor(client: TransactionClient | PgPoolClient): SqlExecutor {
+  return { query: (sql, params, name) => run(client as PgQueryable, sql, params, name) };
 }
 
 /**

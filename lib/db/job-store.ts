@@ -1,6 +1,7 @@
-import { escapeIdentifier, type Pool, type PoolClient } from 'pg';
+import { escapeIdentifier } from 'pg';
 import type { Job, JobAttemptError, JobState, QueueCounts } from '../core/job';
 import type { ResolvedBackoff } from '../core/pg-queue.options';
+import type { PgPool, PgPoolClient } from '../core/pg-types';
 import { poolExecutor, type SqlExecutor } from './executor';
 import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type InsertColumn, type Queries } from './queries';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
@@ -150,7 +151,7 @@ export class JobStore {
   private readonly retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
 
   constructor(
-    readonly pool: Pool,
+    readonly pool: PgPool,
     opts: {
       schema: string;
       retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
@@ -291,7 +292,7 @@ export class JobStore {
    * A checked-out client has no error listener: a backend killed between two statements would
    * otherwise emit an unhandled 'error' and crash the process (the failed query reports it).
    */
-  private async transaction<T>(fn: (client: PoolClient) => Promise<T>): Promise<T> {
+  private async transaction<T>(fn: (client: PgPoolClient) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     client.on('error', ignoreError);
     try {

@@ -167,11 +167,11 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
   }
 
   async onApplicationBootstrap(): Promise<void> {
-    // Look up the optional CLS transaction host now, when every provider exists, rather than on
-    // the first add(): loading that package cost the first enqueue tens of milliseconds (bench/).
-    this.runtime.ambientTransaction();
     let found: Map<string, Found>;
     try {
+      // Look up the optional CLS transaction host now, when every provider exists, rather than on
+      // the first add(): loading that package cost the first enqueue tens of milliseconds (bench/).
+      this.runtime.ambientTransaction();
       found = this.explore();
       this.subscribeListeners();
     } catch (err) {

@@ -1,6 +1,8 @@
 import type { ModuleRef } from '@nestjs/core';
 import { clientExecutor, managerExecutor, type SqlExecutor } from '../db/executor';
+import { PgQueueConfigError, PgQueueError, PgQueueMissingPeerError } from '../core/errors';
 import type { TransactionClient, TransactionManager } from '../core/job';
+import { isInstalled, missingPackage } from '../core/optional-peer';
 
 /** The part of @nestjs-cls/transactional's TransactionHost this library reads. */
 interface TransactionHostLike {
@@ -12,7 +14,8 @@ interface TransactionHostLike {
  * The transaction of @nestjs-cls/transactional active in the calling context, if that optional
  * package is installed and its plugin registered: inside a `@Transactional()` method, `add()`
  * then joins it with no `manager` argument. Looked up on first use (the CLS module may start
- * after this one) and remembered; without the package this always answers undefined.
+ * after this one) and remembered; without the package this always answers undefined. Throws if
+ * the active transaction's adapter is one whose transaction cannot run our SQL.
  */
 export function clsTransaction(moduleRef: ModuleRef): () => SqlExecutor | undefined {
   let host: TransactionHostLike | null | undefined;
@@ -23,18 +26,33 @@ export function clsTransaction(moduleRef: ModuleRef): () => SqlExecutor | undefi
     // The TypeORM adapter's tx is an EntityManager; the pg adapter's a PoolClient.
     if (typeof tx.getRepository === 'function') return managerExecutor(tx as TransactionManager);
     if (typeof tx.query === 'function') return clientExecutor(tx as TransactionClient);
-    return undefined;
+    // Another adapter (Prisma, Knex, ...): enqueueing on the pool instead would let the job
+    // outlive a rollback of the transaction the caller is in.
+    throw new PgQueueConfigError(
+      'add() runs inside a @Transactional() transaction whose @nestjs-cls/transactional adapter nestjs-pg-queue ' +
+        'cannot join (its tx has neither getRepository() nor query()), so the job would not roll back with it. ' +
+        'Register the TypeORM or pg adapter on the same database (npm install @nestjs-cls/transactional-adapter-typeorm, ' +
+        'or @nestjs-cls/transactional-adapter-pg), or pass { manager } or { client } to add(), or enqueue outside the transaction.',
+    );
   };
 }
 
+const CLS_TRANSACTIONAL = '@nestjs-cls/transactional';
+
 function findHost(moduleRef: ModuleRef): TransactionHostLike | null {
+  // Optional peer: loaded only if installed, so apps without it load nothing.
+  if (!isInstalled(CLS_TRANSACTIONAL)) return null;
   let token: unknown;
   try {
     // Optional peer: required only if present, so apps without it load nothing.
     // eslint-disable-next-line @typescript-eslint/no-require-imports
-    token = (require('@nestjs-cls/transactional') as { TransactionHost?: unknown }).TransactionHost;
-  } catch {
-    return null;
+    token = (require(CLS_TRANSACTIONAL) as { TransactionHost?: unknown }).TransactionHost;
+  } catch (err) {
+    // Installed but unloadable, typically without its own peer nestjs-cls. Ignoring it would let
+    // add() inside a @Transactional() method write its job outside that transaction.
+    const missing = missingPackage(err);
+    if (missing) throw new PgQueueMissingPeerError(missing, `${CLS_TRANSACTIONAL} (installed in this app)`, { cause: err });
+    throw new PgQueueError(`${CLS_TRANSACTIONAL} is installed but could not be loaded: ${(err as Error).message}`, { cause: err });
   }
   if (!token) return null;
   try {

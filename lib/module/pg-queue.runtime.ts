@@ -1,6 +1,7 @@
-import { Pool, type ClientConfig, type PoolConfig } from 'pg';
+import { Pool, type PoolConfig } from 'pg';
 import { JobStore } from '../db/job-store';
 import type { SqlExecutor } from '../db/executor';
+import type { PgClientConfig, PgPool, PgPoolConfig } from '../core/pg-types';
 import { currentVersion, latestVersion, migrate } from '../db/migrator';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
@@ -27,8 +28,8 @@ export class PgQueueRuntime {
 
   private constructor(
     readonly options: ResolvedPgQueueOptions,
-    readonly pool: Pool,
-    listen: ClientConfig | null,
+    readonly pool: PgPool,
+    listen: PgClientConfig | null,
     logger: EngineLogger,
   ) {
     this.store = new JobStore(pool, {
@@ -43,10 +44,12 @@ export class PgQueueRuntime {
   /** Connects, then migrates (or checks the schema version), so a bad setup fails the boot. */
   static async create(
     options: ResolvedPgQueueOptions,
-    conn: { pool: PoolConfig; listen: ClientConfig },
+    conn: { pool: PgPoolConfig; listen: PgClientConfig },
     logger: EngineLogger,
   ): Promise<PgQueueRuntime> {
-    const pool = new Pool({ ...conn.pool, max: options.poolSize });
+    // PgPoolConfig mirrors pg's PoolConfig field by field (checked here), but types the client
+    // class a custom `Client` must construct by the little this package calls on it.
+    const pool = new Pool({ ...conn.pool, Client: conn.pool.Client as PoolConfig['Client'], max: options.poolSize });
     // An idle connection that the server drops (restart, pg_terminate_backend) must not crash
     // the process: the pool discards it and opens a new one on the next query.
     pool.on('error', (err) => logger.warn(`pg-queue pool: idle connection lost (${err.message})`));

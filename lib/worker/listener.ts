@@ -1,9 +1,10 @@
-import { Client, type ClientConfig } from 'pg';
+import { Client } from 'pg';
+import type { PgClientConfig } from '../core/pg-types';
 import { listenSql } from '../db/queries';
 import type { EngineLogger } from './logger';
 
 export interface ListenerOptions {
-  readonly connection: ClientConfig;
+  readonly connection: PgClientConfig;
   readonly channel: string;
   /** Called for each notification: the queue, and how many ms until its earliest new job is due. */
   readonly onWake: (queue: string, dueInMs: number) => void;

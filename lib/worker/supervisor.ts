@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
-import type { ClientConfig } from 'pg';
+import type { PgClientConfig } from '../core/pg-types';
 import type { JobStore, StalledJob } from '../db/job-store';
 import { LeaseLostError, PgQueueError, ShutdownError } from '../core/errors';
 import type { Job, JobAttemptError, JobHandler } from '../core/job';
@@ -58,7 +58,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   constructor(
     private readonly store: JobStore,
     private readonly opts: ResolvedPgQueueOptions,
-    private readonly listenConnection: ClientConfig | null,
+    private readonly listenConnection: PgClientConfig | null,
     private readonly logger: EngineLogger,
   ) {
     super();

@@ -1,0 +1,40 @@
+import { PgQueueMissingPeerError } from './errors';
+
+const notFound = (err: unknown) => (err as { code?: unknown } | null)?.code === 'MODULE_NOT_FOUND';
+
+/**
+ * Throws {@link PgQueueMissingPeerError} unless the package `peer` can be found. An entry point
+ * that imports an optional peer calls this first (in a module it imports before the others), so
+ * an app without that peer is told what to install instead of a bare "Cannot find module".
+ */
+export function assertPeerInstalled(peer: string, neededBy: string): void {
+  try {
+    require.resolve(peer);
+  } catch (err) {
+    if (notFound(err)) throw new PgQueueMissingPeerError(peer, neededBy, { cause: err });
+    throw err;
+  }
+}
+
+/** Whether the package `peer` resolves from this library (without loading it). */
+export function isInstalled(peer: string): boolean {
+  try {
+    require.resolve(peer);
+    return true;
+  } catch (err) {
+    if (notFound(err)) return false;
+    throw err;
+  }
+}
+
+/**
+ * The package whose module was not found, from Node's MODULE_NOT_FOUND error (`Cannot find module
+ * 'nestjs-cls/dist/x'` gives `nestjs-cls`); undefined for any other error.
+ */
+export function missingPackage(err: unknown): string | undefined {
+  if (!notFound(err)) return undefined;
+  const request = /Cannot find module '([^']+)'/.exec((err as Error).message)?.[1];
+  if (!request || request.startsWith('.') || request.startsWith('/')) return undefined;
+  const parts = request.split('/');
+  return request.startsWith('@') ? parts.slice(0, 2).join('/') : parts[0];
+}
