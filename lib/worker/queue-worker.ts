@@ -52,6 +52,12 @@ const FAST_JOB_MS = 20;
 const MIN_FAST_PREFETCH = 200;
 /** A prefetched job that waited longer than this for a slot goes back to the queue. */
 const MAX_BUFFER_WAIT_MS = 1000;
+/**
+ * Node's longest timer (about 24.8 days): a longer one fires after 1 ms with a
+ * TimeoutOverflowWarning. Jobs may be delayed 100 years; a capped wake-up timer that fires early
+ * only claims nothing, and the poll covers the rest.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * Runs one queue's jobs in this process: claims as many as it has free slots, runs each outside
@@ -159,7 +165,7 @@ export class QueueWorker {
       this.dueTimer = null;
       this.dueAt = Infinity;
       this.wake(0);
-    }, dueInMs + 5);
+    }, Math.min(dueInMs + 5, MAX_TIMER_MS));
     this.dueTimer.unref();
   }
 
@@ -229,7 +235,7 @@ export class QueueWorker {
         const err = new JobTimeoutError(timeoutMs);
         job.abort(err);
         this.settle(entry, err, false);
-      }, timeoutMs);
+      }, Math.min(timeoutMs, MAX_TIMER_MS));
     }
     Promise.resolve()
       .then(() => {
