@@ -37,9 +37,10 @@ export class UnknownJobNameError extends PgQueueError {
     readonly knownNames: readonly string[],
   ) {
     // The name comes from the row, which anyone may have written: quoted, and cut if long.
+    const literal = jobName.length <= 60 ? `'${JSON.stringify(jobName).slice(1, -1).replace(/'/g, "\\'")}'` : 'that name';
     super(
       `No handler for job ${quote(jobName)} in queue ${quote(queue)}. ` +
-        `Add @Process(${quote(jobName)}) (or a catch-all @Process()) to the @Processor(${quote(queue)}) class. ` +
+        `Add @Process(${literal}) (or a catch-all @Process()) to the @Processor('${queue}') class. ` +
         `Known names: ${knownNames.length ? shorten(knownNames.join(', '), 300) : '(none)'}.`,
     );
   }
