@@ -205,7 +205,7 @@ export const DEFAULTS = {
 
 export { validateJobName, validateQueueName, validateSchemaName } from './names';
 
-/** The longest delay `delayMs` and a backoff accept: 100 years, far inside PostgreSQL's timestamp range. */
+/** The longest `delayMs`: 100 years, far inside PostgreSQL's timestamp range (a backoff stays within a timer's 2^31-1 ms). */
 export const MAX_DELAY_MS = 100 * 365 * 86_400_000;
 /** `runAt` must fall in [1970-01-01, 9999-12-31]: later instants come back from pg as Invalid Date. */
 const MAX_RUN_AT_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
