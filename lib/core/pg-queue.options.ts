@@ -1,7 +1,7 @@
 import type { PoolConfig } from 'pg';
 import { PgQueueConfigError } from './errors';
 import { quote } from './input-text';
-import { validateJobName, validateQueueName, validateSchemaName } from './names';
+import { validateQueueName, validateSchemaName } from './names';
 import type { BackoffOptions, JobDefaults, JobOptions } from './job';
 import { resolveSchedule, type RepeatOptions, type ResolvedSchedule } from './cron-schedule';
 
