@@ -1,5 +1,7 @@
 import { Cron } from 'croner';
 import { PgQueueConfigError } from './errors';
+import { quote } from './input-text';
+import { validateJobName } from './names';
 
 /** A recurring job: enqueued once per tick of `cron`, however many nodes run it. */
 export interface RepeatOptions {
@@ -31,6 +33,14 @@ export function resolveSchedule(queue: string, r: RepeatOptions, where: string):
   if (typeof r !== 'object' || r === null || typeof r.name !== 'string' || typeof r.cron !== 'string') {
     throw new PgQueueConfigError(`${where}: a recurring job needs { name, cron }, for example { name: 'nightly-report', cron: '0 3 * * *' }.`);
   }
+  try {
+    validateJobName(r.name);
+  } catch (err) {
+    throw new PgQueueConfigError(`${where}: ${(err as Error).message}`, { cause: err });
+  }
+  if (r.tz !== undefined && typeof r.tz !== 'string') {
+    throw new PgQueueConfigError(`${where}: tz must be an IANA time zone name such as 'Europe/Berlin', got ${quote(r.tz)}.`);
+  }
   const tz = r.tz ?? 'UTC';
   let pattern: Cron;
   try {
@@ -38,7 +48,7 @@ export function resolveSchedule(queue: string, r: RepeatOptions, where: string):
     pattern.nextRun(); // an unknown time zone only shows when a date is computed
   } catch (err) {
     throw new PgQueueConfigError(
-      `${where}: cron "${r.cron}"${r.tz ? ` in time zone "${r.tz}"` : ''} is not valid (${(err as Error).message}). ` +
+      `${where}: cron ${quote(r.cron)}${r.tz ? ` in time zone ${quote(r.tz)}` : ''} is not valid (${(err as Error).message}). ` +
         `Use five fields (minute hour day-of-month month day-of-week) such as '0 3 * * *', or six with seconds first, ` +
         `and an IANA time zone such as 'Europe/Berlin'.`,
       { cause: err },

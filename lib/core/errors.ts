@@ -1,3 +1,5 @@
+import { quote, shorten } from './input-text';
+
 /**
  * Base class of every error this library throws. Catch it to tell queue errors from others;
  * `cause` keeps the underlying error where there is one.
@@ -34,10 +36,12 @@ export class UnknownJobNameError extends PgQueueError {
     readonly jobName: string,
     readonly knownNames: readonly string[],
   ) {
+    // The name comes from the row, which anyone may have written: quoted, and cut if long.
+    const literal = jobName.length <= 60 ? `'${JSON.stringify(jobName).slice(1, -1).replace(/'/g, "\\'")}'` : 'that name';
     super(
-      `No handler for job "${jobName}" in queue "${queue}". ` +
-        `Add @Process('${jobName}') (or a catch-all @Process()) to the @Processor('${queue}') class. ` +
-        `Known names: ${knownNames.length ? knownNames.join(', ') : '(none)'}.`,
+      `No handler for job ${quote(jobName)} in queue ${quote(queue)}. ` +
+        `Add @Process(${literal}) (or a catch-all @Process()) to the @Processor('${queue}') class. ` +
+        `Known names: ${knownNames.length ? shorten(knownNames.join(', '), 300) : '(none)'}.`,
     );
   }
 }
@@ -109,7 +113,7 @@ export class SnoozeJobError extends PgQueueError {
   constructor(readonly delayMs: number) {
     super(`Job snoozed for ${delayMs} ms.`);
     if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > 2 ** 31 - 1) {
-      throw new PgQueueConfigError(`SnoozeJobError delayMs must be a whole number of milliseconds from 0 to 2^31-1, got ${String(delayMs)}.`);
+      throw new PgQueueConfigError(`SnoozeJobError delayMs must be a whole number of milliseconds from 0 to 2^31-1 (about 24.8 days), got ${quote(delayMs)}.`);
     }
   }
 }

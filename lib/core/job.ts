@@ -63,8 +63,12 @@ export interface JobOptions {
   readonly replaceWaiting?: boolean;
 }
 
-/** The job options a queue or the module may default: all but the per-job ones. */
-export type JobDefaults = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting'>;
+/**
+ * The job options a queue or the module may default: all but the per-job ones (a key, and when
+ * to run). Each one given replaces the one below it (job over queue over module over built-in);
+ * a `backoff` takes the fields it leaves out from the backoff below it.
+ */
+export type JobDefaults = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting' | 'delayMs' | 'runAt'>;
 
 /**
  * Anything that runs a SQL query inside the caller's transaction: a TypeORM `EntityManager`

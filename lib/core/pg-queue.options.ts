@@ -1,4 +1,6 @@
 import { PgQueueConfigError } from './errors';
+import { quote } from './input-text';
+import { validateQueueName, validateSchemaName } from './names';
 import type { BackoffOptions, JobDefaults, JobOptions } from './job';
 import { resolveSchedule, type RepeatOptions, type ResolvedSchedule } from './cron-schedule';
 import type { PgPoolConfig } from './pg-types';
@@ -201,46 +203,30 @@ export const DEFAULTS = {
   } satisfies ResolvedJobDefaults,
 } as const;
 
-const SCHEMA_RE = /^[a-z_][a-z0-9_]{0,47}$/;
-const QUEUE_RE = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$/;
+export { validateJobName, validateQueueName, validateSchemaName } from './names';
 
-/** Throws unless `schema` is a plain lower-case identifier (it is also always quoted in SQL). */
-export function validateSchemaName(schema: unknown): string {
-  if (typeof schema !== 'string' || !SCHEMA_RE.test(schema)) {
-    throw new PgQueueConfigError(
-      `Invalid schema ${JSON.stringify(schema)}: use 1-48 characters of lower-case letters, digits ` +
-        `and "_", not starting with a digit (for example "pgqueue").`,
-    );
-  }
-  return schema;
-}
-
-/** Throws unless `name` is a valid queue name. */
-export function validateQueueName(name: unknown): string {
-  if (typeof name !== 'string' || !QUEUE_RE.test(name)) {
-    throw new PgQueueConfigError(
-      `Invalid queue name ${JSON.stringify(name)}: use 1-100 characters of letters, digits, "_", "-", ` +
-        `"." or ":", starting with a letter or digit (for example "email").`,
-    );
-  }
-  return name;
-}
-
-/** Throws unless `name` is a valid job name. */
-export function validateJobName(name: unknown): string {
-  if (typeof name !== 'string' || name.length === 0 || name.length > 200 || name.includes('\u0000')) {
-    throw new PgQueueConfigError(
-      `Invalid job name ${JSON.stringify(name)}: use a non-empty string of at most 200 characters.`,
-    );
-  }
-  return name;
-}
+/** The longest `delayMs`: 100 years, far inside PostgreSQL's timestamp range (a backoff stays within a timer's 2^31-1 ms). */
+export const MAX_DELAY_MS = 100 * 365 * 86_400_000;
+/** `runAt` must fall in [1970-01-01, 9999-12-31]: later instants come back from pg as Invalid Date. */
+const MAX_RUN_AT_MS = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+/** The longest retention: 100 years (stored as a bigint of milliseconds). */
+const MAX_RETENTION_MS = MAX_DELAY_MS;
 
 function int(where: string, value: unknown, fallback: number, min: number, max = 2 ** 31 - 1): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    const why =
+      typeof value !== 'number'
+        ? `it is ${value === null ? 'null' : `a ${typeof value}`}, not a number`
+        : !Number.isFinite(value)
+          ? 'it is not a finite number'
+          : !Number.isInteger(value)
+            ? 'it is not a whole number'
+            : value < min
+              ? `it is below ${min}`
+              : `it is above ${max}`;
     throw new PgQueueConfigError(
-      `Invalid ${where}: ${String(value)}. Use a whole number from ${min} to ${max}, or leave it out ` +
+      `Invalid ${where}: ${quote(value)} (${why}). Use a whole number from ${min} to ${max}, or leave it out ` +
         `for the default (${fallback}).`,
     );
   }
@@ -250,18 +236,63 @@ function int(where: string, value: unknown, fallback: number, min: number, max =
 function bool(where: string, value: unknown, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') {
-    throw new PgQueueConfigError(`Invalid ${where}: ${String(value)}. Use true or false.`);
+    throw new PgQueueConfigError(`Invalid ${where}: ${quote(value)}. Use true or false.`);
   }
   return value;
 }
 
+/** What `@nestjs/bullmq` users reach for, and what it is called here. */
+const BULLMQ_NAMES: Readonly<Record<string, string>> = {
+  delay: 'delayMs (milliseconds)',
+  jobId: 'uniqueKey (at most one live job per key)',
+  deduplication: 'uniqueKey (with replaceWaiting: true to debounce)',
+  debounce: 'uniqueKey with replaceWaiting: true',
+  removeOnComplete: 'the module option retention.completedMs (PgQueueModule.forRoot)',
+  removeOnFail: 'the module option retention.failedMs (PgQueueModule.forRoot)',
+  lifo: 'nothing: jobs run in priority, then runAt order; give a job a lower priority to run it first',
+  repeat: "registerQueue({ name, repeat: [{ name, cron }] }) or @Process({ name, cron })",
+  timeout: 'timeoutMs',
+  sizeLimit: 'the module option maxPayloadBytes',
+  parent: 'nothing: flows (parent and child jobs) are not supported',
+  failParentOnFailure: 'nothing: flows are not supported',
+  ignoreDependencyOnFailure: 'nothing: flows are not supported',
+  removeDependencyOnFailure: 'nothing: flows are not supported',
+  continueParentOnFailure: 'nothing: flows are not supported',
+  keepLogs: 'nothing: there are no job logs; every attempt\'s error is kept in job.errors',
+  stackTraceLimit: 'nothing: every attempt\'s error is kept with its stack',
+  timestamp: 'nothing: createdAt is set by the database',
+  prevMillis: 'nothing',
+  telemetry: 'nothing',
+};
+
+/**
+ * Throws on keys of `o` that are not in `known`, naming what to use instead: the option of the
+ * same name in other casing, or ours for a `@nestjs/bullmq` option. `extra` says more about some keys.
+ */
+function refuseUnknownKeys(where: string, o: object, known: readonly string[], extra: Readonly<Record<string, string>> = {}): void {
+  let unknown: string[] | undefined;
+  for (const k in o) if (Object.prototype.hasOwnProperty.call(o, k) && !known.includes(k)) (unknown ??= []).push(k);
+  if (!unknown) return;
+  const said = unknown.map((k) => {
+    const hint = extra[k] ?? known.find((n) => n.toLowerCase() === k.toLowerCase()) ?? BULLMQ_NAMES[k];
+    return hint ? `${quote(k)} (use ${hint})` : quote(k);
+  });
+  throw new PgQueueConfigError(`Unknown option(s) in ${where}: ${said.join(', ')}. Known options: ${known.join(', ')}.`);
+}
+
+const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter'] as const;
+
 function resolveBackoff(where: string, b: BackoffOptions | undefined, base: ResolvedBackoff): ResolvedBackoff {
   if (b === undefined) return base;
+  if (typeof b === 'number') {
+    throw new PgQueueConfigError(`Invalid ${where}.backoff: ${quote(b)}. A backoff is an object: { type: 'fixed', delayMs: ${quote(b)} }.`);
+  }
   if (typeof b !== 'object' || b === null || (b.type !== 'fixed' && b.type !== 'exponential')) {
     throw new PgQueueConfigError(
-      `Invalid ${where}.backoff: ${JSON.stringify(b)}. Use { type: 'fixed' | 'exponential', delayMs?, maxDelayMs?, jitter? }.`,
+      `Invalid ${where}.backoff: ${quote(b)}. Use { type: 'fixed' | 'exponential', delayMs?, maxDelayMs?, jitter? }.`,
     );
   }
+  refuseUnknownKeys(`${where}.backoff`, b, BACKOFF_KEYS, { delay: 'delayMs (milliseconds)' });
   return {
     type: b.type,
     delayMs: int(`${where}.backoff.delayMs`, b.delayMs, base.delayMs, 0),
@@ -270,15 +301,38 @@ function resolveBackoff(where: string, b: BackoffOptions | undefined, base: Reso
   };
 }
 
-/** Layers `opts` over `base`, validating each field; `where` names the option in errors. */
-export function resolveJobDefaults(where: string, opts: JobOptions | undefined, base: ResolvedJobDefaults): ResolvedJobDefaults {
+/** Where job options come from: each accepts its own keys. */
+export type JobOptionsSource = 'add' | 'bulk' | 'defaults';
+
+const DEFAULT_KEYS = ['priority', 'attempts', 'backoff', 'timeoutMs'] as const;
+const BULK_KEYS = [...DEFAULT_KEYS, 'delayMs', 'runAt', 'uniqueKey', 'replaceWaiting'] as const;
+const ADD_KEYS = [...BULK_KEYS, 'manager', 'client'] as const;
+const KEYS_OF: Readonly<Record<JobOptionsSource, readonly string[]>> = { add: ADD_KEYS, bulk: BULK_KEYS, defaults: DEFAULT_KEYS };
+const NOT_HERE: Readonly<Record<JobOptionsSource, Readonly<Record<string, string>>>> = {
+  add: {},
+  bulk: {
+    manager: "addBulk's second argument: addBulk(jobs, { manager }), so every job joins that transaction",
+    client: "addBulk's second argument: addBulk(jobs, { client }), so every job joins that transaction",
+  },
+  defaults: {
+    uniqueKey: 'it per job, in add(); it is not a default',
+    replaceWaiting: 'it per job, in add(); it is not a default',
+    delayMs: 'it per job, in add(); a delay is not a default',
+    runAt: 'it per job, in add(); an instant is not a default',
+  },
+};
+
+/**
+ * Layers `opts` over `base`, validating each field; `where` names the option in errors. Each
+ * field given replaces the base's; a `backoff` given takes the fields it leaves out from the
+ * base's backoff. Keys `source` does not accept are refused, saying what to use instead.
+ */
+export function resolveJobDefaults(where: string, opts: JobOptions | undefined, base: ResolvedJobDefaults, source: JobOptionsSource = 'defaults'): ResolvedJobDefaults {
   if (opts === undefined) return base;
   if (typeof opts !== 'object' || opts === null) {
-    throw new PgQueueConfigError(`Invalid ${where}: expected an object of job options.`);
+    throw new PgQueueConfigError(`Invalid ${where}: ${quote(opts)}; expected an object of job options.`);
   }
-  if (where.endsWith('defaultJobOptions') && ('uniqueKey' in opts || 'replaceWaiting' in opts)) {
-    throw new PgQueueConfigError(`Invalid ${where}: uniqueKey and replaceWaiting are per job; pass them to add(), not as defaults.`);
-  }
+  refuseUnknownKeys(where, opts, KEYS_OF[source], NOT_HERE[source]);
   return {
     priority: int(`${where}.priority`, opts.priority, base.priority, -(2 ** 31)),
     attempts: int(`${where}.attempts`, opts.attempts, base.attempts, 1),
@@ -287,23 +341,58 @@ export function resolveJobDefaults(where: string, opts: JobOptions | undefined, 
   };
 }
 
-const KNOWN_MODULE_KEYS = new Set<string>([
+/**
+ * When a job may run: `runAt` (null: now + `delayMs`), checked to be within what PostgreSQL
+ * stores and gives back, so an extreme value fails here and not as "timestamp out of range".
+ */
+export function resolveRunAt(where: string, opts: JobOptions | undefined): { runAt: Date | null; delayMs: number } {
+  if (opts === undefined) return { runAt: null, delayMs: 0 };
+  const { runAt, delayMs } = opts;
+  if (runAt !== undefined && delayMs !== undefined) throw new PgQueueConfigError(`${where}: pass runAt or delayMs, not both.`);
+  if (runAt !== undefined) {
+    if (!(runAt instanceof Date) || Number.isNaN(runAt.getTime())) {
+      throw new PgQueueConfigError(`${where}: runAt must be a valid Date, got ${quote(runAt)}.`);
+    }
+    const t = runAt.getTime();
+    if (t < 0 || t > MAX_RUN_AT_MS) {
+      throw new PgQueueConfigError(
+        `${where}: runAt ${runAt.toISOString()} is outside 1970-01-01 to 9999-12-31. A runAt in the past runs at once: pass new Date() for now.`,
+      );
+    }
+    return { runAt, delayMs: 0 };
+  }
+  if (delayMs !== undefined) {
+    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
+      throw new PgQueueConfigError(
+        `${where}: delayMs must be a number of milliseconds from 0 to ${MAX_DELAY_MS} (100 years), got ${quote(delayMs)}.` +
+          (typeof delayMs === 'number' && delayMs > MAX_DELAY_MS ? ' For a later time pass runAt.' : ''),
+      );
+    }
+    return { runAt: null, delayMs: Math.round(delayMs) };
+  }
+  return { runAt: null, delayMs: 0 };
+}
+
+const KNOWN_MODULE_KEYS = [
   'dataSource', 'connection', 'listenConnection', 'schema', 'migrate', 'workers', 'listen',
   'pollIntervalMs', 'leaseMs', 'heartbeatIntervalMs', 'rescueIntervalMs', 'vacuumAtDeadTuples', 'cronCatchUpMs', 'shutdownTimeoutMs',
   'poolSize', 'maxPayloadBytes', 'asyncCommit', 'preparedStatements', 'handleUnhandledRejections', 'retention',
   'defaultJobOptions',
-]);
+] as const;
+const RETENTION_KEYS = ['completedMs', 'cancelledMs', 'failedMs'] as const;
+const QUEUE_KEYS = ['name', 'concurrency', 'defaultJobOptions', 'deadLetterQueue', 'globalConcurrency', 'limiter', 'repeat'] as const;
 
 /** Validates module options once, at boot, and fills in every default. */
 export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOptions {
   if (typeof o !== 'object' || o === null) {
     throw new PgQueueConfigError('PgQueueModule.forRoot() expects an options object (it may be empty).');
   }
-  const unknown = Object.keys(o).filter((k) => !KNOWN_MODULE_KEYS.has(k));
-  if (unknown.length) {
-    throw new PgQueueConfigError(
-      `Unknown PgQueueModule option(s): ${unknown.join(', ')}. Known options: ${[...KNOWN_MODULE_KEYS].join(', ')}.`,
-    );
+  refuseUnknownKeys('PgQueueModule options', o, KNOWN_MODULE_KEYS, { removeOnComplete: 'retention.completedMs', removeOnFail: 'retention.failedMs' });
+  if (o.retention !== undefined) {
+    if (typeof o.retention !== 'object' || o.retention === null) {
+      throw new PgQueueConfigError(`Invalid retention: ${quote(o.retention)}. Use { completedMs?, cancelledMs?, failedMs? }.`);
+    }
+    refuseUnknownKeys('retention', o.retention, RETENTION_KEYS);
   }
   const leaseMs = int('leaseMs', o.leaseMs, DEFAULTS.leaseMs, 1000);
   const heartbeatIntervalMs = int('heartbeatIntervalMs', o.heartbeatIntervalMs, Math.floor(leaseMs / 3), 100);
@@ -331,9 +420,9 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     preparedStatements: bool('preparedStatements', o.preparedStatements, DEFAULTS.preparedStatements),
     handleUnhandledRejections: bool('handleUnhandledRejections', o.handleUnhandledRejections, DEFAULTS.handleUnhandledRejections),
     retention: {
-      completedMs: int('retention.completedMs', o.retention?.completedMs, DEFAULTS.retention.completedMs, 0),
-      cancelledMs: int('retention.cancelledMs', o.retention?.cancelledMs, DEFAULTS.retention.cancelledMs, 0),
-      failedMs: o.retention?.failedMs === undefined ? null : int('retention.failedMs', o.retention.failedMs, 0, 0),
+      completedMs: int('retention.completedMs', o.retention?.completedMs, DEFAULTS.retention.completedMs, 0, MAX_RETENTION_MS),
+      cancelledMs: int('retention.cancelledMs', o.retention?.cancelledMs, DEFAULTS.retention.cancelledMs, 0, MAX_RETENTION_MS),
+      failedMs: o.retention?.failedMs === undefined ? null : int('retention.failedMs', o.retention.failedMs, 0, 0, MAX_RETENTION_MS),
     },
     defaultJobOptions: resolveJobDefaults('defaultJobOptions', o.defaultJobOptions, DEFAULTS.job),
   };
@@ -345,6 +434,7 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
     throw new PgQueueConfigError("PgQueueModule.registerQueue() expects objects like { name: 'email' }.");
   }
   const name = validateQueueName(q.name);
+  refuseUnknownKeys(`registerQueue({ name: ${quote(name)} })`, q, QUEUE_KEYS);
   return {
     name,
     concurrency: int(`queue "${name}" concurrency`, q.concurrency, DEFAULTS.concurrency, 1, 1000),
@@ -371,6 +461,7 @@ function limiter(name: string, l: unknown): { max: number; durationMs: number } 
   if (typeof l !== 'object' || l === null) {
     throw new PgQueueConfigError(`queue "${name}" limiter must be { max, durationMs }, for example { max: 10, durationMs: 1000 }.`);
   }
+  refuseUnknownKeys(`queue "${name}" limiter`, l, ['max', 'durationMs'], { duration: 'durationMs (milliseconds)' });
   const { max, durationMs } = l as { max?: unknown; durationMs?: unknown };
   if (max === undefined || durationMs === undefined) {
     throw new PgQueueConfigError(`queue "${name}" limiter needs both max and durationMs, for example { max: 10, durationMs: 1000 }.`);

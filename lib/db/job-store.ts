@@ -5,6 +5,7 @@ import type { PgPool, PgPoolClient } from '../core/pg-types';
 import { poolExecutor, type SqlExecutor } from './executor';
 import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type InsertColumn, type Queries } from './queries';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
+import { quote } from '../core/input-text';
 
 /** A job row as the queries return it. */
 export interface JobRow {
@@ -193,7 +194,7 @@ export class JobStore {
     const seen = new Set<string>();
     for (const r of keyed) {
       const k = `${r.queue}\u0000${r.uniqueKey}`;
-      if (seen.has(k)) throw new PgQueueConfigError(`uniqueKey "${r.uniqueKey}" appears twice in one addBulk call (queue "${r.queue}"); pass each key once.`);
+      if (seen.has(k)) throw new PgQueueConfigError(`uniqueKey ${quote(r.uniqueKey)} appears twice in one addBulk call (queue ${quote(r.queue)}); pass each key once.`);
       seen.add(k);
     }
     const replace = keyed[0].replaceWaiting;
@@ -227,7 +228,7 @@ export class JobStore {
       const id = insertedByKey.get(r.uniqueKey);
       if (id !== undefined) return insertedToJob<T>(r, id, now);
       throw new PgQueueError(
-        `The job holding uniqueKey "${r.uniqueKey}" in queue "${r.queue}" finished while this add ran, so there is neither ` +
+        `The job holding uniqueKey ${quote(r.uniqueKey)} in queue ${quote(r.queue)} finished while this add ran, so there is neither ` +
           `a new job nor a live one to return. Add it again.`,
       );
     });

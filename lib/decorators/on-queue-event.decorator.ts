@@ -2,6 +2,7 @@ import { SetMetadata } from '@nestjs/common';
 import { PgQueueConfigError } from '../core/errors';
 import { ON_QUEUE_EVENT_METADATA } from '../module/pg-queue.constants';
 import { validateQueueName } from '../core/pg-queue.options';
+import { quote } from '../core/input-text';
 
 /**
  * Job lifecycle events in this process. Listener arguments:
@@ -31,7 +32,7 @@ const EVENTS: readonly QueueEventName[] = ['active', 'completed', 'retrying', 'f
  */
 export function OnQueueEvent(event: QueueEventName, options: { queue?: string } = {}): MethodDecorator {
   if (!EVENTS.includes(event)) {
-    throw new PgQueueConfigError(`@OnQueueEvent('${String(event)}'): unknown event; use one of ${EVENTS.join(', ')}.`);
+    throw new PgQueueConfigError(`@OnQueueEvent(${quote(event)}): unknown event; use one of ${EVENTS.join(', ')}.`);
   }
   if (options.queue !== undefined) validateQueueName(options.queue);
   return SetMetadata(ON_QUEUE_EVENT_METADATA, { event, queue: options.queue } satisfies OnQueueEventMetadata);

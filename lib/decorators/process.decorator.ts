@@ -1,6 +1,8 @@
 import { SetMetadata } from '@nestjs/common';
 import { PROCESS_METADATA } from '../module/pg-queue.constants';
 import { validateJobName } from '../core/pg-queue.options';
+import { PgQueueConfigError } from '../core/errors';
+import { quote } from '../core/input-text';
 
 /** What `@Process` stores: the job name (null for the queue's catch-all), and its schedule. */
 export interface ProcessMetadata {
@@ -27,6 +29,15 @@ export interface ProcessOptions {
  */
 export function Process(nameOrOptions?: string | ProcessOptions): MethodDecorator {
   const o = typeof nameOrOptions === 'object' && nameOrOptions !== null ? nameOrOptions : { name: nameOrOptions };
+  for (const k in o) {
+    if (k !== 'name' && k !== 'cron' && k !== 'tz') {
+      throw new PgQueueConfigError(
+        `@Process(): unknown option ${quote(k)}` +
+          `${k === 'concurrency' ? ' (concurrency is per queue: registerQueue({ concurrency }) or @Processor({ name, concurrency }))' : ''}. ` +
+          'Use @Process(name) or @Process({ name, cron?, tz? }).',
+      );
+    }
+  }
   if (o.name !== undefined) validateJobName(o.name);
   const meta: ProcessMetadata = { name: o.name ?? null, ...('cron' in o && o.cron !== undefined ? { cron: o.cron, tz: o.tz } : {}) };
   return SetMetadata(PROCESS_METADATA, meta);

@@ -1,6 +1,8 @@
 import { Injectable, SetMetadata } from '@nestjs/common';
 import { PROCESSOR_METADATA } from '../module/pg-queue.constants';
 import { validateQueueName } from '../core/pg-queue.options';
+import { PgQueueConfigError } from '../core/errors';
+import { quote } from '../core/input-text';
 
 /** Options of `@Processor`. */
 export interface ProcessorOptions {
@@ -22,6 +24,11 @@ export interface ProcessorOptions {
 export function Processor(nameOrOptions: string | ProcessorOptions): ClassDecorator {
   const options: ProcessorOptions = typeof nameOrOptions === 'string' ? { name: nameOrOptions } : nameOrOptions;
   validateQueueName(options?.name);
+  for (const k in options) {
+    if (k !== 'name' && k !== 'concurrency') {
+      throw new PgQueueConfigError(`@Processor(): unknown option ${quote(k)}. Use @Processor(name) or @Processor({ name, concurrency? }).`);
+    }
+  }
   return (target) => {
     Injectable()(target);
     SetMetadata(PROCESSOR_METADATA, options)(target);

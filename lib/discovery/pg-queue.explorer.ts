@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { PgQueueConfigError } from '../core/errors';
+import { quote } from '../core/input-text';
 import type { JobHandler } from '../core/job';
 import { INJECT_QUEUE_METADATA, ON_QUEUE_EVENT_METADATA, PG_QUEUE_RUNTIME, PROCESS_METADATA, PROCESSOR_METADATA } from '../module/pg-queue.constants';
 import type { InjectQueueMetadata } from '../decorators/inject-queue.decorator';
@@ -123,7 +124,7 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
           entry.catchAll = handler;
         } else {
           if (entry.handlers.has(pm.name)) {
-            throw new PgQueueConfigError(`Job "${pm.name}" of queue "${meta.name}" has two @Process handlers; ${where} is the second. Keep one.`);
+            throw new PgQueueConfigError(`Job ${quote(pm.name)} of queue "${meta.name}" has two @Process handlers; ${where} is the second. Keep one.`);
           }
           entry.handlers.set(pm.name, handler);
         }
@@ -205,7 +206,7 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
     const seen = new Set<string>();
     return schedules.map((schedule) => {
       if (seen.has(schedule.key)) {
-        throw new PgQueueConfigError(`Job "${schedule.name}" of queue "${schedule.queue}" is scheduled twice (registerQueue repeat and/or @Process cron); keep one.`);
+        throw new PgQueueConfigError(`Job ${quote(schedule.name)} of queue "${schedule.queue}" is scheduled twice (registerQueue repeat and/or @Process cron); keep one.`);
       }
       seen.add(schedule.key);
       const queue = this.runtime.queueOptions(schedule.queue)!;

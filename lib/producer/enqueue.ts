@@ -1,8 +1,17 @@
 import type { NewJobRow } from '../db/job-store';
-import { hasLoneSurrogate, isStorableJson } from '../db/jsonb';
+import { toJsonText, UnstorableJsonError } from '../db/jsonb';
 import { PgQueueConfigError, PgQueuePayloadError } from '../core/errors';
+import { nameProblem, quote } from '../core/input-text';
 import type { JobOptions } from '../core/job';
-import { DEFAULTS, resolveJobDefaults, validateJobName, type ResolvedBackoff, type ResolvedJobDefaults } from '../core/pg-queue.options';
+import {
+  DEFAULTS,
+  resolveJobDefaults,
+  resolveRunAt,
+  validateJobName,
+  type JobOptionsSource,
+  type ResolvedBackoff,
+  type ResolvedJobDefaults,
+} from '../core/pg-queue.options';
 
 function sameBackoff(a: ResolvedBackoff, b: ResolvedBackoff): boolean {
   return a.type === b.type && a.delayMs === b.delayMs && a.maxDelayMs === b.maxDelayMs && a.jitter === b.jitter;
@@ -11,6 +20,7 @@ function sameBackoff(a: ResolvedBackoff, b: ResolvedBackoff): boolean {
 /**
  * Validates one job and turns it into a row, so that anything the database would refuse (or
  * store differently from what the caller passed) fails here, at enqueue, with a clear error.
+ * `source`: `add` accepts `manager` and `client` in `opts`; `bulk` (an `addBulk` entry) does not.
  */
 export function buildJobRow(
   queue: string,
@@ -19,65 +29,32 @@ export function buildJobRow(
   opts: JobOptions | undefined,
   defaults: ResolvedJobDefaults,
   maxPayloadBytes: number,
+  source: Exclude<JobOptionsSource, 'defaults'> = 'add',
 ): NewJobRow {
   validateJobName(name);
-  const o = resolveJobDefaults(`job options of "${queue}/${name}"`, opts, defaults);
-  let payloadJson: string | undefined;
+  // Built only when there are options to check: most jobs of a bulk enqueue have none.
+  const where = opts === undefined ? '' : `Job ${quote(name)} of queue ${quote(queue)}`;
+  const o = opts === undefined ? defaults : resolveJobDefaults(`job options of ${quote(`${queue}/${name}`)}`, opts, defaults, source);
+  let payloadJson: string;
   try {
-    payloadJson = JSON.stringify(payload === undefined ? null : payload);
+    payloadJson = toJsonText(payload, 'payload');
   } catch (err) {
-    throw new PgQueuePayloadError(
-      `Payload of job "${name}" in queue "${queue}" cannot be stored as JSON: ${(err as Error).message}. ` +
-        `Pass plain data: convert BigInt to a string, remove circular references.`,
-      queue,
-      name,
-      { cause: err },
-    );
-  }
-  if (payloadJson === undefined) {
-    throw new PgQueuePayloadError(
-      `Payload of job "${name}" in queue "${queue}" is not JSON data (a function or symbol?). Pass plain data.`,
-      queue,
-      name,
-    );
-  }
-  if (!isStorableJson(payloadJson)) {
-    throw new PgQueuePayloadError(
-      hasLoneSurrogate(payloadJson)
-        ? `Payload of job "${name}" in queue "${queue}" contains a lone UTF-16 surrogate (half of an emoji or other ` +
-            `character, usually from cutting a string with slice or substring), which PostgreSQL's jsonb cannot store. ` +
-            `Cut strings between characters, or pass them through String.prototype.toWellFormed().`
-        : `Payload of job "${name}" in queue "${queue}" contains a NUL character (\\u0000), which PostgreSQL's jsonb cannot store. Remove or encode it.`,
-      queue,
-      name,
-    );
+    if (!(err instanceof UnstorableJsonError)) throw err;
+    throw new PgQueuePayloadError(`Payload of job ${quote(name)} in queue ${quote(queue)} cannot be stored as JSON: ${err.message}.`, queue, name, {
+      cause: err,
+    });
   }
   // A UTF-16 unit is at most 3 bytes of UTF-8: count bytes only when that bound is over the limit.
   const bytes = payloadJson.length * 3 <= maxPayloadBytes ? 0 : Buffer.byteLength(payloadJson);
   if (bytes > maxPayloadBytes) {
     throw new PgQueuePayloadError(
-      `Payload of job "${name}" in queue "${queue}" is ${bytes} bytes of JSON, over maxPayloadBytes (${maxPayloadBytes}). ` +
+      `Payload of job ${quote(name)} in queue ${quote(queue)} is ${bytes} bytes of JSON, over maxPayloadBytes (${maxPayloadBytes}). ` +
         `Store large data elsewhere and pass its id, or raise maxPayloadBytes.`,
       queue,
       name,
     );
   }
-  let runAt: Date | null = null;
-  let delayMs = 0;
-  if (opts?.runAt !== undefined && opts.delayMs !== undefined) {
-    throw new PgQueueConfigError(`Job "${queue}/${name}": pass runAt or delayMs, not both.`);
-  }
-  if (opts?.runAt !== undefined) {
-    if (!(opts.runAt instanceof Date) || Number.isNaN(opts.runAt.getTime())) {
-      throw new PgQueueConfigError(`Job "${queue}/${name}": runAt must be a valid Date.`);
-    }
-    runAt = opts.runAt;
-  } else if (opts?.delayMs !== undefined) {
-    if (typeof opts.delayMs !== 'number' || !Number.isFinite(opts.delayMs) || opts.delayMs < 0) {
-      throw new PgQueueConfigError(`Job "${queue}/${name}": delayMs must be a number >= 0, got ${String(opts.delayMs)}.`);
-    }
-    delayMs = Math.round(opts.delayMs);
-  }
+  const { runAt, delayMs } = opts === undefined ? NOW : resolveRunAt(where, opts);
   return {
     queue,
     name,
@@ -91,22 +68,43 @@ export function buildJobRow(
     // worker's queue default", which is this unless the worker configured another.
     backoff: sameBackoff(o.backoff, DEFAULTS.job.backoff) ? null : o.backoff,
     timeoutMs: o.timeoutMs,
-    ...uniqueness(queue, name, opts),
+    ...(opts === undefined ? NOT_UNIQUE : uniqueness(where, opts)),
   };
 }
 
-function uniqueness(queue: string, name: string, opts: JobOptions | undefined): { uniqueKey: string | null; replaceWaiting: boolean } {
-  const key = opts?.uniqueKey;
-  const replace = opts?.replaceWaiting;
+const BULK_ENTRY_KEYS = ['name', 'payload', 'opts'];
+
+/** Throws unless `j` (entry `i` of an addBulk call) is `{ name, payload, opts? }`; `data` is bullmq's `payload`. */
+export function checkBulkEntry(queue: string, j: unknown, i: number): void {
+  if (typeof j !== 'object' || j === null) {
+    throw new PgQueueConfigError(`addBulk() of queue ${quote(queue)}: entry ${i} is ${quote(j)}; expected { name, payload, opts? }.`);
+  }
+  for (const k in j) {
+    if (!BULK_ENTRY_KEYS.includes(k)) {
+      throw new PgQueueConfigError(
+        `addBulk() of queue ${quote(queue)}: entry ${i} has unknown key ${quote(k)}` +
+          `${k === 'data' ? ' (use payload, as in add(name, payload))' : ''}. An entry is { name, payload, opts? }.`,
+      );
+    }
+  }
+}
+
+const NOW = { runAt: null, delayMs: 0 } as const;
+const NOT_UNIQUE = { uniqueKey: null, replaceWaiting: false } as const;
+
+function uniqueness(where: string, opts: JobOptions): { uniqueKey: string | null; replaceWaiting: boolean } {
+  const key = opts.uniqueKey;
+  const replace = opts.replaceWaiting;
   if (replace !== undefined && typeof replace !== 'boolean') {
-    throw new PgQueueConfigError(`Job "${queue}/${name}": replaceWaiting must be true or false, got ${String(replace)}.`);
+    throw new PgQueueConfigError(`${where}: replaceWaiting must be true or false, got ${quote(replace)}.`);
   }
   if (key === undefined) {
-    if (replace) throw new PgQueueConfigError(`Job "${queue}/${name}": replaceWaiting needs a uniqueKey (it replaces the waiting job with that key).`);
+    if (replace) throw new PgQueueConfigError(`${where}: replaceWaiting needs a uniqueKey (it replaces the waiting job with that key).`);
     return { uniqueKey: null, replaceWaiting: false };
   }
-  if (typeof key !== 'string' || key.length === 0 || key.length > 1000 || key.includes('\u0000')) {
-    throw new PgQueueConfigError(`Job "${queue}/${name}": uniqueKey must be a string of 1 to 1000 characters without NUL, got ${JSON.stringify(key)}.`);
-  }
+  // A lone surrogate would be stored as U+FFFD: two different keys would then collide, and the
+  // job inserted under the changed key could not be found by the key the caller passed.
+  const why = nameProblem(key, 1000);
+  if (why) throw new PgQueueConfigError(`${where}: uniqueKey ${quote(key)} cannot be used: ${why}. Use a string of 1 to 1000 characters.`);
   return { uniqueKey: key, replaceWaiting: replace ?? false };
 }

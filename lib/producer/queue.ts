@@ -2,7 +2,7 @@ import type { BulkJob, EnqueueOptions, Job, QueueCounts } from '../core/job';
 import type { ResolvedJobDefaults } from '../core/pg-queue.options';
 import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/executor';
 import { insertedToJob, isJobId, type JobStore } from '../db/job-store';
-import { buildJobRow } from './enqueue';
+import { buildJobRow, checkBulkEntry } from './enqueue';
 
 export type { TransactionTarget } from '../db/executor';
 
@@ -78,7 +78,10 @@ export class Queue<TJobs extends JobMap = JobMap> {
     jobs: readonly BulkJob<N, TJobs[N]>[],
     target?: TransactionTarget,
   ): Promise<Job<TJobs[N]>[]> {
-    const rows = jobs.map((j) => buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes));
+    const rows = jobs.map((j, i) => {
+      checkBulkEntry(this.name, j, i);
+      return buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes, 'bulk');
+    });
     if (rows.some((r) => r.uniqueKey !== null)) {
       const { jobs: out, inserted } = await this.store.insertUnique<TJobs[N]>(rows, this.target(target));
       this.enqueued(inserted);

@@ -1,7 +1,17 @@
 import type { ClaimedRow, JobStore, Outcome } from '../db/job-store';
-import { isStorableJson } from '../db/jsonb';
+import { toJsonText } from '../db/jsonb';
 import { RunningJob } from './active-job';
-import { CancelJobError, CompleteWithError, JobTimeoutError, LeaseLostError, PgQueueConfigError, SnoozeJobError, UnknownJobNameError } from '../core/errors';
+import {
+  CancelJobError,
+  CompleteWithError,
+  JobTimeoutError,
+  LeaseLostError,
+  PgQueueConfigError,
+  PgQueuePayloadError,
+  SnoozeJobError,
+  UnknownJobNameError,
+} from '../core/errors';
+import { quote } from '../core/input-text';
 import { executorFor } from '../db/executor';
 import type { Job, JobAttemptError, JobHandler } from '../core/job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/pg-queue.options';
@@ -53,6 +63,12 @@ const FAST_JOB_MS = 20;
 const MIN_FAST_PREFETCH = 200;
 /** A prefetched job that waited longer than this for a slot goes back to the queue. */
 const MAX_BUFFER_WAIT_MS = 1000;
+/**
+ * Node's longest timer (about 24.8 days): a longer one fires after 1 ms with a
+ * TimeoutOverflowWarning. Jobs may be delayed 100 years; a capped wake-up timer that fires early
+ * only claims nothing, and the poll covers the rest.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /**
  * Runs one queue's jobs in this process: claims as many as it has free slots, runs each outside
@@ -166,7 +182,7 @@ export class QueueWorker {
       this.dueTimer = null;
       this.dueAt = Infinity;
       this.wake(0);
-    }, dueInMs + 5);
+    }, Math.min(dueInMs + 5, MAX_TIMER_MS));
     this.dueTimer.unref();
   }
 
@@ -223,8 +239,10 @@ export class QueueWorker {
       if (completeCalled) throw new CompleteWithError(job.id, job.attempt, 'already-called', `${job.queue}/${job.name}`);
       const db = executorFor(target);
       if (!db) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
+      // A result JSON cannot carry throws here, before the call counts: the handler may correct it.
+      const resultJson = this.resultJson(job, result);
       completeCalled = true;
-      if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, this.resultJson(job, result)))) {
+      if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, resultJson))) {
         throw new LeaseLostError(job.id);
       }
       entry.completedInTransaction = true;
@@ -244,7 +262,7 @@ export class QueueWorker {
         const err = new JobTimeoutError(timeoutMs);
         job.abort(err);
         this.settle(entry, err, false);
-      }, timeoutMs);
+      }, Math.min(timeoutMs, MAX_TIMER_MS));
     }
     Promise.resolve()
       .then(() => {
@@ -266,8 +284,17 @@ export class QueueWorker {
     this.avgHandlerMs = this.avgHandlerMs === Infinity ? took : 0.9 * this.avgHandlerMs + 0.1 * took;
     const { job } = entry;
     let outcome: Outcome;
+    let resultJson: string | null = null;
     if (ok) {
-      outcome = { kind: 'completed', id: job.id, attempt: job.attempt, resultJson: this.resultJson(job, value) };
+      try {
+        resultJson = this.resultJson(job, value);
+      } catch (err) {
+        ok = false;
+        value = err;
+      }
+    }
+    if (ok) {
+      outcome = { kind: 'completed', id: job.id, attempt: job.attempt, resultJson };
       this.ctx.events.completed(job, value);
     } else if (value instanceof SnoozeJobError && !entry.cancelRequested) {
       outcome = { kind: 'snoozed', id: job.id, attempt: job.attempt, delayMs: value.delayMs };
@@ -342,21 +369,25 @@ export class QueueWorker {
     this.ctx.store.handBack(ids, this.ctx.workerId).catch((err: Error) => this.ctx.events.error(err));
   }
 
-  /** A handler's result as stored JSON; null (with a warning) when jsonb cannot hold it. */
+  /**
+   * A handler's result as stored JSON (null for undefined). A result JSON cannot carry faithfully
+   * (a Map, NaN, a function, half a surrogate pair...) throws PgQueuePayloadError, which fails the
+   * attempt as if the handler had thrown it: stored as null, the result would be lost with nobody
+   * told, and whoever reads job.result would take null for what the handler returned.
+   */
   private resultJson(job: Job, value: unknown): string | null {
-    let json: string | null = null;
+    if (value === undefined) return null;
     try {
-      json = value === undefined ? null : (JSON.stringify(value) ?? null);
-    } catch {
-      this.ctx.logger.warn(`Result of job ${job.id} (${job.queue}/${job.name}) is not JSON-serialisable; storing null`);
-    }
-    if (json !== null && !isStorableJson(json)) {
-      this.ctx.logger.warn(
-        `Result of job ${job.id} (${job.queue}/${job.name}) cannot be stored as jsonb (it holds a NUL character or a lone UTF-16 surrogate); storing null`,
+      return toJsonText(value, 'result');
+    } catch (err) {
+      throw new PgQueuePayloadError(
+        `Result of job ${job.id} (${quote(`${job.queue}/${job.name}`)}) cannot be stored as JSON: ${(err as Error).message}. ` +
+          `Return plain data (or nothing): the attempt fails instead of storing a different result.`,
+        job.queue,
+        job.name,
+        { cause: err },
       );
-      json = null;
     }
-    return json;
   }
 
   /** Renewing the lease failed: another worker may own the job now, so ask the handler to stop. */

@@ -2,9 +2,12 @@ import 'reflect-metadata';
 import type { INestApplicationContext, LoggerService } from '@nestjs/common';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import type { Pool } from 'pg';
 import {
   JobTimeoutError,
+  PgQueueConfigError,
   PgQueuePayloadError,
+  SnoozeJobError,
   Process,
   Processor,
   QueueService,
@@ -29,6 +32,9 @@ const ROOT = path.resolve(__dirname, '..', '..');
 const LEAKY_FIXTURE = path.join(ROOT, 'test', 'fixtures', 'leaky-handler-process.js');
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The pool completeWith() transactions run on (the test database's). */
+let completePool: Pool | undefined;
 
 /** What the 'hangs' handler saw on its signal, per attempt. */
 const hangSignals: { attempt: number; aborted: boolean; reason: unknown }[] = [];
@@ -73,15 +79,51 @@ class EdgeProcessor {
       case 'lone-surrogate':
         // Cutting a string in the middle of an emoji leaves half a UTF-16 pair, which jsonb refuses.
         throw new Error('quota exceeded for 😀'.slice(0, -1));
+      case 'nul':
+        throw new Error('bad byte \u0000 in input');
       default:
         throw new Error(`unknown kind ${job.payload.kind}`);
     }
     /* eslint-enable @typescript-eslint/only-throw-error */
   }
 
-  @Process('returns-lone-surrogate')
-  returnsLoneSurrogate() {
-    return { text: 'half of 😀'.slice(0, -1) };
+  /** Returns what JSON cannot carry faithfully: it used to be stored as something else (or null) without a word. */
+  @Process('returns')
+  returns(job: Job<{ kind: string }>) {
+    switch (job.payload.kind) {
+      case 'lone-surrogate':
+        return { text: 'half of 😀'.slice(0, -1) };
+      case 'function':
+        return () => 'done';
+      case 'map':
+        return { counts: new Map([['a', 1]]) };
+      case 'nan':
+        return { items: [{ total: 1 }, { total: NaN }] };
+      case 'set':
+        return [new Set([1])];
+      case 'bigint':
+        return { n: 1n };
+      case 'undefined':
+        return undefined;
+      default:
+        return { ok: true, at: new Date(Date.UTC(2026, 0, 1)) };
+    }
+  }
+
+  /** completeWith() with a result JSON cannot carry: it throws before writing, so the caller's transaction rolls back. */
+  @Process('completes-with-map')
+  async completesWithMap(job: ActiveJob) {
+    const client = await completePool!.connect();
+    try {
+      await client.query('BEGIN');
+      await job.completeWith({ client }, { counts: new Map() });
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK');
+      throw err;
+    } finally {
+      client.release();
+    }
   }
 }
 
@@ -144,6 +186,7 @@ describe('the worker survives bad input at the edges and reports it', () => {
     app.useLogger(logs);
     await app.init();
     queues = app.get(QueueService);
+    completePool = ctx.pool;
   });
 
   afterAll(async () => {
@@ -230,6 +273,15 @@ describe('the worker survives bad input at the edges and reports it', () => {
       // name
       { what: 'a name no handler has', row: { name: 'nobody-handles-this', max_attempts: 1 }, check: failedWith(['UnknownJobNameError']) },
       { what: 'an empty name (add refuses it)', row: { name: '', max_attempts: 1 }, check: failedWith(['UnknownJobNameError']) },
+      {
+        what: 'a 10,000-character name (add refuses it): the error quotes it briefly',
+        row: { name: 'n'.repeat(10_000), max_attempts: 1 },
+        check: (job) => {
+          failedWith(['UnknownJobNameError'])(job);
+          expect(job.errors[0].message).toMatch(/^No handler for job "n{60}"… \(10000 characters\) in queue "edge"\./);
+          expect(job.errors[0].message.length).toBeLessThan(600);
+        },
+      },
       // attempts
       { what: 'max_attempts 1 and a throwing handler', row: { name: 'throws', max_attempts: 1 }, check: failedWith(['Error']) },
       {
@@ -361,11 +413,50 @@ describe('the worker survives bad input at the edges and reports it', () => {
       await expectWorkerStillRuns();
     });
 
-    it('a result with half a surrogate pair completes the job with a null result, and says why', async () => {
-      const job = await queues.add('edge', 'returns-lone-surrogate', {});
-      expect(await ended(job.id)).toMatchObject({ state: 'completed', result: null });
-      expect(logs.warnings).toContainEqual(expect.stringMatching(new RegExp(`Result of job ${job.id} .*cannot be stored as jsonb.*storing null`)));
+    it('an error message with a NUL is stored, the NUL replaced by U+FFFD, rather than losing the failure', async () => {
+      const job = await queues.add('edge', 'throws-value', { kind: 'nul' }, { attempts: 1 });
+      const failed = await ended(job.id);
+      expect(failed.errors).toEqual([expect.objectContaining({ name: 'Error', message: 'bad byte \ufffd in input' })]);
       await expectWorkerStillRuns();
+    });
+
+    // The attempt fails with the reason recorded on the job, as if the handler had thrown it: a
+    // result stored as null (or {}) would be lost with nobody told.
+    it.each([
+      ['half a surrogate pair', 'lone-surrogate', /result\.text contains a lone UTF-16 surrogate/],
+      ['a function', 'function', /result is a function, which JSON leaves out/],
+      ['a Map', 'map', /result\.counts is a Map, which JSON stores as \{\}/],
+      ['NaN', 'nan', /result\.items\[1\]\.total is NaN/],
+      ['a Set', 'set', /result\[0\] is a Set/],
+      ['a BigInt', 'bigint', /result\.n is a BigInt/],
+    ])('a result holding %s fails the attempt, saying where and why', async (_what, kind, problem) => {
+      const job = await queues.add('edge', 'returns', { kind }, { attempts: 1 });
+      const failed = await ended(job.id);
+      expect(failed).toMatchObject({ state: 'failed', result: null });
+      expect(failed.errors).toEqual([expect.objectContaining({ attempt: 1, name: 'PgQueuePayloadError' })]);
+      expect(failed.errors[0].message).toMatch(new RegExp(`^Result of job ${job.id} \\("edge/returns"\\) cannot be stored as JSON: `));
+      expect(failed.errors[0].message).toMatch(problem);
+      await expectWorkerStillRuns();
+    });
+
+    it('a result JSON carries (a Date as its ISO string, or nothing) completes as before', async () => {
+      const dated = await queues.add('edge', 'returns', { kind: 'plain' });
+      expect(await ended(dated.id)).toMatchObject({ state: 'completed', result: { ok: true, at: '2026-01-01T00:00:00.000Z' } });
+      const nothing = await queues.add('edge', 'returns', { kind: 'undefined' });
+      expect(await ended(nothing.id)).toMatchObject({ state: 'completed', result: null });
+    });
+
+    it('completeWith() with a result JSON cannot carry throws before writing: the transaction rolls back and the attempt fails', async () => {
+      const job = await queues.add('edge', 'completes-with-map', {}, { attempts: 1 });
+      const failed = await ended(job.id);
+      expect(failed.state).toBe('failed');
+      expect(failed.errors).toEqual([expect.objectContaining({ name: 'PgQueuePayloadError', message: expect.stringMatching(/result\.counts is a Map/) })]);
+      await expectWorkerStillRuns();
+    });
+
+    it('a snooze longer than a timer can hold is refused where it is constructed', () => {
+      expect(() => new SnoozeJobError(2 ** 31)).toThrow(PgQueueConfigError);
+      expect(() => new SnoozeJobError(Infinity)).toThrow(/from 0 to 2\^31-1 \(about 24\.8 days\), got Infinity/);
     });
 
     it('a payload with half a surrogate pair fails at enqueue with a PgQueuePayloadError and stores nothing', async () => {
@@ -403,7 +494,7 @@ describe('the worker survives bad input at the edges and reports it', () => {
     it('rejects a handleUnhandledRejections that is not a boolean', async () => {
       await expect(
         bootApp({ options: { connection: ctx.db.url, handleUnhandledRejections: 'yes' as unknown as boolean } }),
-      ).rejects.toThrow(/Invalid handleUnhandledRejections: yes\. Use true or false/);
+      ).rejects.toThrow(/Invalid handleUnhandledRejections: "yes"\. Use true or false/);
     });
 
     // Jest handles unhandled rejections in its own process, so the real test is a child process

@@ -35,6 +35,34 @@ describe('module options', () => {
     expect(q.concurrency).toBe(10);
   });
 
+  it('layers a partial backoff over the one below it, field by field, even when the type changes', () => {
+    const base = resolveModuleOptions({ defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10, maxDelayMs: 500, jitter: false } } }).defaultJobOptions;
+    const q = resolveQueueOptions({ name: 'email', defaultJobOptions: { backoff: { type: 'exponential', delayMs: 20 } } }, base);
+    expect(q.defaultJobOptions.backoff).toEqual({ type: 'exponential', delayMs: 20, maxDelayMs: 500, jitter: false });
+  });
+
+  it('accepts retention of a month or more (a bigint in SQL, not a timer)', () => {
+    const month = 30 * 86_400_000;
+    expect(resolveModuleOptions({ retention: { completedMs: month, cancelledMs: month, failedMs: 10 * 365 * 86_400_000 } }).retention).toEqual({
+      completedMs: month,
+      cancelledMs: month,
+      failedMs: 10 * 365 * 86_400_000,
+    });
+  });
+
+  it.each<[string, object, RegExp]>([
+    ['an unknown job option, naming the bullmq one', { defaultJobOptions: { delay: 5 } }, /"delay" \(use delayMs/],
+    ['a per-job option', { defaultJobOptions: { runAt: new Date() } }, /"runAt" \(use it per job, in add\(\)/],
+    ['a uniqueKey default', { defaultJobOptions: { uniqueKey: 'k' } }, /"uniqueKey" \(use it per job/],
+    ['an unknown retention key', { retention: { completed: 1 } }, /Unknown option\(s\) in retention: "completed"/],
+    ['a retention that is not an object', { retention: 5 }, /Invalid retention: 5/],
+    ['a key in other casing', { pollintervalms: 5 }, /"pollintervalms" \(use pollIntervalMs\)/],
+    ['a long bad value, quoted briefly', { leaseMs: 'l'.repeat(10_000) }, /^Invalid leaseMs: "l{60}"… \(10000 characters\) \(it is a string, not a number\)/],
+  ])('refuses %s', (_what, options, message) => {
+    expect(() => resolveModuleOptions(options as never)).toThrow(PgQueueConfigError);
+    expect(() => resolveModuleOptions(options as never)).toThrow(message);
+  });
+
   it.each(['pgqueue', 'tenant_a', '_x'])('accepts schema %s', (s) => expect(validateSchemaName(s)).toBe(s));
   it.each(['', 'Upper', '1abc', 'a-b', 'a"b', 'x'.repeat(49), 'pg queue'])('rejects schema %j', (s) =>
     expect(() => validateSchemaName(s)).toThrow(PgQueueConfigError),
