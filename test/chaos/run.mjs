@@ -1,10 +1,11 @@
 // The chaos suite: `npm run test:chaos` (full) or `npm run test:chaos -- --short` (CI).
 //
 // For each scenario: a fresh database on an embedded PostgreSQL this script owns (it must be able
-// to restart it), a producer at a steady rate, two replicas of a small app (test/chaos/replica.cjs),
+// to restart and crash it), a producer at a steady rate, two replicas of a small app (test/chaos/replica.cjs),
 // then baseline, fault and recovery phases. Afterwards both replicas get
 // SIGTERM while the producer still runs (shutdown under pressure), a fresh replica drains the
-// rest, and the database says how many committed jobs never ran and how many ran twice.
+// rest, and the database says how many committed jobs never ran, how many ran twice, and which
+// errors the attempts recorded.
 //
 // Flags: --short (CI durations; only correctness targets fail the run: loss, duplicates beyond
 // what the fault explains, an error no fault explains, a replica that exits on its own or unclean
@@ -106,13 +107,16 @@ async function runScenario(sc, server, logDir) {
       let held = 0;
       try {
         for (;;) {
-          r.pause();
+          r.pause(); // resumed below, or ended by the SIGKILL
           const { rows } = await watcher.query(`SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active' AND locked_by LIKE $1`, [`%:${r.pid}:%`]);
           held = rows[0].n;
           if (held > 0 || Date.now() > until) break;
           r.resume();
           await sleep(5 + Math.random() * 20);
         }
+      } catch (err) {
+        r.resume();
+        throw err;
       } finally {
         await watcher.end();
       }
@@ -133,10 +137,16 @@ async function runScenario(sc, server, logDir) {
      */
     async crashServer(downMs) {
       const frozen = replicas.filter((r) => !r.expectedExit);
-      const { recovered, stoppedAt } = await server.restart({ downMs, crash: true, onStopped: () => frozen.forEach((r) => r.pause()) });
-      const rows = await tryQuery(url, `SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active'`);
-      frozen.forEach((r) => r.resume());
+      let restarted;
+      let rows;
+      try {
+        restarted = await server.restart({ downMs, crash: true, onStopped: () => frozen.forEach((r) => r.pause()) });
+        rows = await tryQuery(url, `SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active'`);
+      } finally {
+        frozen.forEach((r) => r.resume()); // never leave a stopped child behind
+      }
       if (!rows) throw new Error('the recovered server did not answer');
+      const { recovered, stoppedAt } = restarted;
       // atMs: when every server process was gone, so any commit (and its first run's done_at) is earlier.
       const crash = { atMs: stoppedAt, activeAtCrash: rows[0].n, recovered };
       crashes.push(crash);
@@ -240,7 +250,7 @@ async function runScenario(sc, server, logDir) {
 
 async function main() {
   if (process.env.DATABASE_URL) {
-    console.log('test:chaos ignores DATABASE_URL: scenario 1 restarts the server, so the suite runs its own embedded PostgreSQL.');
+    console.log('test:chaos ignores DATABASE_URL: scenario 1 restarts the server and 10-11 crash it, so the suite runs its own embedded PostgreSQL.');
     delete process.env.DATABASE_URL;
   }
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgq-chaos-'));
