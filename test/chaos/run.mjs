@@ -96,8 +96,8 @@ async function runScenario(sc, server, logDir) {
     startReplica,
     /**
      * SIGKILLs replica i at a moment it holds jobs, so the kill exercises the rescue: it freezes
-     * the replica (SIGSTOP), asks the database what it holds, and kills it if that is a job or
-     * more, else lets it run a moment and asks again. A replica that holds nothing within
+     * the replica (SIGSTOP), waits for the statements it had sent to end, asks the database what
+     * it holds, and kills it if that is a job or more, else lets it run a moment and asks again. A replica that holds nothing within
      * HOLD_WAIT_MS makes the scenario inconclusive, which fails it. Returns the jobs it held.
      */
     async killReplica(i) {
@@ -108,6 +108,17 @@ async function runScenario(sc, server, logDir) {
       try {
         for (;;) {
           r.pause(); // resumed below, or ended by the SIGKILL
+          // A statement the replica sent just before it froze still runs (a claim, a completion):
+          // wait until none of its connections runs one, so what it holds can no longer change.
+          await sleep(5);
+          while (Date.now() < until) {
+            const { rows: running } = await watcher.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1 AND state = 'active'`,
+              [`chaos-replica:${r.pid}%`],
+            );
+            if (running[0].n === 0) break;
+            await sleep(2);
+          }
           const { rows } = await watcher.query(`SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active' AND locked_by LIKE $1`, [`%:${r.pid}:%`]);
           held = rows[0].n;
           if (held > 0 || Date.now() > until) break;
@@ -122,8 +133,15 @@ async function runScenario(sc, server, logDir) {
       }
       await r.kill();
       // The count again, now that nothing of the replica can still be in flight.
+      const seen = held;
       held = await heldBy(url, r.pid);
-      if (held === 0) inconclusive.push(`replica ${r.pid} held no job in ${HOLD_WAIT_MS / 1000} s, so its SIGKILL tested no rescue`);
+      if (held === 0) {
+        inconclusive.push(
+          seen > 0
+            ? `replica ${r.pid} held ${seen} job(s) when frozen but none at its SIGKILL, so the kill tested no rescue`
+            : `replica ${r.pid} held no job in ${HOLD_WAIT_MS / 1000} s, so its SIGKILL tested no rescue`,
+        );
+      }
       kills.push({ pid: r.pid, held });
       return held;
     },
