@@ -2,8 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Client, escapeIdentifier } from 'pg';
 import { QueueService, type Queue } from '../../lib';
-import { buildJobRow } from '../../lib/enqueue';
-import { DEFAULTS } from '../../lib/pg-queue.options';
+import type { NewJobRow } from '../../lib/db/job-store';
 import { bootApp, runtimeOf } from '../support/app';
 import { useTestDatabase } from '../support/database';
 
@@ -70,7 +69,10 @@ describe('durable enqueue', () => {
 
   it('a recurring job’s tick commits with synchronous_commit on', async () => {
     const store = runtimeOf(app).store;
-    const row = buildJobRow('dq', 'x', { v: 5 }, undefined, DEFAULTS.job, 1_000_000);
+    const row: NewJobRow = {
+      queue: 'dq', name: 'x', payload: { v: 5 }, payloadJson: '{"v":5}', priority: 0, runAt: null, delayMs: 0,
+      maxAttempts: 1, backoff: null, timeoutMs: null, uniqueKey: null, replaceWaiting: false,
+    };
     expect(await store.enqueueTick('dq:x:cron', new Date(), row)).toBe(true);
     const { rows } = await t.pool.query<{ sync: string }>(
       `SELECT s.sync FROM commit_settings s JOIN pgqueue.jobs j ON j.id = s.job_id WHERE j.payload = '{"v": 5}'`,
