@@ -98,7 +98,8 @@ export function databaseUrl(url, name) {
  *                                    to echo it to stderr too, or a function.
  * @param {boolean} [opts.handleSignals=true] stop the server and exit on SIGINT/SIGTERM.
  * @returns {Promise<{ url: string, embedded: boolean, logFile?: string, dataDir?: string, stop(): Promise<void>,
- *   restart?(opts?: { downMs?: number }): Promise<void>, binDir?: string, binariesNote?: string }>}
+ *   restart?(opts?: { downMs?: number, crash?: boolean, onStopped?: () => void }): Promise<{ recovered: boolean, stoppedAt: number }>,
+ *   binDir?: string, binariesNote?: string }>}
  *   `binDir`: where the server's bin/, lib/ and share/ are; `binariesNote`: set when that is a copy
  *   (we are root and the `postgres` user cannot reach node_modules/), saying so, for the caller to print.
  */
@@ -267,16 +268,25 @@ export async function startPostgres({
     }
 
     /**
-     * Stops the server (fast shutdown: sessions are cut, the WAL is flushed), waits `downMs`,
-     * and starts it again on the same port and data directory. For the chaos suite.
+     * Stops the server, waits `downMs`, and starts it again on the same port and data directory.
+     * For the chaos suite. By default a fast shutdown (sessions are cut, a shutdown checkpoint
+     * flushes everything). With `crash: true` the postmaster and every server process get SIGKILL
+     * at once, as in a kernel OOM kill or a power cut of the process tree: WAL not yet written
+     * from shared memory is gone, and the next start runs crash recovery. Resolves with
+     * { recovered, stoppedAt }: whether the server log says crash recovery ran on that start, and
+     * when (epoch ms) the old server was gone. `onStopped` runs once it is gone, before the wait.
      */
-    async function restart({ downMs = 0 } = {}) {
+    async function restart({ downMs = 0, crash = false, onStopped = () => {} } = {}) {
       const proc = instance.process;
       if (proc && proc.exitCode === null && proc.signalCode === null) {
         const exited = new Promise((r) => proc.once('exit', r));
-        proc.kill('SIGINT');
+        if (crash) killProcessTree(proc.pid);
+        else proc.kill('SIGINT');
         await exited;
       }
+      const stoppedAt = Date.now();
+      onStopped();
+      const logStart = logText.length;
       instance.process = undefined;
       if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
       const port = Number(new URL(url).port);
@@ -284,6 +294,7 @@ export async function startPostgres({
       onLog(`--- restart on port ${port} (${new Date().toISOString()}) ---\n`);
       await startWithTimeout(next);
       instance = next;
+      return { recovered: /automatic recovery in progress/.test(logText.slice(logStart)), stoppedAt };
     }
 
     return { url, embedded: true, logFile, dataDir, stop, restart, binDir, binariesNote };
@@ -295,6 +306,40 @@ export async function startPostgres({
       fs.rmSync(dataDir, { recursive: true, force: true });
     }
     throw e;
+  }
+}
+
+/**
+ * SIGKILLs a process and all its descendants at once (Linux /proc). The root is stopped first,
+ * so a postmaster cannot fork a new backend between the listing and the kill.
+ */
+function killProcessTree(rootPid) {
+  process.kill(rootPid, 'SIGSTOP');
+  const childrenOf = new Map();
+  for (const entry of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      // Field 4 of /proc/<pid>/stat is the parent pid; the command name (field 2) may hold spaces.
+      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (!childrenOf.has(ppid)) childrenOf.set(ppid, []);
+      childrenOf.get(ppid).push(Number(entry));
+    } catch {
+      /* the process ended meanwhile */
+    }
+  }
+  const tree = [];
+  for (const queue = [rootPid]; queue.length; ) {
+    const pid = queue.shift();
+    tree.push(pid);
+    queue.push(...(childrenOf.get(pid) ?? []));
+  }
+  for (const pid of tree.reverse()) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      /* already gone */
+    }
   }
 }
 

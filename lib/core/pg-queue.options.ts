@@ -69,7 +69,9 @@ export interface PgQueueModuleOptions {
    * Let claims, job outcomes and heartbeats commit without waiting for the WAL flush
    * (`synchronous_commit = off` for those statements only). Several times the drain rate; the
    * cost is that a PostgreSQL crash (not a clean restart) can forget the last fraction of a
-   * second of them, and those jobs run again. Enqueues always commit durably.
+   * second of them, and those jobs run again. Enqueues on the queue's own connection always
+   * commit durably (`synchronous_commit = on` for that statement, whatever the server default);
+   * an enqueue in your transaction (`{ manager }`, `{ client }`) commits as your transaction does.
    * @default true
    */
   asyncCommit?: boolean;

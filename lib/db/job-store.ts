@@ -201,7 +201,7 @@ export class JobStore {
     if (keyed.some((r) => r.replaceWaiting !== replace)) {
       throw new PgQueueConfigError('replaceWaiting must be the same for every job with a uniqueKey in one addBulk call; split the call.');
     }
-    const sql = buildUniqueInsert(this.schema, replace);
+    const sql = buildUniqueInsert(this.schema, replace, db === this.db);
     const [out] = await db.query<{ rows: [string, string | null, boolean][]; now: Date }>(sql, [
       rows.map((r) => r.payloadJson),
       ...insertColumns(rows),
@@ -240,9 +240,12 @@ export class JobStore {
     if (rows.length === 0) return { ids: [], now: new Date() };
     const columns = insertColumns(rows);
     const arrays = columns.map((values) => !values.every((v) => sameValue(v, values[0])));
-    const key = arrays.map((a) => (a ? '1' : '0')).join('');
+    // On the queue's own pool the insert forces a durable commit; in the caller's transaction it
+    // leaves the commit to the caller.
+    const durable = db === this.db;
+    const key = (durable ? 'd' : 't') + arrays.map((a) => (a ? '1' : '0')).join('');
     let sql = this.insertSql.get(key);
-    if (!sql) this.insertSql.set(key, (sql = buildInsert(this.schema, arrays)));
+    if (!sql) this.insertSql.set(key, (sql = buildInsert(this.schema, arrays, durable)));
     const params = [rows.map((r) => r.payloadJson), ...columns.map((values, i) => (arrays[i] ? values : values[0])), this.channel];
     const [out] = await db.query<{ ids: string[]; now: Date }>(sql, params, this.name(sql));
     return out;

@@ -40,6 +40,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
   // every row: 61 ms for 450 jobs, quadratic (measured); array_position is a tight loop in C.
   const at = 'array_position($1::bigint[], j.id)';
   const ack = opts.asyncCommit ? `AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'` : '';
+  // The cron tick is an enqueue on the queue's own connection: durable whatever the server default.
   const jobs = `${s}.jobs`;
   const history = `${s}.job_history`;
   return {
@@ -367,7 +368,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         RETURNING key
       ), ins AS (
         INSERT INTO ${jobs} (queue, name, payload, run_at, max_attempts, backoff, timeout_ms, priority)
-        SELECT $3, $4, $5::jsonb, $2, $6, $7::jsonb, $8, $9 FROM moved
+        SELECT $3, $4, $5::jsonb, $2, $6, $7::jsonb, $8, $9 FROM moved WHERE ${DURABLE}
         RETURNING id
       ), wake AS (SELECT pg_notify($10, $3 || '|0') FROM ins)
       SELECT (SELECT count(*) FROM ins)::int AS inserted, (SELECT count(*) FROM wake)::int AS woken`,
@@ -418,6 +419,14 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 export type Queries = ReturnType<typeof buildQueries>;
 
 /**
+ * An enqueue on the queue's own pool commits durably whatever the server's or database's
+ * `synchronous_commit` default (an app may run with it off for its own writes): this forces it on
+ * for the statement's own transaction, in the same round trip (an InitPlan, evaluated once). An
+ * enqueue in the caller's transaction never carries it: the caller owns that commit.
+ */
+const DURABLE = `(SELECT set_config('synchronous_commit', 'on', true)) = 'on'`;
+
+/**
  * The insert's per-job columns after the payload, in parameter order ($2 ...). The parameters
  * after them (unique key, channel) are numbered from this list's length, never written as
  * literals: a column added here moves them with it (test/unit/insert-params.spec.ts checks).
@@ -451,9 +460,10 @@ export const INSERT_PARAMS = {
  * other column travels as an array only when its values differ within the call, else as one
  * scalar: parsing nine 1,000-element arrays cost about twice the insert itself (measured:
  * 23 ms vs 12 ms per 1,000 jobs). `arrays[i]` says whether INSERT_COLUMNS[i] is an array.
+ * `durable`: the insert runs on the queue's own pool, so it forces `synchronous_commit` on (DURABLE).
  * Every piece of this SQL is from the fixed vocabulary above; values are bind parameters.
  */
-export function buildInsert(schema: string, arrays: readonly boolean[]): string {
+export function buildInsert(schema: string, arrays: readonly boolean[], durable: boolean): string {
   const unnest = ['$1::text[]'];
   const alias = ['payload'];
   const expr: Record<string, string> = {};
@@ -473,7 +483,7 @@ export function buildInsert(schema: string, arrays: readonly boolean[]): string 
       SELECT ${expr.queue}, ${expr.name}, t.payload::jsonb, ${expr.priority},
              coalesce(${expr.run_at}, now() + ${expr.delay_ms} * interval '1 millisecond'),
              ${expr.max_attempts}, ${expr.backoff}::jsonb, ${expr.timeout_ms}
-      FROM unnest(${unnest.join(', ')}) AS t(${alias.join(', ')})
+      FROM unnest(${unnest.join(', ')}) AS t(${alias.join(', ')}) ${durable ? `WHERE ${DURABLE}` : ''}
       RETURNING id, queue, run_at
     ), wake AS (
       SELECT pg_notify($${INSERT_PARAMS.insert.channel}, queue || '|' ||
@@ -496,7 +506,7 @@ export function buildInsert(schema: string, arrays: readonly boolean[]): string 
  * values follow the ORDER BY). Not the hot path: every column is an array.
  * $1 payload[], INSERT_COLUMNS[], unique_key[], channel (INSERT_PARAMS.unique)
  */
-export function buildUniqueInsert(schema: string, replaceWaiting: boolean): string {
+export function buildUniqueInsert(schema: string, replaceWaiting: boolean, durable: boolean): string {
   const { uniqueKey, channel } = INSERT_PARAMS.unique;
   const arrays = ['$1::text[]', ...INSERT_COLUMNS.map(([, type], i) => `$${i + 2}::${type}[]`), `$${uniqueKey}::text[]`];
   const names = ['payload', ...INSERT_COLUMNS.map(([col]) => col), 'unique_key'];
@@ -512,7 +522,7 @@ export function buildUniqueInsert(schema: string, replaceWaiting: boolean): stri
       INSERT INTO ${escapeIdentifier(schema)}.jobs AS j (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, unique_key)
       SELECT queue, name, payload::jsonb, priority, coalesce(run_at, now() + delay_ms * interval '1 millisecond'),
              max_attempts, backoff::jsonb, timeout_ms, unique_key
-      FROM input ORDER BY ord
+      FROM input ${durable ? `WHERE ${DURABLE}` : ''} ORDER BY ord
       ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL ${conflict}
       RETURNING j.id, j.queue, j.unique_key, j.run_at, j.xmax = 0 AS inserted
     ), wake AS (

@@ -61,6 +61,13 @@ export function spawnChild(script, arg, logFile) {
       child.kill('SIGKILL');
       return proc.exited;
     },
+    /** SIGSTOP / SIGCONT: freezes the process, so what the database says it holds stays put. */
+    pause() {
+      child.kill('SIGSTOP');
+    },
+    resume() {
+      child.kill('SIGCONT');
+    },
     /** SIGTERM; resolves with { code, signal, ms } (ms: until the process was gone). */
     async terminate() {
       proc.expectedExit = true;
@@ -177,4 +184,95 @@ export async function tally(url) {
   );
   if (!rows) throw new Error('the database did not answer the final count');
   return rows[0];
+}
+
+/**
+ * Acknowledged commits (the producer's [first seq, count] batches) that the database does not
+ * hold: a job whose COMMIT returned, lost afterwards (a server crash with a non-durable commit).
+ */
+export async function ackedMissing(url, acked) {
+  const rows = await tryQuery(
+    url,
+    `SELECT count(*)::int AS n FROM unnest($1::bigint[], $2::int[]) AS b(first, n), generate_series(b.first, b.first + b.n - 1) AS s
+      WHERE NOT EXISTS (SELECT 1 FROM chaos_enqueued e WHERE e.seq = s)`,
+    [acked.map((b) => b[0]), acked.map((b) => b[1])],
+  );
+  if (!rows) throw new Error('the database did not answer the check of acknowledged commits');
+  return rows[0].n;
+}
+
+/**
+ * Jobs handed back by the rescuer after worker process `pid` died holding them: each one's
+ * errors carry a LeaseExpiredError naming that worker (its id holds the pid).
+ */
+export async function rescuedFrom(url, pid) {
+  const rows = await tryQuery(
+    url,
+    `SELECT count(*)::int AS n FROM (SELECT errors FROM pgqueue.jobs UNION ALL SELECT errors FROM pgqueue.job_history) j
+      WHERE EXISTS (SELECT 1 FROM jsonb_array_elements(j.errors) e WHERE e->>'name' = 'LeaseExpiredError' AND e->>'message' LIKE $1)`,
+    [`%:${pid}:%`],
+  );
+  if (!rows) throw new Error('the database did not answer the count of rescued jobs');
+  return rows[0].n;
+}
+
+/**
+ * Every error recorded in the jobs' attempt histories (live and finished), grouped by name and
+ * message with every word that holds a digit masked (lease times, worker ids, ports), with the
+ * number of jobs and errors.
+ */
+export async function errorHistory(url) {
+  const rows = await tryQuery(
+    url,
+    `SELECT e->>'name' AS name, regexp_replace(coalesce(e->>'message', ''), '[0-9a-f]*[0-9][0-9a-f]*', '#', 'g') AS message,
+            count(DISTINCT j.id)::int AS jobs, count(*)::int AS n
+       FROM (SELECT id, errors FROM pgqueue.jobs WHERE queue = 'chaos'
+             UNION ALL SELECT id, errors FROM pgqueue.job_history WHERE queue = 'chaos') j,
+            jsonb_array_elements(j.errors) e
+      GROUP BY 1, 2 ORDER BY 4 DESC`,
+  );
+  if (!rows) throw new Error('the database did not answer the count of recorded errors');
+  return rows;
+}
+
+/**
+ * Duplicate runs by when the job's first run ended (chaos_done keeps the first run's times;
+ * `runs` counts the others): more than `windowMs` before `atMs`, within that window, or after
+ * `atMs`; and how many jobs first ended within the window.
+ */
+export async function duplicatesAround(url, atMs, windowMs) {
+  const rows = await tryQuery(
+    url,
+    `SELECT coalesce(sum(runs - 1) FILTER (WHERE done_at < to_timestamp(($1::float8 - $2::float8) / 1000.0)), 0)::int AS before,
+            coalesce(sum(runs - 1) FILTER (WHERE done_at >= to_timestamp(($1::float8 - $2::float8) / 1000.0) AND done_at < to_timestamp($1 / 1000.0)), 0)::int AS within,
+            coalesce(sum(runs - 1) FILTER (WHERE done_at >= to_timestamp($1 / 1000.0)), 0)::int AS after,
+            count(*) FILTER (WHERE done_at >= to_timestamp(($1::float8 - $2::float8) / 1000.0) AND done_at < to_timestamp($1 / 1000.0))::int AS completed_within
+       FROM chaos_done`,
+    [atMs, windowMs],
+  );
+  if (!rows) throw new Error('the database did not answer the count of duplicates around the crash');
+  return rows[0];
+}
+
+/**
+ * Duplicate runs that no recorded error accounts for. A job runs again only after an attempt
+ * that the database saw end badly (a LeaseExpiredError after its worker died, or the handler's
+ * own write failing on a lost connection, possibly after it committed), so each extra run needs
+ * an error in the job's history, except after a server crash with asyncCommit (a forgotten claim
+ * or completion). Counted per job: extra runs beyond its recorded errors.
+ */
+export async function unexplainedDuplicates(url) {
+  const rows = await tryQuery(
+    url,
+    `SELECT coalesce(sum(greatest(0, d.runs - 1 - e.n)), 0)::int AS n
+       FROM chaos_done d,
+            LATERAL (SELECT count(x) AS n
+                       FROM (SELECT payload, errors FROM pgqueue.jobs WHERE queue = 'chaos'
+                             UNION ALL SELECT payload, errors FROM pgqueue.job_history WHERE queue = 'chaos') j
+                       LEFT JOIN LATERAL jsonb_array_elements(j.errors) x ON true
+                      WHERE j.payload->>'seq' = d.seq::text) e
+      WHERE d.runs > 1`,
+  );
+  if (!rows) throw new Error('the database did not answer the count of unexplained duplicates');
+  return rows[0].n;
 }

@@ -3,10 +3,13 @@
 // package, each in a transaction that also records its sequence number in `chaos_enqueued`, so
 // the database itself says which jobs were committed (the outbox pattern under test). A batch
 // whose transaction fails is not retried: like a web request during an outage, it never
-// happened, and `chaos_enqueued` never lists it.
+// happened, and `chaos_enqueued` never lists it. The producer also remembers every batch whose
+// COMMIT was acknowledged: the driver checks each of those is in the database (after a server
+// crash, an acknowledged commit that is missing is a lost job even though no table shows it).
 //
 // Argument (JSON): { url }. IPC commands: { type: 'rate', perSec }, { type: 'burst', n },
-// { type: 'stop' } (answers { type: 'stop', committed, failedBatches }).
+// { type: 'stop' } (answers { type: 'stop', committed, failedBatches, skippedTicks, acked }, where
+// `acked` is [first seq, count] of every acknowledged batch).
 
 require('reflect-metadata');
 const path = require('node:path');
@@ -32,6 +35,7 @@ let inFlight = 0;
 let committed = 0;
 let failedBatches = 0;
 let skippedTicks = 0;
+const acked = [];
 
 /** One transaction: the sequence numbers and their jobs commit together or not at all. */
 async function enqueue(n) {
@@ -48,6 +52,7 @@ async function enqueue(n) {
     else await queue.addBulk(seqs.map((s) => ({ name: 'tick', payload: { seq: s } })), { client });
     await client.query('COMMIT');
     committed += n;
+    acked.push([seqs[0], n]);
   } catch {
     failedBatches++;
     await client?.query('ROLLBACK').catch(() => undefined);
@@ -97,7 +102,7 @@ async function main() {
       while (inFlight > 0) await new Promise((r) => setTimeout(r, 10));
       await app.close();
       await pool.end();
-      process.send({ type: 'stop', committed, failedBatches, skippedTicks });
+      process.send({ type: 'stop', committed, failedBatches, skippedTicks, acked });
       process.disconnect();
     }
   });

@@ -22,7 +22,7 @@ const EXIT_WATCHDOG_MS = 3000;
 const { url, options = {} } = JSON.parse(process.argv[2]);
 const tag = `[replica ${process.pid}]`;
 
-const appPool = new Pool({ connectionString: url, max: 10, application_name: 'chaos-replica:app' });
+const appPool = new Pool({ connectionString: url, max: 10, application_name: `chaos-replica:${process.pid}:app` });
 appPool.on('error', (err) => process.stderr.write(`${tag} app pool: ${err.message}\n`));
 
 class ChaosProcessor {
@@ -49,7 +49,8 @@ class ReplicaModule {}
 Module({
   imports: [
     pkg.PgQueueModule.forRoot({
-      connection: { connectionString: url, application_name: 'chaos-replica' },
+      // The pid in every connection's name: the driver can tell this replica's statements apart.
+      connection: { connectionString: url, application_name: `chaos-replica:${process.pid}` },
       // Idempotent work: retry through outages (a handler whose own insert hits a killed
       // connection fails its attempt) rather than fail the job.
       defaultJobOptions: { attempts: 20, backoff: { type: 'exponential', delayMs: 200, maxDelayMs: 5_000 } },

@@ -1,21 +1,39 @@
 // The chaos suite: `npm run test:chaos` (full) or `npm run test:chaos -- --short` (CI).
 //
 // For each scenario: a fresh database on an embedded PostgreSQL this script owns (it must be able
-// to restart it), a producer at a steady rate, two replicas of a small app (test/chaos/replica.cjs),
+// to restart and crash it), a producer at a steady rate, two replicas of a small app (test/chaos/replica.cjs),
 // then baseline, fault and recovery phases. Afterwards both replicas get
 // SIGTERM while the producer still runs (shutdown under pressure), a fresh replica drains the
-// rest, and the database says how many committed jobs never ran and how many ran twice.
+// rest, and the database says how many committed jobs never ran, how many ran twice, and which
+// errors the attempts recorded.
 //
 // Flags: --short (CI durations; only correctness targets fail the run: loss, duplicates beyond
-// the jobs a killed replica held, a replica that exits on its own or unclean shutdown; the rate
-// targets are reported), --only=restart,crash (scenario keys), --keep (leave databases and logs).
+// what the fault explains, an error no fault explains, a replica that exits on its own or unclean
+// shutdown; the rate targets are reported), --only=restart,crash (scenario keys), --keep (leave
+// databases and logs).
 
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createDatabase, dropDatabase, startPostgres } from '../../scripts/pg-server.mjs';
-import { APP_SCHEMA, connect, deadTuples, heldBy, perSecond, sleep, spawnChild, startSampler, tally, tryQuery } from './cluster.mjs';
+import {
+  APP_SCHEMA,
+  ackedMissing,
+  connect,
+  deadTuples,
+  duplicatesAround,
+  errorHistory,
+  heldBy,
+  perSecond,
+  rescuedFrom,
+  sleep,
+  spawnChild,
+  startSampler,
+  tally,
+  tryQuery,
+  unexplainedDuplicates,
+} from './cluster.mjs';
 import { evaluate, printReport } from './report.mjs';
 import { SCENARIOS } from './scenarios.mjs';
 
@@ -32,6 +50,14 @@ const CONFIG = short
 const SHUTDOWN_TIMEOUT_MS = 5000;
 const LEASE_MS = 10_000;
 const REPLICA_OPTIONS = { leaseMs: LEASE_MS, shutdownTimeoutMs: SHUTDOWN_TIMEOUT_MS };
+/** How long killReplica waits for the replica to hold a job before it calls the scenario inconclusive. */
+const HOLD_WAIT_MS = 30_000;
+/**
+ * After a server crash with asyncCommit, the claims and completions of the last ~3 x
+ * wal_writer_delay (600 ms) may be forgotten: a duplicate is allowed only for a job whose first
+ * run ended within this window before the crash (see evaluate()).
+ */
+const CRASH_WINDOW_MS = 1000;
 
 const scenarios = only ? SCENARIOS.filter((s) => only.includes(s.key)) : SCENARIOS;
 if (only && scenarios.length !== only.length) {
@@ -51,9 +77,14 @@ async function runScenario(sc, server, logDir) {
   const notes = [];
   const replicas = [];
   const everyReplica = [];
-  let dupBound = 0;
+  const options = { ...REPLICA_OPTIONS, ...sc.replicaOptions };
+  /** Replicas SIGKILLed by the fault: { pid, held } (held: active jobs it had in the database at the kill). */
+  const kills = [];
+  const inconclusive = [];
+  /** Server crashes by the fault: { atMs, activeAtCrash, recovered }. */
+  const crashes = [];
   const startReplica = async (i) => {
-    const r = spawnChild('replica.cjs', { url, options: REPLICA_OPTIONS }, log(`replica-${i}`));
+    const r = spawnChild('replica.cjs', { url, options }, log(`replica-${i}`));
     replicas[i] = r;
     everyReplica.push(r);
     await r.ready;
@@ -64,24 +95,82 @@ async function runScenario(sc, server, logDir) {
     note: (s) => notes.push(s),
     startReplica,
     /**
-     * SIGKILLs replica i, at a moment it holds jobs when one comes within 3 s (at 300 jobs/s of
-     * 1 ms jobs a replica is idle most of the time, and killing an idle one proves little);
-     * returns (and adds to the duplicate bound) the jobs it held.
+     * SIGKILLs replica i at a moment it holds jobs, so the kill exercises the rescue: it freezes
+     * the replica (SIGSTOP), waits for the statements it had sent to end, asks the database what
+     * it holds, and kills it if that is a job or more, else lets it run a moment and asks again. A replica that holds nothing within
+     * HOLD_WAIT_MS makes the scenario inconclusive, which fails it. Returns the jobs it held.
      */
     async killReplica(i) {
+      const r = replicas[i];
       const watcher = await connect(url, 'chaos-driver');
-      const until = Date.now() + 3000;
-      while (Date.now() < until) {
-        const { rows } = await watcher.query(`SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active' AND locked_by LIKE $1`, [`%:${replicas[i].pid}:%`]);
-        if (rows[0].n > 0) break;
+      const until = Date.now() + HOLD_WAIT_MS;
+      let held = 0;
+      try {
+        for (;;) {
+          r.pause(); // resumed below, or ended by the SIGKILL
+          // A statement the replica sent just before it froze still runs (a claim, a completion):
+          // wait until none of its connections runs one, so what it holds can no longer change.
+          await sleep(5);
+          while (Date.now() < until) {
+            const { rows: running } = await watcher.query(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE application_name LIKE $1 AND state = 'active'`,
+              [`chaos-replica:${r.pid}%`],
+            );
+            if (running[0].n === 0) break;
+            await sleep(2);
+          }
+          const { rows } = await watcher.query(`SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active' AND locked_by LIKE $1`, [`%:${r.pid}:%`]);
+          held = rows[0].n;
+          if (held > 0 || Date.now() > until) break;
+          r.resume();
+          await sleep(5 + Math.random() * 20);
+        }
+      } catch (err) {
+        r.resume();
+        throw err;
+      } finally {
+        await watcher.end();
       }
-      await watcher.end();
-      await replicas[i].kill();
-      const held = await heldBy(url, replicas[i].pid);
-      dupBound += held;
+      await r.kill();
+      // The count again, now that nothing of the replica can still be in flight.
+      const seen = held;
+      held = await heldBy(url, r.pid);
+      if (held === 0) {
+        inconclusive.push(
+          seen > 0
+            ? `replica ${r.pid} held ${seen} job(s) when frozen but none at its SIGKILL, so the kill tested no rescue`
+            : `replica ${r.pid} held no job in ${HOLD_WAIT_MS / 1000} s, so its SIGKILL tested no rescue`,
+        );
+      }
+      kills.push({ pid: r.pid, held });
       return held;
     },
     restartServer: (downMs) => server.restart({ downMs }),
+    /**
+     * SIGKILLs every PostgreSQL process at once under load (an unclean crash: crash recovery runs
+     * at the next start), waits downMs, starts it again. The replicas are frozen (SIGSTOP) from
+     * the crash until the driver has read the recovered database: its active jobs are then
+     * exactly those whose claim survived the crash and whose outcome did not, the jobs "running
+     * at the crash" in the database's own durable view. Returns { activeAtCrash, recovered }.
+     */
+    async crashServer(downMs) {
+      const frozen = replicas.filter((r) => !r.expectedExit);
+      let restarted;
+      let rows;
+      try {
+        restarted = await server.restart({ downMs, crash: true, onStopped: () => frozen.forEach((r) => r.pause()) });
+        rows = await tryQuery(url, `SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active'`);
+      } finally {
+        frozen.forEach((r) => r.resume()); // never leave a stopped child behind
+      }
+      if (!rows) throw new Error('the recovered server did not answer');
+      const { recovered, stoppedAt } = restarted;
+      // atMs: when every server process was gone, so any commit (and its first run's done_at) is earlier.
+      const crash = { atMs: stoppedAt, activeAtCrash: rows[0].n, recovered };
+      crashes.push(crash);
+      if (!recovered) inconclusive.push('the server log does not show crash recovery after the crash');
+      return crash;
+    },
     producer: null,
   };
 
@@ -116,7 +205,7 @@ async function runScenario(sc, server, logDir) {
   notes.push(`the producer committed ${produced.committed} jobs; ${produced.failedBatches} transaction(s) failed and were not retried`);
 
   // A fresh replica finishes the rest; jobs a killed replica held come back after their lease.
-  const drainer = spawnChild('replica.cjs', { url, options: REPLICA_OPTIONS }, log('drainer'));
+  const drainer = spawnChild('replica.cjs', { url, options }, log('drainer'));
   await drainer.ready;
   const drainUntil = Date.now() + LEASE_MS + 20_000;
   let counts = await tally(url);
@@ -127,6 +216,11 @@ async function runScenario(sc, server, logDir) {
   const drainerExit = await drainer.terminate();
   if (drainer.unexpected) unexpected.push({ pid: drainer.pid, ...drainer.unexpected });
   await stopSampler();
+  counts.ackedMissing = await ackedMissing(url, produced.acked);
+  for (const k of kills) k.rescued = await rescuedFrom(url, k.pid);
+  const errors = await errorHistory(url);
+  counts.unexplainedDuplicates = await unexplainedDuplicates(url);
+  for (const c of crashes) c.duplicates = await duplicatesAround(url, c.atMs, CRASH_WINDOW_MS);
 
   const series = await perSecond(url, t0, t3);
   // Whole seconds from t0; a phase starts at the first second that lies wholly inside it.
@@ -154,10 +248,16 @@ async function runScenario(sc, server, logDir) {
     latency: Object.fromEntries((latency ?? []).map((r) => [r.phase, { p50: r.p50, p99: r.p99 }])),
     dead: { baseline: deadBaseline, fault: deadFault, recovery: deadRecovery },
     samples: samples.map((s) => ({ ...s, t: s.t - t0 })),
-    produced,
+    produced: { committed: produced.committed, failedBatches: produced.failedBatches, skippedTicks: produced.skippedTicks },
     backlogAtStop,
     counts,
-    dupBound,
+    kills,
+    crashes,
+    crashWindowMs: CRASH_WINDOW_MS,
+    asyncCommit: options.asyncCommit ?? true, // the library's default
+    errors,
+    cutsConnections: sc.cutsConnections ?? false,
+    inconclusive,
     unexpected,
     shutdowns,
     drainerExit,
@@ -168,12 +268,21 @@ async function runScenario(sc, server, logDir) {
 
 async function main() {
   if (process.env.DATABASE_URL) {
-    console.log('test:chaos ignores DATABASE_URL: scenario 1 restarts the server, so the suite runs its own embedded PostgreSQL.');
+    console.log('test:chaos ignores DATABASE_URL: scenario 1 restarts the server and 10-11 crash it, so the suite runs its own embedded PostgreSQL.');
     delete process.env.DATABASE_URL;
   }
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgq-chaos-'));
   // Durable (fsync on, synchronous_commit on) and the default max_connections: a production-like server.
   const server = await startPostgres({ durable: true, settings: { max_connections: 100 } });
+  // The crash scenarios mean nothing on a server that does not flush its WAL: check, do not trust.
+  const durability = await tryQuery(
+    server.url,
+    `SELECT name, setting FROM pg_settings WHERE name IN ('fsync', 'synchronous_commit', 'full_page_writes') AND setting <> 'on'`,
+  );
+  if (!durability || durability.length) {
+    await server.stop();
+    throw new Error(`the chaos server must run with production durability; it has ${JSON.stringify(durability)}`);
+  }
   console.log(`chaos: ${short ? 'short' : 'full'} run of ${scenarios.length} scenario(s); ${CONFIG.rate} jobs/s offered; logs in ${logDir}`);
   const results = [];
   try {

@@ -1,7 +1,9 @@
 // The faults. Each `fault(ctx)` starts at the end of the baseline phase and returns when the
 // fault is over; the recovery phase is measured from then. `recoverWithinMs` is the issue's
 // target for the time from the fault's end until the completion rate is back above 90 % of
-// baseline (scenarios 1 to 5); the others report that time without a target.
+// baseline (scenarios 1 to 5, 10 and 11); the others report that time without a target.
+// `cutsConnections`: the fault cuts or refuses connections, so a handler's own insert may fail
+// its attempt (an error the report allows); `replicaOptions` go to every replica of the scenario.
 
 import pg from 'pg';
 import { connect, sleep, tryQuery } from './cluster.mjs';
@@ -39,6 +41,7 @@ export const SCENARIOS = [
     key: 'restart',
     title: '1. PostgreSQL restart',
     recoverWithinMs: 10_000,
+    cutsConnections: true,
     async fault(ctx) {
       await ctx.restartServer(ctx.cfg.downMs);
       ctx.note(`server down ${ctx.cfg.downMs} ms (fast shutdown), then started again`);
@@ -48,6 +51,7 @@ export const SCENARIOS = [
     key: 'backend-kill',
     title: '2. Backend kill',
     recoverWithinMs: 10_000,
+    cutsConnections: true,
     async fault(ctx) {
       const until = Date.now() + ctx.cfg.faultMs;
       let rounds = 0;
@@ -64,6 +68,7 @@ export const SCENARIOS = [
     key: 'pool-exhaustion',
     title: '3. Pool exhaustion',
     recoverWithinMs: 10_000,
+    cutsConnections: true,
     async fault(ctx) {
       const held = await hogConnections(ctx.url, 3);
       ctx.note(`another client held ${held.length} connections, leaving 3 free`);
@@ -150,4 +155,18 @@ export const SCENARIOS = [
       ctx.note(`${ctx.cfg.burst} jobs in one transaction (one addBulk)`);
     },
   },
+  ...[true, false].map((asyncCommit) => ({
+    key: asyncCommit ? 'server-crash' : 'server-crash-sync',
+    title: `${asyncCommit ? 10 : 11}. PostgreSQL crash (asyncCommit: ${asyncCommit})`,
+    recoverWithinMs: 10_000,
+    cutsConnections: true,
+    replicaOptions: { asyncCommit },
+    async fault(ctx) {
+      const c = await ctx.crashServer(ctx.cfg.downMs);
+      ctx.note(
+        `every server process SIGKILLed at once under load, started again ${ctx.cfg.downMs} ms later ` +
+          `(${c.recovered ? 'crash recovery ran' : 'NO crash recovery in the log'}); ${c.activeAtCrash} job(s) active in the recovered database`,
+      );
+    },
+  })),
 ];

@@ -25,7 +25,8 @@ describe('insert parameters', () => {
     ['every column a scalar', INSERT_COLUMNS.map(() => false)],
     ['mixed', INSERT_COLUMNS.map((_, i) => i % 2 === 0)],
   ])('the plain insert (%s) reads exactly $1..$N, the channel last', (_what, arrays) => {
-    const sql = buildInsert('pgqueue', arrays);
+    for (const durable of [false, true]) expect(params(buildInsert('pgqueue', arrays, durable))).toEqual(oneTo(INSERT_PARAMS.insert.count));
+    const sql = buildInsert('pgqueue', arrays, true);
     // payload, the columns, the channel: what JobStore.insert sends.
     expect(INSERT_PARAMS.insert.count).toBe(1 + insertColumns([row]).length + 1);
     expect(params(sql)).toEqual(oneTo(INSERT_PARAMS.insert.count));
@@ -34,7 +35,8 @@ describe('insert parameters', () => {
   });
 
   it.each([false, true])('the unique insert (replaceWaiting %s) reads exactly $1..$N: columns, unique key, channel', (replace) => {
-    const sql = buildUniqueInsert('pgqueue', replace);
+    expect(params(buildUniqueInsert('pgqueue', replace, false))).toEqual(oneTo(INSERT_PARAMS.unique.count));
+    const sql = buildUniqueInsert('pgqueue', replace, true);
     // payload, the columns, unique_key, the channel: what JobStore.insertUnique sends.
     expect(INSERT_PARAMS.unique.count).toBe(1 + insertColumns([row]).length + 2);
     expect(params(sql)).toEqual(oneTo(INSERT_PARAMS.unique.count));
