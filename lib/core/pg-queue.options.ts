@@ -266,7 +266,10 @@ function resolveBackoff(where: string, b: BackoffOptions | undefined, base: Reso
     type: b.type,
     delayMs: int(`${where}.backoff.delayMs`, b.delayMs, base.delayMs, 0),
     maxDelayMs: int(`${where}.backoff.maxDelayMs`, b.maxDelayMs, base.maxDelayMs, 0),
-    jitter: bool(`${where}.backoff.jitter`, b.jitter, base.jitter),
+    // A fixed backoff means "wait delayMs": it gets no jitter unless it asks for it, even over
+    // the default exponential one (500 ms fixed waited 283 and 441 ms). Left out, jitter comes
+    // from the layer below only when that layer has the same type.
+    jitter: bool(`${where}.backoff.jitter`, b.jitter, b.type === base.type ? base.jitter : b.type === 'exponential'),
   };
 }
 
