@@ -10,9 +10,13 @@ import { validateQueueName } from '../core/pg-queue.options';
  * - `retrying(job, error, delayMs)`: an attempt failed and another is scheduled;
  * - `failed(job, error)`: the last attempt failed;
  * - `stalled(stalledJob)`: the rescuer (on whichever node holds the maintenance lock, so
- *   possibly not the node that ran it) found an expired lease.
+ *   possibly not the node that ran it) found an expired lease;
+ * - `outcomeDropped(job, outcome)`: an attempt's outcome matched no row (its lease was lost).
+ *
+ * `completed`, `retrying`, `failed`, `cancelled` and `snoozed` fire once the outcome is written:
+ * a listener that reads the job sees the state it is told about.
  */
-export type QueueEventName = 'active' | 'completed' | 'retrying' | 'failed' | 'cancelled' | 'snoozed' | 'stalled';
+export type QueueEventName = 'active' | 'completed' | 'retrying' | 'failed' | 'cancelled' | 'snoozed' | 'stalled' | 'outcomeDropped';
 
 export interface OnQueueEventMetadata {
   readonly event: QueueEventName;
@@ -20,7 +24,7 @@ export interface OnQueueEventMetadata {
   readonly queue?: string;
 }
 
-const EVENTS: readonly QueueEventName[] = ['active', 'completed', 'retrying', 'failed', 'cancelled', 'snoozed', 'stalled'];
+const EVENTS: readonly QueueEventName[] = ['active', 'completed', 'retrying', 'failed', 'cancelled', 'snoozed', 'stalled', 'outcomeDropped'];
 
 /**
  * Calls the decorated method of any provider on a job lifecycle event. A listener that throws
