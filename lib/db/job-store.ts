@@ -82,6 +82,12 @@ export type Outcome =
   | { kind: 'snoozed'; id: string; attempt: number; delayMs: number }
   | { kind: 'dead-letter'; id: string; attempt: number; errorJson: string; deadLetterQueue: string };
 
+/** What `settle` did: the ids it wrote, and each statement that failed with the outcomes it carried. */
+export interface SettleResult<O extends Outcome = Outcome> {
+  readonly written: Set<string>;
+  readonly failures: { readonly outcomes: O[]; readonly error: Error }[];
+}
+
 /** The Job an insert created, from what was sent and what the database assigned. */
 export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
   // The same arithmetic as the insert's: run_at = coalesce(runAt, now() + delayMs).
@@ -313,55 +319,87 @@ export class JobStore {
     }
   }
 
-  /** Writes a batch of outcomes, one statement per kind present. Returns the ids written. */
-  async settle(outcomes: readonly Outcome[], workerId: string): Promise<Set<string>> {
+  /**
+   * Writes a batch of outcomes, one statement per kind present (run side by side, each its own
+   * transaction). Returns the ids written, and the outcomes of each statement that failed with
+   * its error: the other statements' rows are written all the same.
+   */
+  async settle<O extends Outcome>(outcomes: readonly O[], workerId: string): Promise<SettleResult<O>> {
+    const groups: { outcomes: O[]; run: () => Promise<{ id: string }[]> }[] = [];
     const done = outcomes.filter((o) => o.kind === 'completed');
-    const retry = outcomes.filter((o) => o.kind === 'retry');
+    const retry = outcomes.filter((o): o is O & Extract<Outcome, { kind: 'retry' }> => o.kind === 'retry');
     type Finished = Extract<Outcome, { kind: 'failed' | 'cancelled' }>;
-    const failed = outcomes.filter((o): o is Finished => o.kind === 'failed');
-    const cancelled = outcomes.filter((o): o is Finished => o.kind === 'cancelled');
-    const snoozed = outcomes.filter((o) => o.kind === 'snoozed');
-    const written: Promise<{ id: string }[]>[] = [];
+    const failed = outcomes.filter((o): o is O & Finished => o.kind === 'failed');
+    const cancelled = outcomes.filter((o): o is O & Finished => o.kind === 'cancelled');
+    const snoozed = outcomes.filter((o): o is O & Extract<Outcome, { kind: 'snoozed' }> => o.kind === 'snoozed');
     if (done.length) {
       const ids = done.map((o) => o.id);
       const attempts = done.map((o) => o.attempt);
-      written.push(
-        this.retention.completedMs > 0
-          ? this.db.query(this.q.completeArchive, [ids, attempts, done.map((o) => o.resultJson), workerId], this.name(this.q.completeArchive))
-          : this.db.query(this.q.completeDelete, [ids, attempts, workerId], this.name(this.q.completeDelete)),
-      );
+      const results = (done as Extract<Outcome, { kind: 'completed' }>[]).map((o) => o.resultJson);
+      groups.push({
+        outcomes: done,
+        run: () =>
+          this.retention.completedMs > 0
+            ? this.db.query(this.q.completeArchive, [ids, attempts, results, workerId], this.name(this.q.completeArchive))
+            : this.db.query(this.q.completeDelete, [ids, attempts, workerId], this.name(this.q.completeDelete)),
+      });
     }
     if (retry.length) {
-      written.push(
-        this.db.query(this.q.retry, [
-          retry.map((o) => o.id),
-          retry.map((o) => o.attempt),
-          retry.map((o) => o.errorJson),
-          retry.map((o) => o.delayMs),
-          workerId,
-        ]),
-      );
+      groups.push({
+        outcomes: retry,
+        run: () =>
+          this.db.query(this.q.retry, [
+            retry.map((o) => o.id),
+            retry.map((o) => o.attempt),
+            retry.map((o) => o.errorJson),
+            retry.map((o) => o.delayMs),
+            workerId,
+          ]),
+      });
     }
-    const dead = outcomes.filter((o): o is Extract<Outcome, { kind: 'dead-letter' }> => o.kind === 'dead-letter');
+    const dead = outcomes.filter((o): o is O & Extract<Outcome, { kind: 'dead-letter' }> => o.kind === 'dead-letter');
     for (const [dlq, list] of groupBy(dead, (o) => o.deadLetterQueue)) {
-      written.push(
-        this.db.query(this.q.deadLetter, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, dlq, this.channel]),
-      );
+      groups.push({
+        outcomes: list,
+        run: () =>
+          this.db.query(this.q.deadLetter, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, dlq, this.channel]),
+      });
     }
     for (const [state, list] of [['failed', failed], ['cancelled', cancelled]] as const) {
       if (list.length === 0) continue;
-      written.push(
-        this.db.query(this.q.fail, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, state]),
-      );
+      groups.push({
+        outcomes: list,
+        run: () => this.db.query(this.q.fail, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, state]),
+      });
     }
     if (snoozed.length) {
-      written.push(
-        this.db.query(this.q.snooze, [snoozed.map((o) => o.id), snoozed.map((o) => o.attempt), snoozed.map((o) => o.delayMs), workerId]),
-      );
+      groups.push({
+        outcomes: snoozed,
+        run: () =>
+          this.db.query(this.q.snooze, [snoozed.map((o) => o.id), snoozed.map((o) => o.attempt), snoozed.map((o) => o.delayMs), workerId]),
+      });
     }
-    const ids = new Set<string>();
-    for (const rows of await Promise.all(written)) for (const r of rows) ids.add(String(r.id));
-    return ids;
+    const written = new Set<string>();
+    const failures: { outcomes: O[]; error: Error }[] = [];
+    await Promise.all(
+      groups.map((g) =>
+        g.run().then(
+          (rows) => {
+            for (const r of rows) written.add(String(r.id));
+          },
+          (error: Error) => {
+            failures.push({ outcomes: g.outcomes, error });
+          },
+        ),
+      ),
+    );
+    return { written, failures };
+  }
+
+  /** Milliseconds until the queue's next delayed job is due (database clock); null when none is. */
+  async nextDueInMs(queue: string): Promise<number | null> {
+    const [r] = await this.db.query<{ due_in_ms: number | null }>(this.q.nextDue, [queue]);
+    return r?.due_in_ms ?? null;
   }
 
   /** Renews leases; returns the ids still held, and those of them whose cancel was asked. */

@@ -158,6 +158,28 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
       RETURNING j.id`,
 
+    /**
+     * How long until the queue's next delayed job is due (NULL: none), for the worker's wake-up
+     * timer. min(run_at) over the queue would read every waiting row of it: jobs_claim_idx is
+     * ordered by priority first. Instead a loose index scan visits each priority in use (one
+     * probe each) and takes that priority's earliest future run_at (one more probe): a few
+     * probes whatever the backlog. Future jobs only: a due one is the claim's business, and a
+     * paused queue's due jobs must not re-arm the timer at once. $1 queue
+     */
+    nextDue: `
+      WITH RECURSIVE p AS (
+        (SELECT priority FROM ${jobs} WHERE queue = $1 AND state = 'waiting' ORDER BY priority LIMIT 1)
+        UNION ALL
+        SELECT (SELECT j.priority FROM ${jobs} j WHERE j.queue = $1 AND j.state = 'waiting' AND j.priority > p.priority
+                ORDER BY j.priority LIMIT 1)
+        FROM p WHERE p.priority IS NOT NULL
+      )
+      SELECT (extract(epoch FROM min(n.run_at) - now()) * 1000)::float8 AS due_in_ms
+      FROM p CROSS JOIN LATERAL (
+        SELECT j.run_at FROM ${jobs} j
+        WHERE j.queue = $1 AND j.state = 'waiting' AND j.priority = p.priority AND j.run_at > now()
+        ORDER BY j.run_at LIMIT 1) n`,
+
     /** Renews the leases of every job this worker runs, in one statement. $1 id[] $2 worker $3 lease ms */
     heartbeat: `
       UPDATE ${jobs} SET locked_until = now() + $3 * interval '1 millisecond'

@@ -2,11 +2,11 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { PgClientConfig } from '../core/pg-types';
-import type { JobStore, StalledJob } from '../db/job-store';
+import type { JobStore, Outcome, StalledJob } from '../db/job-store';
 import { LeaseLostError, PgQueueError, ShutdownError } from '../core/errors';
 import type { Job, JobAttemptError, JobHandler } from '../core/job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/pg-queue.options';
-import { Completer } from './completer';
+import { Completer, type PendingOutcome } from './completer';
 import { Listener, type ScheduledReconnect } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
@@ -20,7 +20,13 @@ export interface QueueHandlers {
   readonly catchAll?: JobHandler;
 }
 
-/** Events the supervisor emits, one per job transition. */
+/** An attempt's outcome, as `outcomeDropped` names it. */
+export type OutcomeKind = Outcome['kind'];
+
+/**
+ * Events the supervisor emits, one per job transition. `completed`, `retrying`, `failed`,
+ * `cancelled` and `snoozed` fire once the outcome is written, for the rows the write changed.
+ */
 export interface SupervisorEventMap {
   active: [job: Job];
   completed: [job: Job, result: unknown];
@@ -32,6 +38,11 @@ export interface SupervisorEventMap {
   snoozed: [job: Job, delayMs: number];
   /** A job whose lease expired (its worker died or stalled), found by this node's rescuer. */
   stalled: [job: StalledJob];
+  /**
+   * An outcome this node wrote matched no row: the attempt's lease was lost (this worker stalled
+   * past `leaseMs`, and the rescuer or another worker has the job now), so nothing was changed.
+   */
+  outcomeDropped: [job: Job, outcome: OutcomeKind];
   /** Jobs enqueued by this process (after the insert returned; a later rollback removes them). */
   enqueued: [queue: string, name: string, count: number];
   error: [error: Error];
@@ -62,7 +73,18 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     private readonly logger: EngineLogger,
   ) {
     super();
-    this.completer = new Completer(store, this.workerId, logger, 500, () => this.workers.forEach((w) => w.outcomesWritten()));
+    this.completer = new Completer(
+      store,
+      this.workerId,
+      logger,
+      {
+        written: (o) => this.outcomeWritten(o),
+        dropped: (o) => this.outcomeDropped(o),
+        refused: (o, err, failedInstead) => this.outcomeRefused(o, err, failedInstead),
+      },
+      500,
+      () => this.workers.forEach((w) => w.outcomesWritten()),
+    );
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
     // An 'error' event without listeners would throw; the engine reports errors, it never crashes on them.
     this.on('error', (err) => this.logger.error(`pg-queue: ${err.message}`, err.stack));
@@ -78,10 +100,6 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     const events: WorkerEvents = {
       active: (job) => this.emit('active', job),
       completed: (job, result) => this.emit('completed', job, result),
-      retrying: (job, error, delayMs) => this.emit('retrying', job, error, delayMs),
-      failed: (job, error) => this.emit('failed', job, error),
-      cancelled: (job, error) => this.emit('cancelled', job, error),
-      snoozed: (job, delayMs) => this.emit('snoozed', job, delayMs),
       error: (err) => this.emit('error', err),
     };
     this.workers.set(
@@ -187,13 +205,75 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       // Every node that runs schedules, not only the elected one: ticks are deduplicated in the database.
       await this.cron?.catchUp();
       if (r && r.stalled.length) {
-        const failed = r.stalled.filter((j) => !j.willRetry).length;
-        this.logger.warn(`Lease expired on ${r.stalled.length} job(s): ${r.stalled.length - failed} back in the queue, ${failed} failed (no attempts left)`);
-        for (const j of r.stalled) this.emit('stalled', j);
+        for (const j of r.stalled) {
+          if (this.opts.logJobFailures !== 'none') {
+            this.logger.error(
+              `Job ${j.id} (${j.queue}/${j.name}) attempt ${j.attempt}: lease expired (its worker died, was killed, or stalled ` +
+                `longer than leaseMs); ${j.willRetry ? 'back in the queue' : 'failed: no attempts left'}`,
+            );
+          }
+          this.emit('stalled', j);
+        }
       }
     } catch (err) {
       this.emit('error', err as Error);
     }
+  }
+
+  /** An outcome was written: its event fires, a failure is logged, a job due again wakes its worker. */
+  private outcomeWritten(o: PendingOutcome): void {
+    const { job } = o;
+    switch (o.kind) {
+      case 'completed':
+        this.emit('completed', job, o.result);
+        return;
+      case 'retry':
+        if (this.opts.logJobFailures === 'all') {
+          this.logger.warn(
+            `Job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt}/${job.maxAttempts} failed: ${shown(o.error.message)}; ` +
+              `retrying in ${o.delayMs} ms`,
+          );
+        }
+        this.emit('retrying', job, o.error, o.delayMs);
+        this.workers.get(job.queue)?.wake(o.delayMs);
+        return;
+      case 'snoozed':
+        this.emit('snoozed', job, o.delayMs);
+        this.workers.get(job.queue)?.wake(o.delayMs);
+        return;
+      case 'cancelled':
+        this.emit('cancelled', job, o.error);
+        return;
+      default:
+        if (this.opts.logJobFailures !== 'none') {
+          const moved = o.kind === 'dead-letter' ? `; moved to dead-letter queue "${o.deadLetterQueue}"` : '';
+          this.logger.error(
+            `Job ${job.id} (${job.queue}/${job.name}) failed on its last attempt (${o.attempt}/${job.maxAttempts}): ${shown(o.error.message)}${moved}`,
+            o.error.stack,
+          );
+        }
+        this.emit('failed', job, o.error);
+    }
+  }
+
+  /** An outcome matched no row (lease lost): nothing changed, so no transition event; said and counted. */
+  private outcomeDropped(o: PendingOutcome): void {
+    const { job } = o;
+    this.logger.warn(
+      `Outcome of job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt} (${o.kind}) not written: the job is no longer ` +
+        `this worker's (its lease expired, so the rescuer or another worker has it); dropped`,
+    );
+    this.emit('outcomeDropped', job, o.kind);
+  }
+
+  /** The database refused an outcome even alone: the job was failed in its place (or left to its lease). */
+  private outcomeRefused(o: PendingOutcome, err: Error, failedInstead: PendingOutcome | null): void {
+    const { job } = o;
+    this.logger.error(
+      `The database refused the ${o.kind} outcome of job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt} (${err.message}); ` +
+        (failedInstead ? 'the job was failed with an OutcomeRefusedError instead' : 'it runs again once its lease expires'),
+    );
+    if (failedInstead?.kind === 'failed') this.emit('failed', job, failedInstead.error);
   }
 
   /**
@@ -262,6 +342,12 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     if (reason instanceof Error && reason.stack) err.stack = reason.stack;
     this.emit('error', err);
   };
+}
+
+/** An error message as a log line shows it: one line, at most 1,000 characters. */
+function shown(message: string): string {
+  const line = message.replace(/\s*\n\s*/g, ' ');
+  return line.length > 1000 ? `${line.slice(0, 1000)}...` : line;
 }
 
 /** A rejection reason as text, whatever it is. */

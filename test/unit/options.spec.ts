@@ -29,7 +29,7 @@ describe('module options', () => {
     expect(q.defaultJobOptions).toEqual({
       priority: 3,
       attempts: 5,
-      backoff: { type: 'fixed', delayMs: 10, maxDelayMs: 3_600_000, jitter: true },
+      backoff: { type: 'fixed', delayMs: 10, maxDelayMs: 3_600_000, jitter: false },
       timeoutMs: null,
     });
     expect(q.concurrency).toBe(10);
