@@ -81,7 +81,7 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
   beforeAll(async () => {
     app = await bootApp({
       options: { connection: ctx.db.url, pollIntervalMs: 200, rescueIntervalMs: 60_000 },
-      queues: [{ name: 'work', concurrency: 10, defaultJobOptions: { backoff: { type: 'fixed', delayMs: 500 } } }],
+      queues: [{ name: 'work', concurrency: 10, defaultJobOptions: { backoff: { type: 'fixed', delayMs: 500 } } }, { name: 'direct' }],
       providers: [WorkProcessor],
       imports: [PgQueueMetricsModule.register({ registry })],
     });
