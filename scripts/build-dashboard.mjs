@@ -1,13 +1,17 @@
 // Builds the dashboard's browser bundle (lib/dashboard/ui/) into dist/dashboard/assets/:
 //
-//   node scripts/build-dashboard.mjs [--watch]     (`npm run build` runs it after tsc)
+//   node scripts/build-dashboard.mjs [--out DIR]   (`npm run build` runs it after tsc)
 //
 // 1. type-checks the UI with its own tsconfig (DOM types, Preact's JSX);
 // 2. esbuild bundles main.tsx with Preact and uPlot into app-<hash>.js and app-<hash>.css
 //    (content hashes: the server sends them with a long cache lifetime);
-// 3. writes manifest.json, {"js": "app-<hash>.js", "css": "app-<hash>.css"}, which the
-//    dashboard's shell route reads to name them in the HTML.
-// Prints the sizes, raw and gzipped. Nothing is fetched at run time: no CDN, works offline.
+// 3. writes index.html from lib/dashboard/ui/index.html naming those two files. The server
+//    (lib/dashboard/dashboard-assets.ts) reads it as its template: it adds the <meta> settings
+//    and replaces %BASE% by the mount path.
+// DIR defaults to dist/dashboard/assets, the folder the compiled module serves from (next to
+// dist/dashboard/*.js); `npm run build:sample` also builds into dist-sample/lib/dashboard/assets
+// for the sample, which compiles lib/ itself. Prints the sizes, raw and gzipped. Nothing is
+// fetched at run time: no CDN, works offline.
 
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -20,7 +24,8 @@ import * as esbuild from 'esbuild';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
 const UI = path.join(root, 'lib', 'dashboard', 'ui');
-const OUT = path.join(root, 'dist', 'dashboard', 'assets');
+const outArg = process.argv.indexOf('--out');
+const OUT = outArg > 0 ? path.resolve(root, process.argv[outArg + 1]) : path.join(root, 'dist', 'dashboard', 'assets');
 
 const tsc = spawnSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', path.join(UI, 'tsconfig.json')], {
   cwd: root,
@@ -53,7 +58,9 @@ const outputs = Object.keys(result.metafile.outputs).map((f) => path.basename(f)
 const js = outputs.find((f) => f.endsWith('.js'));
 const css = outputs.find((f) => f.endsWith('.css'));
 if (!js || !css) throw new Error(`esbuild wrote ${outputs.join(', ')}: expected one .js and one .css`);
-fs.writeFileSync(path.join(OUT, 'manifest.json'), JSON.stringify({ js, css }, null, 2) + '\n');
+const template = fs.readFileSync(path.join(UI, 'index.html'), 'utf8');
+if (!template.includes('{{js}}') || !template.includes('{{css}}')) throw new Error('lib/dashboard/ui/index.html must name {{js}} and {{css}}');
+fs.writeFileSync(path.join(OUT, 'index.html'), template.replace('{{js}}', js).replace('{{css}}', css));
 
 const size = (f) => {
   const buf = fs.readFileSync(path.join(OUT, f));

@@ -65,11 +65,12 @@ export interface JobSummary {
   finishedAt?: string | null;
   uniqueKey?: string | null;
   lockedBy?: string | null;
-  payload?: unknown;
-  lastError?: { name?: string; message?: string } | null;
+  /** The payload's JSON, cut to a couple of hundred characters. */
+  payloadPreview?: string;
+  lastError?: { name: string; message: string; at?: string } | null;
 }
 
-export interface JobDetail extends JobSummary {
+export interface JobDetail extends Omit<JobSummary, 'payloadPreview' | 'lastError'> {
   payload: unknown;
   result?: unknown;
   errors: AttemptError[];
@@ -79,9 +80,12 @@ export interface JobDetail extends JobSummary {
 
 export interface TimelineEntry {
   at: string;
+  /** created, due, started, error (a failed attempt), completed, failed, cancelled. */
   event: string;
   attempt?: number | null;
   node?: string | null;
+  /** For an error: "Name: message". */
+  error?: string;
 }
 
 export interface JobPage {
@@ -92,8 +96,10 @@ export interface JobPage {
 export interface Schedule {
   queue: string;
   name: string;
-  cron: string;
+  /** null for a schedule this app does not declare (another app's, or an old one's ticks). */
+  cron: string | null;
   tz: string | null;
+  registered?: boolean;
   lastTick: string | null;
   next: string[];
 }

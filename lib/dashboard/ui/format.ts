@@ -4,13 +4,14 @@
 export function duration(ms: number): string {
   const a = Math.abs(ms);
   if (a < 1000) return `${Math.round(a)} ms`;
-  const s = a / 1000;
-  if (s < 60) return `${s < 10 ? s.toFixed(1) : Math.round(s)} s`;
-  const m = s / 60;
-  if (m < 60) return `${Math.floor(m)} min ${Math.round(s % 60)} s`;
-  const h = m / 60;
-  if (h < 48) return `${Math.floor(h)} h ${Math.round(m % 60)} min`;
-  return `${Math.floor(h / 24)} d ${Math.round(h % 24)} h`;
+  if (a < 10_000) return `${(Math.floor(a / 100) / 10).toFixed(1)} s`;
+  const s = Math.floor(a / 1000);
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  const m = Math.floor(s / 60);
+  if (m < 48 * 60) return `${Math.floor(m / 60)} h ${m % 60} min`;
+  const h = Math.floor(m / 60);
+  return `${Math.floor(h / 24)} d ${h % 24} h`;
 }
 
 /** "12 s ago" / "in 3 min" for an ISO time, relative to `now`. */

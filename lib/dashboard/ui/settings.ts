@@ -6,11 +6,11 @@ function meta(name: string): string | null {
 }
 
 function basePath(): string {
-  const raw = meta('pgqueue-base-path') ?? '/queues';
+  const raw = meta('pgq-base') ?? '/queues';
   return raw.endsWith('/') ? raw.slice(0, -1) : raw;
 }
 
-const refresh = Number(meta('pgqueue-refresh-ms'));
+const refresh = Number(meta('pgq-refresh-ms'));
 
 export const settings = {
   /** Mount path, without a trailing slash (e.g. '/queues'). */
@@ -18,6 +18,6 @@ export const settings = {
   /** How often the pages poll their read. */
   refreshMs: Number.isFinite(refresh) && refresh >= 250 ? refresh : 2000,
   /** No action buttons at all. */
-  readOnly: meta('pgqueue-read-only') === 'true',
-  title: meta('pgqueue-title') ?? 'nestjs-pg-queue',
+  readOnly: meta('pgq-read-only') === 'true',
+  title: meta('pgq-title') ?? 'nestjs-pg-queue',
 };

@@ -13,6 +13,16 @@ interface JobAnswer {
 
 const LIVE = new Set(['waiting', 'delayed', 'active']);
 
+const EVENT_LABEL: Record<string, string> = {
+  created: 'Created',
+  due: 'Due',
+  started: 'Started',
+  error: 'Attempt failed',
+  completed: 'Completed',
+  failed: 'Failed',
+  cancelled: 'Cancelled',
+};
+
 export function JobPage(props: { id: string }) {
   const { data, error, reload } = usePoll<JobAnswer>(`/jobs/${enc(props.id)}`);
   const [notice, setNotice] = useState<ActionResult | null>(null);
@@ -156,11 +166,15 @@ export function JobPage(props: { id: string }) {
               {data.timeline.map((t, i) => (
                 <li key={i} class={`ev ev-${t.event.replace(/[^a-z]/gi, '-').toLowerCase()}`}>
                   <span class="ev-dot" />
-                  <span class="ev-name">{t.event}</span>
-                  {t.attempt != null && <span class="muted"> attempt {t.attempt}</span>}
-                  {t.node && <span class="mono node"> on {t.node}</span>}
-                  <span class="ev-time" title={absolute(t.at)}>
-                    {absolute(t.at)}
+                  <span class="ev-main">
+                    <span class="ev-name">{EVENT_LABEL[t.event] ?? t.event}</span>
+                    {t.attempt ? <span class="muted"> · attempt {t.attempt}</span> : null}
+                    {t.node && <span class="mono node"> · on {t.node}</span>}
+                    {t.error && <span class="ev-errtext">{t.error}</span>}
+                  </span>
+                  <span class="ev-time">
+                    <Time iso={t.at} />
+                    <span class="abs">{absolute(t.at)}</span>
                   </span>
                 </li>
               ))}

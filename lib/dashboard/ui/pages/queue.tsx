@@ -260,8 +260,8 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
                     <Time iso={j.createdAt} />
                   </td>
                   <td>{when(j)}</td>
-                  <td class="mono payload-cell" title={j.payload === undefined ? '' : compact(j.payload, 2000)}>
-                    {compact(j.payload)}
+                  <td class="mono payload-cell" title={j.payloadPreview ?? ''}>
+                    {j.payloadPreview ?? ''}
                     {j.lastError?.message && <div class="err-line">{j.lastError.message}</div>}
                   </td>
                 </tr>

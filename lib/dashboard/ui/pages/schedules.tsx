@@ -31,7 +31,9 @@ export function SchedulesPage() {
                     <Link to={`/queues/${enc(s.queue)}`}>{s.queue}</Link>
                   </td>
                   <td class="mono">{s.name}</td>
-                  <td class="mono">{s.cron}</td>
+                  <td class="mono">
+                    {s.cron ?? <span class="muted" title="ticked by another app or an earlier version of this one">not declared here</span>}
+                  </td>
                   <td>{s.tz ?? <span class="muted">server (UTC)</span>}</td>
                   <td>
                     <Time iso={s.lastTick} />
