@@ -110,6 +110,16 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       expect(res.text).not.toContain('<script>');
     });
 
+    it('assets: a file of the folder with its type, nosniff and cache rule', async () => {
+      const res = await http().get('/queues/assets/favicon.svg');
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type']).toMatch(/^image\/svg\+xml/);
+      expect(res.headers['x-content-type-options']).toBe('nosniff');
+      // Not a hashed name: revalidated, not cached for a year.
+      expect(res.headers['cache-control']).toBe('no-cache');
+      expect(Buffer.from(res.body as Buffer).toString('utf8') || res.text).toContain('<svg');
+    });
+
     it('assets: unknown or unsafe names answer 404, never a file outside the folder', async () => {
       for (const name of ['nope.js', 'index.html', '..%2F..%2Fpackage.json', '.env', 'x.exe']) {
         const res = await http().get(`/queues/assets/${name}`);

@@ -93,6 +93,18 @@ describe('nodes registry', () => {
     await app.close();
   });
 
+  it('a node counts as live while seen within 3 of its heartbeat intervals', async () => {
+    await sql.query(
+      `INSERT INTO pgqueue.nodes (id, host, pid, started_at, last_seen_at, heartbeat_ms, queues) VALUES
+         ('fresh', 'h', 1, now(), now() - interval '1 second', 1000, '[]'),
+         ('stale', 'h', 2, now(), now() - interval '4 seconds', 1000, '[]')`,
+    );
+    const live = (await new DashboardStore(sql, 'pgqueue', 'pgqueue_jobs').nodes()).map((n) => n.id);
+    expect(live).toContain('fresh');
+    expect(live).not.toContain('stale');
+    await sql.query(`DELETE FROM pgqueue.nodes WHERE id IN ('fresh', 'stale')`);
+  });
+
   it('a killed node drops off the live list within a few heartbeats, and maintenance deletes its row', async () => {
     assertBuilt();
     // A node with the dashboard (and the maintenance pass) that outlives the killed one.
