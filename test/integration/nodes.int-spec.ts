@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import type { INestApplication, INestApplicationContext } from '@nestjs/common';
+import type { INestApplication } from '@nestjs/common';
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import type { Pool } from 'pg';
@@ -21,7 +21,7 @@ const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'worker-process.js');
 const OPTS = { leaseMs: 3000, heartbeatIntervalMs: 200, rescueIntervalMs: 200, pollIntervalMs: 200 };
 
 const gates: (() => void)[] = [];
-let failFirst = true;
+const failFirst = true;
 
 @Processor('nodes')
 class NodesProcessor {
