@@ -5,7 +5,8 @@
 // 1. type-checks the UI with its own tsconfig (DOM types, Preact's JSX);
 // 2. esbuild bundles main.tsx with Preact and uPlot into app-<hash>.js and app-<hash>.css
 //    (content hashes: the server sends them with a long cache lifetime);
-// 3. writes index.html from lib/dashboard/ui/index.html naming those two files. The server
+// 3. writes index.html from lib/dashboard/ui/index.html naming those two files (over the
+//    placeholder of lib/dashboard/assets that the package build copied). The server
 //    (lib/dashboard/dashboard-assets.ts) reads it as its template: it adds the <meta> settings
 //    and replaces %BASE% by the mount path.
 // DIR defaults to dist/dashboard/assets, the folder the compiled module serves from (next to
@@ -36,7 +37,12 @@ if (tsc.status !== 0) {
   process.exit(1);
 }
 
-fs.rmSync(OUT, { recursive: true, force: true });
+// Earlier bundles go; the static files of lib/dashboard/assets (favicon.svg) come along, so
+// --out gets a complete folder too. Its index.html is the placeholder that step 3 replaces.
+fs.mkdirSync(OUT, { recursive: true });
+for (const f of fs.readdirSync(OUT)) if (/^app-.*\.(js|css)$/.test(f)) fs.rmSync(path.join(OUT, f));
+const STATIC = path.join(root, 'lib', 'dashboard', 'assets');
+for (const f of fs.readdirSync(STATIC)) if (f !== 'index.html') fs.copyFileSync(path.join(STATIC, f), path.join(OUT, f));
 const result = await esbuild.build({
   entryPoints: { app: path.join(UI, 'main.tsx') },
   bundle: true,
