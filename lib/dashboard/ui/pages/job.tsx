@@ -169,7 +169,7 @@ export function JobPage(props: { id: string }) {
                   <span class="ev-main">
                     <span class="ev-name">{EVENT_LABEL[t.event] ?? t.event}</span>
                     {t.attempt ? <span class="muted"> · attempt {t.attempt}</span> : null}
-                    {t.node && <span class="mono node"> · on {t.node}</span>}
+                    {t.node && <span class="ev-node mono">on {t.node}</span>}
                     {t.error && <span class="ev-errtext">{t.error}</span>}
                   </span>
                   <span class="ev-time">

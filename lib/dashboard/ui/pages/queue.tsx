@@ -262,7 +262,12 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
                   <td>{when(j)}</td>
                   <td class="mono payload-cell" title={j.payloadPreview ?? ''}>
                     {j.payloadPreview ?? ''}
-                    {j.lastError?.message && <div class="err-line">{j.lastError.message}</div>}
+                    {j.lastError?.message &&
+                      (j.state === 'failed' ? (
+                        <div class="err-line">{j.lastError.message}</div>
+                      ) : (
+                        <div class="err-line earlier">earlier attempt: {j.lastError.message}</div>
+                      ))}
                   </td>
                 </tr>
               ))}
@@ -314,7 +319,7 @@ function Settings(props: { d: QueueDetail }) {
           <dt>Global concurrency</dt>
           <dd>{o.globalConcurrency ?? <span class="muted">none</span>}</dd>
           <dt>Rate limit</dt>
-          <dd class="mono">{o.limiter ? compact(o.limiter, 200) : <span class="muted">none</span>}</dd>
+          <dd>{o.limiter ? <span class="mono">{compact(o.limiter, 200)}</span> : <span class="muted">none</span>}</dd>
           <dt>Dead-letter queue</dt>
           <dd>
             {o.deadLetterQueue ? <Link to={`/queues/${enc(o.deadLetterQueue)}`}>{o.deadLetterQueue}</Link> : <span class="muted">none</span>}
@@ -324,8 +329,28 @@ function Settings(props: { d: QueueDetail }) {
         </>
       )}
       <dt>Retention</dt>
-      <dd>{props.d.retention == null ? <span class="muted">–</span> : <Json value={props.d.retention} class="small" />}</dd>
+      <dd>
+        <Retention value={props.d.retention} />
+      </dd>
     </dl>
+  );
+}
+
+/** `{ completedMs: 86400000, failedMs: null }` as "completed 1 d 0 h · failed kept until removed". */
+function Retention(props: { value: unknown }) {
+  const v = props.value;
+  if (v == null) return <span class="muted">–</span>;
+  if (typeof v !== 'object' || Array.isArray(v)) return <Json value={v} class="small" />;
+  const entries = Object.entries(v as Record<string, unknown>);
+  if (!entries.every(([k, x]) => k.endsWith('Ms') && (x === null || typeof x === 'number'))) return <Json value={v} class="small" />;
+  return (
+    <ul class="plain-list">
+      {entries.map(([k, x]) => (
+        <li key={k}>
+          <span class="kv-key">{k.slice(0, -2)}</span> {x === null ? <span class="muted">kept until removed</span> : `kept ${duration(x as number)}`}
+        </li>
+      ))}
+    </ul>
   );
 }
 
