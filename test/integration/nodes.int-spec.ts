@@ -21,7 +21,6 @@ const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'worker-process.js');
 const OPTS = { leaseMs: 3000, heartbeatIntervalMs: 200, rescueIntervalMs: 200, pollIntervalMs: 200 };
 
 const gates: (() => void)[] = [];
-const failFirst = true;
 
 @Processor('nodes')
 class NodesProcessor {
@@ -32,7 +31,7 @@ class NodesProcessor {
 
   @Process('flaky')
   flaky(job: ActiveJob) {
-    if (failFirst && job.attempt === 1) throw new Error('first attempt fails');
+    if (job.attempt === 1) throw new Error('first attempt fails');
     return 'ok';
   }
 }
@@ -42,12 +41,16 @@ describe('nodes registry', () => {
   let sql: Pool;
   let store: DashboardStore;
   const children: ChildProcess[] = [];
+  // Closed after the file even when a test failed midway (close() twice is a no-op).
+  const apps: { close(): Promise<void> }[] = [];
 
   beforeAll(async () => {
     db = await createTestDatabase();
     sql = testPool(db.url, 2);
   });
   afterAll(async () => {
+    gates.splice(0).forEach((g) => g());
+    for (const a of apps) await a.close();
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     await sql?.end();
     await db?.drop();
@@ -57,6 +60,7 @@ describe('nodes registry', () => {
 
   it('a worker process appears with its host, pid and queues, counts its running jobs, and leaves on shutdown', async () => {
     const app = await bootApp({ options: { connection: db.url, ...OPTS }, queues: [{ name: 'nodes', concurrency: 3 }], providers: [NodesProcessor] });
+    apps.push(app);
     await app.init();
     const workerId = runtimeOf(app).supervisor.workerId;
     store = new DashboardStore(runtimeOf(app).pool, 'pgqueue', 'pgqueue_jobs');
@@ -82,6 +86,7 @@ describe('nodes registry', () => {
 
   it('the worker of each attempt is recorded: in the error of a failed attempt, and in history for the last', async () => {
     const app = await bootApp({ options: { connection: db.url, ...OPTS }, queues: [{ name: 'nodes', defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10, jitter: false } } }], providers: [NodesProcessor] });
+    apps.push(app);
     await app.init();
     const workerId = runtimeOf(app).supervisor.workerId;
     const job = await app.get(QueueService).add('nodes', 'flaky', {});
