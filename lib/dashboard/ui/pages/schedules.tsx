@@ -11,7 +11,7 @@ export function SchedulesPage() {
       <ErrorBox error={error} title="Refresh failed; showing the last answer" />
       <Section title="Recurring jobs">
         {data.schedules.length === 0 ? (
-          <Empty>No recurring jobs. Declare one with a cron option on a queue (see the README, "Recurring jobs").</Empty>
+          <Empty>No recurring jobs. Declare one with <code>{'@Process({ name, cron, tz })'}</code> (README, “Recurring jobs”).</Empty>
         ) : (
           <table class="grid" data-testid="schedules-table">
             <thead>
