@@ -215,6 +215,26 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     expect(await isPaused('work')).toBe(false);
   });
 
+  it('enqueue from the JSON editor: the validation message of the API is shown, then the job is created', async () => {
+    await page.goto(`${main.dashboard}/queues/idle`);
+    const form = page.locator('[data-testid="enqueue-form"]');
+    await form.waitFor({ timeout: WAIT_MS });
+    await form.locator('input').first().fill('report');
+    await form.locator('textarea').nth(0).fill('{"n": 42, "from": "browser"}');
+    await form.locator('textarea').nth(1).fill('{"bogus": 1}');
+    await form.locator('button[type="submit"]').click();
+    const problem = form.locator('.field-error');
+    await problem.waitFor({ timeout: WAIT_MS });
+    expect(await problem.textContent()).toMatch(/Unknown job option\(s\) bogus/);
+    await form.locator('textarea').nth(1).fill('');
+    await form.locator('button[type="submit"]').click();
+    const created = form.getByText(/^job \d+$/);
+    await created.waitFor({ timeout: WAIT_MS });
+    const id = (await created.textContent())!.replace('job ', '');
+    const job = await pgqQueue('idle').getJob(id);
+    expect(job).toMatchObject({ name: 'report', payload: { n: 42, from: 'browser' }, state: 'waiting' });
+  });
+
   it('read-only: no action button on any page, and the API refuses every action', async () => {
     await browser.context.addCookies([{ name: COOKIE, value: 'ops', url: readOnly.base }]);
     for (const path of ['', '/queues/idle', '/queues/work?state=failed', `/jobs/${ids.xss}`]) {
