@@ -235,6 +235,26 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     expect(job).toMatchObject({ name: 'report', payload: { n: 42, from: 'browser' }, state: 'waiting' });
   });
 
+  it('pages a long list by keyset: "Next page" shows the jobs after the last one, "Newest" goes back', async () => {
+    await pgqQueue('idle').addBulk(Array.from({ length: 55 }, (_, i) => ({ name: 'report', payload: { page: i } })));
+    await page.goto(`${main.dashboard}/queues/idle?state=waiting`);
+    const rows = page.locator('[data-testid="jobs-table"] tbody tr');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="jobs-table"] tbody tr').length === 50, null, { timeout: WAIT_MS });
+    const first = await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-job-id')));
+    await page.getByText('Next page ⟶').click();
+    await page.waitForURL(/[?&]before=/);
+    await page.waitForFunction((ids) => {
+      const now = [...document.querySelectorAll('[data-testid="jobs-table"] tbody tr')].map((r) => r.getAttribute('data-job-id'));
+      return now.length > 0 && now.every((id) => !ids.includes(id));
+    }, first, { timeout: WAIT_MS });
+    const second = await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-job-id')));
+    const waiting = (await pgqQueue('idle').getCounts()).waiting;
+    expect(first.length + second.length).toBe(waiting);
+    expect(await page.getByText('Next page ⟶').count()).toBe(0);
+    await page.getByText('⟵ Newest').click();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="jobs-table"] tbody tr').length === 50, null, { timeout: WAIT_MS });
+  });
+
   it('read-only: no action button on any page, and the API refuses every action', async () => {
     await browser.context.addCookies([{ name: COOKIE, value: 'ops', url: readOnly.base }]);
     for (const path of ['', '/queues/idle', '/queues/work?state=failed', `/jobs/${ids.xss}`]) {
