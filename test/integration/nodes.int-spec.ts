@@ -59,7 +59,9 @@ describe('nodes registry', () => {
   const rows = async () => (await sql.query<{ id: string; pid: number }>('SELECT id, pid FROM pgqueue.nodes ORDER BY id')).rows;
 
   it('a worker process appears with its host, pid and queues, counts its running jobs, and leaves on shutdown', async () => {
-    const app = await bootApp({ options: { connection: db.url, ...OPTS }, queues: [{ name: 'nodes', concurrency: 3 }], providers: [NodesProcessor] });
+    // No maintenance pass during this test (it would delete a stale row, and the next heartbeat
+    // insert a new one): only the heartbeat's upsert can move last_seen_at here.
+    const app = await bootApp({ options: { connection: db.url, ...OPTS, rescueIntervalMs: 600_000 }, queues: [{ name: 'nodes', concurrency: 3 }], providers: [NodesProcessor] });
     apps.push(app);
     await app.init();
     const workerId = runtimeOf(app).supervisor.workerId;
