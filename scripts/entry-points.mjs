@@ -16,6 +16,7 @@ export const ENTRY_POINTS = [
   { subpath: '.', dir: '', peers: [] },
   { subpath: './health', dir: 'health', peers: ['@nestjs/terminus'] },
   { subpath: './metrics', dir: 'metrics', peers: ['prom-client'] },
+  { subpath: './dashboard', dir: 'dashboard', peers: [] },
 ];
 
 const dist = (e, ext) => `./dist/${e.dir ? `${e.dir}/` : ''}index.${ext}`;

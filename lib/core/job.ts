@@ -15,6 +15,8 @@ export interface JobAttemptError {
   readonly stack?: string;
   /** ISO timestamp of the failure. */
   readonly at: string;
+  /** The worker (node id, as in the nodes registry) that ran the attempt, where one did. */
+  readonly worker?: string;
 }
 
 /**

@@ -74,6 +74,15 @@ export interface NewJobRow {
   replaceWaiting: boolean;
 }
 
+/** What a node writes into the registry with each heartbeat. */
+export interface NodeRow {
+  readonly host: string;
+  readonly pid: number;
+  readonly startedAt: Date;
+  readonly heartbeatMs: number;
+  readonly queues: readonly { readonly name: string; readonly concurrency: number }[];
+}
+
 /** The outcome of one attempt, waiting in the completer for its batch. */
 export type Outcome =
   | { kind: 'completed'; id: string; attempt: number; resultJson: string | null }
@@ -402,10 +411,22 @@ export class JobStore {
     return r?.due_in_ms ?? null;
   }
 
-  /** Renews leases; returns the ids still held, and those of them whose cancel was asked. */
-  async heartbeat(ids: readonly string[], workerId: string, leaseMs: number): Promise<{ kept: Set<string>; cancel: string[] }> {
-    const rows = await this.db.query<{ id: string; cancel: boolean }>(this.q.heartbeat, [ids, workerId, leaseMs], this.name(this.q.heartbeat));
+  /**
+   * Renews leases and refreshes this node's row in the registry, in one statement; returns the
+   * ids still held, and those of them whose cancel was asked.
+   */
+  async heartbeat(ids: readonly string[], workerId: string, leaseMs: number, node: NodeRow): Promise<{ kept: Set<string>; cancel: string[] }> {
+    const rows = await this.db.query<{ id: string; cancel: boolean }>(
+      this.q.heartbeat,
+      [ids, workerId, leaseMs, node.host, node.pid, node.startedAt, node.heartbeatMs, JSON.stringify(node.queues)],
+      this.name(this.q.heartbeat),
+    );
     return { kept: new Set(rows.map((r) => String(r.id))), cancel: rows.filter((r) => r.cancel).map((r) => String(r.id)) };
+  }
+
+  /** Removes this node from the registry (clean shutdown). */
+  async removeNode(workerId: string): Promise<void> {
+    await this.db.query(this.q.removeNode, [workerId]);
   }
 
   /**
@@ -496,6 +517,7 @@ export class JobStore {
       );
       const { completedMs, cancelledMs, failedMs } = this.retention;
       const p = await client.query(this.q.prune, [completedMs > 0 ? completedMs : null, batch, cancelledMs, failedMs]);
+      await client.query(this.q.pruneNodes);
       return {
         stalled: r.rows.map((x) => ({ id: String(x.id), queue: x.queue, name: x.name, attempt: x.attempt, willRetry: x.retried })),
         pruned: p.rowCount ?? 0,

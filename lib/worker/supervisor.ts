@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { PgClientConfig } from '../core/pg-types';
-import type { JobStore, Outcome, StalledJob } from '../db/job-store';
+import type { JobStore, NodeRow, Outcome, StalledJob } from '../db/job-store';
 import { LeaseLostError, PgQueueError, ShutdownError } from '../core/errors';
 import type { Job, JobAttemptError, JobHandler } from '../core/job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/pg-queue.options';
@@ -63,6 +63,10 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private maintenanceTimer: NodeJS.Timeout | null = null;
   private started = false;
+  private beat: Promise<void> | null = null;
+  /** This process in the nodes registry. */
+  private readonly nodeRow: NodeRow;
+  private readonly nodeQueues: { name: string; concurrency: number }[] = [];
   private stopped = false;
   private catchingRejections = false;
 
@@ -86,6 +90,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       () => this.workers.forEach((w) => w.outcomesWritten()),
     );
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
+    this.nodeRow = { host: hostname(), pid: process.pid, startedAt: new Date(), heartbeatMs: opts.heartbeatIntervalMs, queues: this.nodeQueues };
     // An 'error' event without listeners would throw; the engine reports errors, it never crashes on them.
     this.on('error', (err) => this.logger.error(`pg-queue: ${err.message}`, err.stack));
   }
@@ -102,6 +107,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       completed: (job, result) => this.emit('completed', job, result),
       error: (err) => this.emit('error', err),
     };
+    this.nodeQueues.push({ name: q.queue.name, concurrency: q.queue.concurrency });
     this.workers.set(
       q.queue.name,
       new QueueWorker(q.queue, q.handlers, q.catchAll, {
@@ -169,6 +175,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     }
     for (const w of this.workers.values()) w.start();
     if (this.workers.size > 0) {
+      // The first beat at once: the node shows in the registry from its start, not a heartbeat later.
+      void this.heartbeat();
       this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.opts.heartbeatIntervalMs);
       this.heartbeatTimer.unref();
     }
@@ -178,14 +186,22 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     void this.cron?.start();
   }
 
-  /** One heartbeat for every job this process holds. */
-  async heartbeat(): Promise<void> {
+  /**
+   * One heartbeat for every job this process holds, which also keeps this node's row in the
+   * registry fresh (so it runs when no job does). One at a time: stop() waits for the one in
+   * flight before removing the row, so a late heartbeat cannot put it back.
+   */
+  heartbeat(): Promise<void> {
+    if (!this.beat) this.beat = this.beatOnce().finally(() => (this.beat = null));
+    return this.beat;
+  }
+
+  private async beatOnce(): Promise<void> {
     const byId = new Map<string, QueueWorker>();
     for (const w of this.workers.values()) for (const id of w.runningIds()) byId.set(id, w);
     const ids = [...byId.keys(), ...this.completer.pendingIds()];
-    if (ids.length === 0) return;
     try {
-      const { kept, cancel } = await this.store.heartbeat(ids, this.workerId, this.opts.leaseMs);
+      const { kept, cancel } = await this.store.heartbeat(ids, this.workerId, this.opts.leaseMs, this.nodeRow);
       for (const [id, w] of byId) if (!kept.has(id)) w.leaseLost(id, new LeaseLostError(id));
       // The cancels whose NOTIFY this node missed (the listener was down, or poll-only mode).
       for (const id of cancel) byId.get(id)?.cancel(id);
@@ -319,6 +335,12 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     }
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.maintenanceTimer) clearInterval(this.maintenanceTimer);
+    if (this.workers.size > 0) {
+      await this.beat;
+      await this.store.removeNode(this.workerId).catch((err: Error) => {
+        this.logger.warn(`Removing this node from the registry failed (${err.message}); maintenance drops it after 10 heartbeats`);
+      });
+    }
     await this.listener?.stop();
     // Last: handlers still ran until the jobs were abandoned above.
     if (this.catchingRejections) process.off('unhandledRejection', this.onUnhandledRejection);
