@@ -49,12 +49,34 @@ export class DashboardService {
     this.store = new DashboardStore(runtime.pool, runtime.store.schema, runtime.store.channel);
   }
 
+  /**
+   * Counts of minutes that closed over a minute ago: they no longer change (an outcome commits
+   * within milliseconds of its finished_at), so each poll recounts only the last two minutes.
+   */
+  private readonly closedMinutes = new Map<string, { completed: number; failed: number }>();
+  private countedFrom: Date | null = null;
+
+  private async throughput() {
+    const t = await this.store.throughput(this.countedFrom);
+    const minutes = t.minutes;
+    const completed = t.completed.map((n, i) => this.closedMinutes.get(minutes[i])?.completed ?? n);
+    const failed = t.failed.map((n, i) => this.closedMinutes.get(minutes[i])?.failed ?? n);
+    // Keep the minutes older than the last two; forget those out of the window.
+    const keepBefore = minutes.length >= 2 ? minutes[minutes.length - 2] : null;
+    this.closedMinutes.clear();
+    minutes.forEach((m, i) => {
+      if (keepBefore && m < keepBefore) this.closedMinutes.set(m, { completed: completed[i], failed: failed[i] });
+    });
+    this.countedFrom = keepBefore ? new Date(keepBefore) : null;
+    return { minutes, completed, failed, now: t.now };
+  }
+
   private registered(): string[] {
     return this.runtime.registeredQueues.map((q) => q.name);
   }
 
   async overview() {
-    const [queues, t] = await Promise.all([this.store.counts(this.registered()), this.store.throughput()]);
+    const [queues, t] = await Promise.all([this.store.counts(this.registered()), this.throughput()]);
     return {
       queues: queues.map((q) => ({ ...q, registered: this.runtime.queueOptions(q.name) !== undefined })),
       throughput: { minutes: t.minutes, completed: t.completed, failed: t.failed },

@@ -78,8 +78,9 @@ export class DashboardStore {
     }));
   }
 
-  async throughput(): Promise<Throughput> {
-    const rows = await this.db.query<{ minute: Date; completed: number; failed: number; now: Date }>(this.q.throughput, []);
+  /** Per minute over the last hour; minutes before `from` (if given) come back as 0. */
+  async throughput(from: Date | null = null): Promise<Throughput> {
+    const rows = await this.db.query<{ minute: Date; completed: number; failed: number; now: Date }>(this.q.throughput, [from]);
     return {
       minutes: rows.map((r) => r.minute.toISOString()),
       completed: rows.map((r) => r.completed),

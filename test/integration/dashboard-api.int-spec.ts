@@ -153,6 +153,19 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       expect(typeof res.body.now).toBe('string');
     });
 
+    it('throughput: earlier minutes keep their counts from one poll to the next (the service recounts only the last two)', async () => {
+      const tp = await boot({ public: true, path: '/tp' });
+      const ids = await seedHistory(`tp-${platform}`, 'completed', 3);
+      await sql.query(`UPDATE pgqueue.job_history SET finished_at = now() - interval '10 minutes' WHERE id = ANY($1::bigint[])`, [ids]);
+      const { rows: [{ minute }] } = await sql.query(`SELECT date_trunc('minute', now() - interval '10 minutes') AS minute`);
+      const at = (body: { throughput: { minutes: string[]; completed: number[] } }) =>
+        body.throughput.completed[body.throughput.minutes.indexOf((minute as Date).toISOString())];
+      const first = (await request(tp.getHttpServer()).get('/tp/api/overview')).body;
+      const second = (await request(tp.getHttpServer()).get('/tp/api/overview')).body;
+      expect(at(first)).toBeGreaterThanOrEqual(3);
+      expect(at(second)).toBe(at(first));
+    });
+
     it('queue: counts, options, retention, names seen', async () => {
       const q = `names-${platform}`;
       await seedWaiting(Q, [{ name: 'ship' }]);
