@@ -1,12 +1,20 @@
 import 'reflect-metadata';
 import { Module, type INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
+import { Client } from 'pg';
 import { CancelJobError, InjectQueue, PgQueueModule, Process, Processor, QueueService, type Job, type Queue } from '../../lib';
 import { PgQueueTester, PgQueueTestingModule } from '../../lib/testing';
 import { runtimeOf } from '../support/app';
-import { createTestDatabase, type TestDatabase } from '../support/database';
+import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 
 const HOUR = 3_600_000;
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+const gate = { started: deferred(), release: deferred() };
 
 @Processor('work')
 class WorkProcessor {
@@ -31,6 +39,12 @@ class WorkProcessor {
   @Process('cancel-me')
   cancelMe() {
     throw new CancelJobError('not wanted');
+  }
+
+  @Process('gated')
+  async gated() {
+    gate.started.resolve();
+    await gate.release.promise;
   }
 
   @Process('fan-out')
@@ -109,13 +123,43 @@ describe('nestjs-pg-queue/testing: PgQueueTestingModule and PgQueueTester on the
     expect(await tester.drain()).toEqual([]);
   });
 
+  it('drain() resolves only once the outcome write has committed', async () => {
+    const job = await work.add('gated', {});
+    let resolved = false;
+    const drained = tester.drain({ queue: 'work' }).then(() => (resolved = true));
+    await gate.started.promise;
+    // Lock the claimed row, so the outcome write has to wait for this transaction.
+    const locker = new Client({ connectionString: db.url });
+    await locker.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE', [job.id]);
+      gate.release.resolve();
+      await waitFor(
+        async () =>
+          (await locker.query(`SELECT 1 FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'`, [db.name])).rowCount! > 0,
+        { message: 'the outcome write to wait on the row lock' },
+      );
+      expect(resolved).toBe(false);
+      await locker.query('COMMIT');
+    } finally {
+      await locker.end();
+    }
+    await drained;
+    expect((await work.getJob(job.id))!.state).toBe('completed');
+  });
+
   it('runNext() runs one job and returns its outcome; null when none is due', async () => {
     const first = await work.add('double', { n: 5 });
     const second = await work.add('double', { n: 6 });
     const outcome = await tester.runNext('work');
     expect(outcome).toMatchObject({ event: 'completed', result: { doubled: 10 } });
     expect(outcome!.job.id).toBe(first.id);
+    // Round trips on another queue: a worker that went on claiming by itself would have by now.
+    await tester.drain({ queue: 'mail' });
+    await tester.drain({ queue: 'mail' });
     expect((await work.getJob(second.id))!.state).toBe('waiting');
+    expect(tester.ran.map((j) => j.id)).toEqual([first.id]);
     expect(await tester.runNext()).toMatchObject({ event: 'completed', job: { id: second.id } });
     expect(await tester.runNext()).toBeNull();
   });
