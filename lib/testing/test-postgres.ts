@@ -152,22 +152,30 @@ async function startEmbedded(): Promise<TestPostgres> {
   // mkdtemp makes 0700; as root the server runs as the OS user postgres, which must get in.
   fs.chmodSync(dir, 0o711);
   const port = await freePort();
+  let log = '';
   const server = new EmbeddedPostgres({
     databaseDir: path.join(dir, 'data'),
     port,
     user: 'postgres',
     password: 'postgres',
     persistent: false,
-    initdbFlags: ['--encoding=UTF8', '--locale=C.UTF-8', '--no-sync'],
+    // As root the package runs the server as the OS user postgres: this creates it when missing
+    // and hands it the data directory.
+    createPostgresUser: process.getuid?.() === 0,
+    // The package passes --lc-messages=en_US.UTF-8, which initdb rejects where that locale is not
+    // installed (slim images, CI): C, given after it, wins.
+    initdbFlags: ['--lc-messages=C', '--encoding=UTF8', '--locale=C.UTF-8', '--no-sync'],
     postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'max_connections=300'],
-    onLog: () => undefined,
+    onLog: (m: unknown) => (log = (log + String(m)).slice(-4000)),
+    onError: (m: unknown) => (log = (log + String(m instanceof Error ? m.message : m)).slice(-4000)),
   });
   try {
     await server.initialise();
     await server.start();
   } catch (err) {
     fs.rmSync(dir, { recursive: true, force: true });
-    throw new PgQueueError(`The embedded PostgreSQL did not start: ${(err as Error).message}`, { cause: err });
+    const why = err instanceof Error ? err.message : String(err);
+    throw new PgQueueError(`The embedded PostgreSQL did not start (${why}); its last output:\n${log.trim().split('\n').slice(-40).join('\n')}`, { cause: err });
   }
   let stopped: Promise<void> | undefined;
   return {

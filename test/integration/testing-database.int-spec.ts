@@ -1,0 +1,82 @@
+import { execFile } from 'node:child_process';
+import path from 'node:path';
+import { Client } from 'pg';
+import { PgQueueConfigError } from '../../lib';
+import { createTestDatabase, startTestPostgres, testServerUrl } from '../../lib/testing';
+import { loadOptionalPeer } from '../../lib/testing/test-postgres';
+import { assertBuilt } from '../support/built';
+import { testAdminUrl } from '../support/database';
+
+const FIXTURE = path.join(__dirname, '..', 'fixtures', 'testing-global-setup.js');
+
+async function databaseExists(name: string): Promise<boolean> {
+  const c = new Client({ connectionString: testAdminUrl() });
+  await c.connect();
+  try {
+    return (await c.query('SELECT 1 FROM pg_database WHERE datname = $1', [name])).rowCount === 1;
+  } finally {
+    await c.end();
+  }
+}
+
+describe('nestjs-pg-queue/testing: a database for the test run', () => {
+  const saved = { ...process.env };
+  afterEach(() => {
+    process.env = { ...saved };
+  });
+
+  it('uses DATABASE_URL first, unchanged, and stop() leaves it alone', async () => {
+    process.env.DATABASE_URL = testAdminUrl();
+    const pg = await startTestPostgres();
+    expect(pg).toMatchObject({ url: testAdminUrl(), source: 'DATABASE_URL' });
+    await pg.stop();
+    const c = new Client({ connectionString: pg.url });
+    await c.connect();
+    await c.end();
+  });
+
+  it('createTestDatabase() makes a fresh database on the server and drop() removes it', async () => {
+    process.env.PGQUEUE_TEST_URL = testAdminUrl();
+    const db = await createTestDatabase();
+    expect(db.name).toMatch(/^pgq_test_[0-9a-f]{12}$/);
+    expect(await databaseExists(db.name)).toBe(true);
+    const c = new Client({ connectionString: db.url });
+    await c.connect();
+    expect((await c.query('SELECT current_database() AS d')).rows[0].d).toBe(db.name);
+    // An open connection does not stop the drop (WITH (FORCE)).
+    c.on('error', () => undefined);
+    await db.drop();
+    await db.drop();
+    expect(await databaseExists(db.name)).toBe(false);
+  });
+
+  it('without PGQUEUE_TEST_URL or DATABASE_URL, says how to wire jest', () => {
+    delete process.env.PGQUEUE_TEST_URL;
+    delete process.env.DATABASE_URL;
+    expect(() => testServerUrl()).toThrow(PgQueueConfigError);
+    expect(() => testServerUrl()).toThrow(/globalSetup\/globalTeardown .* pgQueueGlobalSetup/);
+  });
+
+  it('names the package to install when the chosen path needs one that is missing', async () => {
+    // The same loader the Testcontainers and embedded paths use, on a package that is not installed.
+    const load = loadOptionalPeer('@testcontainers/no-such-package', 'A Testcontainers PostgreSQL', (p) => require(p) as unknown);
+    await expect(load).rejects.toThrow(PgQueueConfigError);
+    await expect(load).rejects.toThrow('npm install --save-dev @testcontainers/no-such-package');
+    await expect(startTestPostgres({ use: 'nope' as 'embedded' })).rejects.toThrow(/use must be 'DATABASE_URL', 'testcontainers' or 'embedded'/);
+  });
+
+  it('jest globalSetup without DATABASE_URL or Docker starts the embedded server; globalTeardown stops it', async () => {
+    assertBuilt();
+    const env: NodeJS.ProcessEnv = { ...process.env, DOCKER_HOST: 'unix:///nonexistent/docker.sock' };
+    delete env.DATABASE_URL;
+    delete env.PGQUEUE_TEST_URL;
+    const out = await new Promise<string>((resolve, reject) =>
+      execFile(process.execPath, [FIXTURE], { env, timeout: 90_000 }, (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout))),
+    );
+    const r = JSON.parse(out) as { port: string; database: string; expected: string; version: string; stillUp: boolean };
+    expect(r.database).toBe(r.expected);
+    expect(r.version).toMatch(/^PostgreSQL 1\d/);
+    expect(Number(new URL(testAdminUrl()).port || 5432)).not.toBe(Number(r.port)); // its own server, not ours
+    expect(r.stillUp).toBe(false);
+  }, 120_000);
+});
