@@ -49,9 +49,14 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
     if (!fromEnv) throw new PgQueueConfigError("startTestPostgres({ use: 'DATABASE_URL' }): DATABASE_URL is not set.");
     return { url: fromEnv, source: 'DATABASE_URL', stop: () => Promise.resolve() };
   }
-  if (use === 'testcontainers' || (use === undefined && (await dockerAnswers(options.dockerPingTimeoutMs ?? 1500)))) {
-    return startContainer(options.image ?? (process.env.PGQUEUE_TEST_IMAGE || DEFAULT_TEST_IMAGE));
+  const docker = use === 'embedded' ? false : await dockerAnswers(options.dockerPingTimeoutMs ?? 1500);
+  if (use === 'testcontainers' && !docker) {
+    throw new PgQueueConfigError(
+      `startTestPostgres({ use: 'testcontainers' }): no Docker engine answers at ${process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock'} ` +
+        '(DOCKER_HOST). Start Docker, point DOCKER_HOST at it, or use another path (DATABASE_URL, embedded).',
+    );
   }
+  if (docker) return startContainer(options.image ?? (process.env.PGQUEUE_TEST_IMAGE || DEFAULT_TEST_IMAGE));
   return startEmbedded();
 }
 

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { Client } from 'pg';
 import { PgQueueConfigError } from '../../lib';
-import { createTestDatabase, startTestPostgres, testServerUrl } from '../../lib/testing';
+import { createTestDatabase, dockerAnswers, startTestPostgres, testServerUrl } from '../../lib/testing';
 import { loadOptionalPeer } from '../../lib/testing/test-postgres';
 import { assertBuilt } from '../support/built';
 import { testAdminUrl } from '../support/database';
@@ -64,6 +64,27 @@ describe('nestjs-pg-queue/testing: a database for the test run', () => {
     await expect(load).rejects.toThrow('npm install --save-dev @testcontainers/no-such-package');
     await expect(startTestPostgres({ use: 'nope' as 'embedded' })).rejects.toThrow(/use must be 'DATABASE_URL', 'testcontainers' or 'embedded'/);
   });
+
+  // Both branches check behaviour: .ci/run runs the suite with a Docker engine and a local image
+  // (PGQUEUE_TEST_IMAGE), other runs have none.
+  it('without DATABASE_URL, takes a Testcontainers PostgreSQL when Docker answers; forced without Docker, says so', async () => {
+    delete process.env.DATABASE_URL;
+    if (await dockerAnswers()) {
+      const pg = await startTestPostgres();
+      try {
+        expect(pg.source).toBe('testcontainers');
+        const c = new Client({ connectionString: pg.url });
+        await c.connect();
+        expect((await c.query('SELECT current_user AS u')).rows[0].u).toBe('postgres');
+        await c.end();
+      } finally {
+        await pg.stop();
+      }
+    } else {
+      process.env.DOCKER_HOST = 'unix:///nonexistent/docker.sock';
+      await expect(startTestPostgres({ use: 'testcontainers' })).rejects.toThrow(/no Docker engine answers at unix:\/\/\/nonexistent/);
+    }
+  }, 180_000);
 
   it('jest globalSetup without DATABASE_URL or Docker starts the embedded server; globalTeardown stops it', async () => {
     assertBuilt();
