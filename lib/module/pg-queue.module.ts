@@ -44,7 +44,12 @@ const runtimeProvider: Provider = {
     { token: defaultDataSourceToken() as string, optional: true },
     { token: PG_QUEUE_TESTING, optional: true },
   ],
-  useFactory: async (options: PgQueueModuleOptions, moduleRef: ModuleRef, defaultDataSource?: DataSourceLike, testMode?: PgQueueTestMode) => {
+  useFactory: async (
+    options: PgQueueModuleOptions,
+    moduleRef: ModuleRef,
+    defaultDataSource?: DataSourceLike,
+    testMode?: PgQueueTestMode,
+  ) => {
     let resolved = resolveModuleOptions(options);
     // PgQueueTestingModule: no LISTEN connection, a short grace period; the workers run manually.
     if (testMode) resolved = { ...resolved, listen: false, shutdownTimeoutMs: testMode.shutdownTimeoutMs };

@@ -129,7 +129,10 @@ export class PgQueueTester {
     }
   }
 
-  /** Makes the waiting jobs of `queue` (default: all queues) that are due later (delay, backoff, snooze) due now; returns how many. */
+  /**
+   * Makes the waiting jobs of `queue` (default: all queues) that are due later (delay, retry
+   * backoff, snooze) due now; returns how many.
+   */
   makeDue(queue?: string): Promise<number> {
     return this.runtime.store.makeDueWaiting(queue ?? null);
   }

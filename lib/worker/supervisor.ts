@@ -159,7 +159,9 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       ran += await w.runRound(limit);
       // The next queue's claim (and the caller) must see this round's outcomes in the database.
       const left = await this.completer.drain(Date.now() + Math.max(this.opts.shutdownTimeoutMs, 5000));
-      if (left) throw new PgQueueError(`${left} job outcome(s) could not be written to the database (see the log); the test cannot go on.`);
+      if (left) {
+        throw new PgQueueError(`${left} job outcome(s) could not be written (see the log); the test cannot go on.`);
+      }
     }
     return ran;
   }

@@ -31,7 +31,9 @@ describe('sample app: POST /orders, GET /orders/:id', () => {
   }
   beforeAll(async () => {
     db = await createTestDatabase();
-    const moduleRef = await Test.createTestingModule({ imports: [AppModule.forRoot(db.url), PgQueueTestingModule.forRoot()] }).compile();
+    const moduleRef = await Test.createTestingModule({
+      imports: [AppModule.forRoot(db.url), PgQueueTestingModule.forRoot()],
+    }).compile();
     app = moduleRef.createNestApplication({ logger: process.env.PGQUEUE_TEST_LOGS ? undefined : false });
     await app.init();
     tester = app.get(PgQueueTester);
@@ -110,7 +112,9 @@ describe('sample app: POST /orders, GET /orders/:id', () => {
     const after = await view(placed.order.id);
     expect(after.warehouseJob).toMatchObject({ state: 'failed', attempt: 3 });
     expect(after.warehouseJob!.errors).toEqual(Array(3).fill('No such item in the warehouse: unobtainium'));
-    expect(tester.failed.map((o) => [o.job.id, o.error.message])).toEqual([[placed.warehouseJob!.id, 'No such item in the warehouse: unobtainium']]);
+    expect(tester.failed.map((o) => [o.job.id, o.error.message])).toEqual([
+      [placed.warehouseJob!.id, 'No such item in the warehouse: unobtainium'],
+    ]);
     expect(after.order.status).toBe('confirmed'); // the confirmation does not depend on the reservation
   });
 

@@ -43,8 +43,11 @@ describe('the README "Testing your app" example, run with jest', () => {
     delete env.PGQUEUE_TEST_URL; // the README's globalSetup sets it
     const jest = require.resolve('jest/bin/jest');
     const { code, output } = await new Promise<{ code: number; output: string }>((resolve) =>
-      execFile(process.execPath, [jest, '--config', join(dir, 'jest.config.js'), '--ci', '--runInBand'], { cwd: dir, env, timeout: 120_000 }, (err, stdout, stderr) =>
-        resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
+      execFile(
+        process.execPath,
+        [jest, '--config', join(dir, 'jest.config.js'), '--ci', '--runInBand'],
+        { cwd: dir, env, timeout: 120_000 },
+        (err, stdout, stderr) => resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, output: stdout + stderr }),
       ),
     );
     expect(output).toMatch(/Tests:\s+2 passed, 2 total/);

@@ -62,7 +62,9 @@ describe('nestjs-pg-queue/testing: a database for the test run', () => {
     const load = loadOptionalPeer('@testcontainers/no-such-package', 'A Testcontainers PostgreSQL', (p) => require(p) as unknown);
     await expect(load).rejects.toThrow(PgQueueConfigError);
     await expect(load).rejects.toThrow('npm install --save-dev @testcontainers/no-such-package');
-    await expect(startTestPostgres({ use: 'nope' as 'embedded' })).rejects.toThrow(/use must be 'DATABASE_URL', 'testcontainers' or 'embedded'/);
+    await expect(startTestPostgres({ use: 'nope' as 'embedded' })).rejects.toThrow(
+      /use must be 'DATABASE_URL', 'testcontainers' or 'embedded'/,
+    );
   });
 
   // Both branches check behaviour: .ci/run runs the suite with a Docker engine and a local image
@@ -82,7 +84,9 @@ describe('nestjs-pg-queue/testing: a database for the test run', () => {
       }
     } else {
       process.env.DOCKER_HOST = 'unix:///nonexistent/docker.sock';
-      await expect(startTestPostgres({ use: 'testcontainers' })).rejects.toThrow(/no Docker engine answers at unix:\/\/\/nonexistent/);
+      await expect(startTestPostgres({ use: 'testcontainers' })).rejects.toThrow(
+        /no Docker engine answers at unix:\/\/\/nonexistent/,
+      );
     }
   }, 180_000);
 
@@ -92,7 +96,9 @@ describe('nestjs-pg-queue/testing: a database for the test run', () => {
     delete env.DATABASE_URL;
     delete env.PGQUEUE_TEST_URL;
     const out = await new Promise<string>((resolve, reject) =>
-      execFile(process.execPath, [FIXTURE], { env, timeout: 90_000 }, (err, stdout, stderr) => (err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout))),
+      execFile(process.execPath, [FIXTURE], { env, timeout: 90_000 }, (err, stdout, stderr) =>
+        err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout),
+      ),
     );
     const r = JSON.parse(out) as { port: string; database: string; expected: string; version: string; stillUp: boolean };
     expect(r.database).toBe(r.expected);

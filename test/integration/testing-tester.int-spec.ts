@@ -64,7 +64,11 @@ class MailProcessor {
 @Module({
   imports: [
     PgQueueModule.registerQueue(
-      { name: 'work', concurrency: 3, defaultJobOptions: { attempts: 3, backoff: { type: 'fixed', delayMs: HOUR, jitter: false } } },
+      {
+        name: 'work',
+        concurrency: 3,
+        defaultJobOptions: { attempts: 3, backoff: { type: 'fixed', delayMs: HOUR, jitter: false } },
+      },
       { name: 'mail' },
     ),
   ],
@@ -115,7 +119,12 @@ describe('nestjs-pg-queue/testing: PgQueueTestingModule and PgQueueTester on the
     const a = await work.add('double', { n: 2 });
     const b = await mail.add('send', { to: 'ann@example.com' });
     const outcomes = await tester.drain();
-    expect(outcomes.map((o) => [o.event, o.job.id])).toEqual(expect.arrayContaining([['completed', a.id], ['completed', b.id]]));
+    expect(outcomes.map((o) => [o.event, o.job.id])).toEqual(
+      expect.arrayContaining([
+        ['completed', a.id],
+        ['completed', b.id],
+      ]),
+    );
     expect(tester.completed.find((o) => o.job.id === a.id)!.result).toEqual({ doubled: 4 });
     // No wait: the outcome is in the database once drain() resolves.
     expect(await work.getJob(a.id)).toMatchObject({ state: 'completed', result: { doubled: 4 } });
@@ -137,7 +146,8 @@ describe('nestjs-pg-queue/testing: PgQueueTestingModule and PgQueueTester on the
       gate.release.resolve();
       await waitFor(
         async () =>
-          (await locker.query(`SELECT 1 FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'`, [db.name])).rowCount! > 0,
+          (await locker.query(`SELECT 1 FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock'`, [db.name]))
+            .rowCount! > 0,
         { message: 'the outcome write to wait on the row lock' },
       );
       expect(resolved).toBe(false);
@@ -181,8 +191,18 @@ describe('nestjs-pg-queue/testing: PgQueueTestingModule and PgQueueTester on the
     const unwanted = await work.add('cancel-me', {});
     await tester.drain({ makeDue: true });
     expect(tester.retried.map((o) => o.job.id)).toEqual([broken.id]);
-    expect(tester.failed).toEqual([expect.objectContaining({ job: expect.objectContaining({ id: broken.id }), error: expect.objectContaining({ message: 'broken for good', attempt: 2 }) })]);
-    expect(tester.cancelled).toEqual([expect.objectContaining({ job: expect.objectContaining({ id: unwanted.id }), error: expect.objectContaining({ message: 'not wanted' }) })]);
+    expect(tester.failed).toEqual([
+      expect.objectContaining({
+        job: expect.objectContaining({ id: broken.id }),
+        error: expect.objectContaining({ message: 'broken for good', attempt: 2 }),
+      }),
+    ]);
+    expect(tester.cancelled).toEqual([
+      expect.objectContaining({
+        job: expect.objectContaining({ id: unwanted.id }),
+        error: expect.objectContaining({ message: 'not wanted' }),
+      }),
+    ]);
     expect(await work.getJob(broken.id)).toMatchObject({ state: 'failed', attempt: 2 });
     expect((await work.getJob(unwanted.id))!.state).toBe('cancelled');
     expect(tester.ran.map((j) => j.id)).toEqual(expect.arrayContaining([broken.id, broken.id, unwanted.id]));
