@@ -272,13 +272,19 @@ async function withClient<T>(url: string, fn: (c: Client) => Promise<T>): Promis
   }
 }
 
+/** The prefix of this run's test databases (`pgq_test_<run id>_`, the id set by `pgQueueGlobalSetup`). */
+function databasePrefix(): string {
+  const run = (process.env.PGQUEUE_TEST_RUN ?? '').replace(/[^a-z0-9]/gi, '').toLowerCase();
+  return `pgq_test_${run ? `${run}_` : ''}`;
+}
+
 /**
  * Creates an empty database with a unique name on the test server (`serverUrl`, default
  * `testServerUrl()`), for one test file: call it in `beforeAll`, and `drop()` in `afterAll`
- * after `app.close()`.
+ * after `app.close()`. (`pgQueueGlobalTeardown` drops what a crashed file left behind.)
  */
 export async function createTestDatabase(serverUrl: string = testServerUrl()): Promise<TestDatabase> {
-  const name = `pgq_test_${randomBytes(6).toString('hex')}`;
+  const name = `${databasePrefix()}${randomBytes(6).toString('hex')}`;
   await withClient(serverUrl, (c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`));
   const u = new URL(serverUrl);
   u.pathname = '/' + name;
@@ -308,12 +314,32 @@ export async function pgQueueGlobalSetup(options: TestPostgresOptions = {}): Pro
   const server = await startTestPostgres(opts);
   (globalThis as Record<symbol, TestPostgres | undefined>)[GLOBAL_KEY] = server;
   process.env.PGQUEUE_TEST_URL = server.url;
+  process.env.PGQUEUE_TEST_RUN = randomBytes(4).toString('hex');
 }
 
-/** jest `globalTeardown`: stops the server `pgQueueGlobalSetup` started. */
+/**
+ * jest `globalTeardown`: drops the test databases of this run that are left (a test file that
+ * crashed before its `drop()`; on a shared DATABASE_URL server they would pile up), then stops
+ * the server `pgQueueGlobalSetup` started.
+ */
 export async function pgQueueGlobalTeardown(): Promise<void> {
   const g = globalThis as Record<symbol, TestPostgres | undefined>;
   const server = g[GLOBAL_KEY];
   g[GLOBAL_KEY] = undefined;
-  await server?.stop();
+  if (!server) return;
+  try {
+    const prefix = databasePrefix();
+    if (prefix !== 'pgq_test_') {
+      await withClient(server.url, async (c) => {
+        const { rows } = await c.query<{ datname: string }>(
+          'SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1',
+          [prefix],
+        );
+        for (const r of rows) await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(r.datname)} WITH (FORCE)`);
+      });
+    }
+  } finally {
+    delete process.env.PGQUEUE_TEST_RUN;
+    await server.stop();
+  }
 }

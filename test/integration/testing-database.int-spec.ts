@@ -90,17 +90,39 @@ describe('nestjs-pg-queue/testing: a database for the test run', () => {
     }
   }, 180_000);
 
-  it('jest globalSetup without DATABASE_URL or Docker starts the embedded server; globalTeardown stops it', async () => {
+  interface FixtureOut {
+    port: string;
+    database: string;
+    expected: string;
+    version: string;
+    stillUp: boolean;
+    leftName?: string;
+    leftExists?: boolean;
+  }
+  function runFixture(env: NodeJS.ProcessEnv, args: string[] = []): Promise<FixtureOut> {
     assertBuilt();
+    return new Promise((resolve, reject) =>
+      execFile(process.execPath, [FIXTURE, ...args], { env, timeout: 90_000 }, (err, stdout, stderr) =>
+        err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(JSON.parse(stdout) as FixtureOut),
+      ),
+    );
+  }
+
+  it('jest globalTeardown drops the databases of this run a test file left behind (DATABASE_URL server)', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: testAdminUrl() };
+    delete env.PGQUEUE_TEST_URL;
+    const r = await runFixture(env, ['leave']);
+    expect(r.stillUp).toBe(true); // DATABASE_URL's server is not ours to stop
+    expect(r.leftName).toMatch(/^pgq_test_[0-9a-f]{8}_[0-9a-f]{12}$/);
+    expect(r.leftExists).toBe(false);
+    expect(await databaseExists(r.leftName!)).toBe(false);
+  });
+
+  it('jest globalSetup without DATABASE_URL or Docker starts the embedded server; globalTeardown stops it', async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, DOCKER_HOST: 'unix:///nonexistent/docker.sock' };
     delete env.DATABASE_URL;
     delete env.PGQUEUE_TEST_URL;
-    const out = await new Promise<string>((resolve, reject) =>
-      execFile(process.execPath, [FIXTURE], { env, timeout: 90_000 }, (err, stdout, stderr) =>
-        err ? reject(new Error(`${err.message}\n${stderr}`)) : resolve(stdout),
-      ),
-    );
-    const r = JSON.parse(out) as { port: string; database: string; expected: string; version: string; stillUp: boolean };
+    const r = await runFixture(env);
     expect(r.database).toBe(r.expected);
     expect(r.version).toMatch(/^PostgreSQL 1\d/);
     expect(Number(new URL(testAdminUrl()).port || 5432)).not.toBe(Number(r.port)); // its own server, not ours
