@@ -6,6 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
+import { testDatabaseSql } from '../db/test-databases';
 
 /** Where `startTestPostgres` got its server. */
 export type TestPostgresSource = 'DATABASE_URL' | 'testcontainers' | 'embedded';
@@ -285,7 +286,7 @@ function databasePrefix(): string {
  */
 export async function createTestDatabase(serverUrl: string = testServerUrl()): Promise<TestDatabase> {
   const name = `${databasePrefix()}${randomBytes(6).toString('hex')}`;
-  await withClient(serverUrl, (c) => c.query(`CREATE DATABASE ${c.escapeIdentifier(name)}`));
+  await withClient(serverUrl, (c) => c.query(testDatabaseSql.create(name)));
   const u = new URL(serverUrl);
   u.pathname = '/' + name;
   let dropped: Promise<void> | undefined;
@@ -294,7 +295,7 @@ export async function createTestDatabase(serverUrl: string = testServerUrl()): P
     name,
     drop: () =>
       (dropped ??= withClient(serverUrl, async (c) => {
-        await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
+        await c.query(testDatabaseSql.drop(name));
       })),
   };
 }
@@ -331,11 +332,8 @@ export async function pgQueueGlobalTeardown(): Promise<void> {
     const prefix = databasePrefix();
     if (prefix !== 'pgq_test_') {
       await withClient(server.url, async (c) => {
-        const { rows } = await c.query<{ datname: string }>(
-          'SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1',
-          [prefix],
-        );
-        for (const r of rows) await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(r.datname)} WITH (FORCE)`);
+        const { rows } = await c.query<{ datname: string }>(testDatabaseSql.namesWithPrefix, [prefix]);
+        for (const r of rows) await c.query(testDatabaseSql.drop(r.datname));
       });
     }
   } finally {
