@@ -237,3 +237,36 @@ describe('nestjs-pg-queue/testing: PgQueueTestingModule and PgQueueTester on the
     await expect(tester.runNext('nope')).rejects.toThrow(/no @Processor for queue "nope".*"work", "mail"/);
   });
 });
+
+describe('nestjs-pg-queue/testing: the first round of a fresh app', () => {
+  let db: TestDatabase;
+  let app: INestApplicationContext;
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+
+  afterAll(async () => {
+    await app?.close();
+    await db?.drop();
+  });
+
+  // A worker starts believing its queue may hold more: the first job that ends would send it
+  // claiming by itself, had manual mode not switched that off too.
+  it('runNext() runs one job; the worker claims no other by itself after it', async () => {
+    @Module({ imports: [PgQueueModule.forRoot({ connection: db.url }), FeatureModule] })
+    class AppModule {}
+    const moduleRef = await Test.createTestingModule({ imports: [AppModule, PgQueueTestingModule.forRoot()] }).compile();
+    moduleRef.useLogger(false);
+    app = await moduleRef.init();
+    const tester = app.get(PgQueueTester);
+    const work = app.get(QueueService).getQueue('work');
+    const jobs = [];
+    for (let n = 0; n < 5; n++) jobs.push(await work.add('double', { n }));
+    await tester.runNext('work');
+    // Round trips on another queue: a claim the worker had sent by itself would have landed.
+    for (let i = 0; i < 3; i++) await tester.drain({ queue: 'mail' });
+    expect(tester.ran.map((j) => j.id)).toEqual([jobs[0].id]);
+    expect((await tester.counts('work')).waiting).toBe(4);
+  });
+});
