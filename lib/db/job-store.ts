@@ -558,6 +558,12 @@ export class JobStore {
     );
   }
 
+  /** Tests only: makes the waiting jobs of `queue` (null: all) that are due later due now; returns how many. */
+  async makeDueWaiting(queue: string | null): Promise<number> {
+    const { rowCount } = await this.pool.query(this.q.makeDueWaiting, [queue]);
+    return rowCount ?? 0;
+  }
+
   async getJob<T>(id: string, db: SqlExecutor = this.db): Promise<Job<T> | null> {
     if (!isJobId(id)) return null;
     const rows = await db.query<JobRow>(this.q.getJob, [id]);

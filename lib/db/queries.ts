@@ -457,6 +457,14 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       SELECT ${LIVE_COLS} FROM ${jobs} WHERE id = $1
       UNION ALL
       SELECT ${HISTORY_COLS} FROM ${history} WHERE id = $1`,
+
+    /**
+     * Tests only (nestjs-pg-queue/testing): waiting jobs due later (delayed, retry backoff,
+     * snoozed) become due now, so the next claim takes them. $1 queue or NULL for all
+     */
+    makeDueWaiting: `
+      UPDATE ${jobs} SET run_at = now()
+      WHERE state = 'waiting' AND run_at > now() AND ($1::text IS NULL OR queue = $1)`,
   };
 }
 

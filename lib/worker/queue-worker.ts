@@ -108,6 +108,8 @@ export class QueueWorker {
   private lookahead = false;
   private idleWaiters: (() => void)[] = [];
   private answeredClaims = 0;
+  /** Manual mode (nestjs-pg-queue/testing): no timers, no claims of its own; only `runRound` claims. */
+  private manual = false;
 
   constructor(
     readonly queue: ResolvedQueueOptions,
@@ -144,6 +146,36 @@ export class QueueWorker {
     this.wake(0);
   }
 
+  /**
+   * Instead of `start`: no poll, no timers, no claims of its own (wake-ups are ignored); jobs run
+   * only when `runRound` is called. For deterministic tests (nestjs-pg-queue/testing).
+   */
+  startManual(): void {
+    this.manual = true;
+  }
+
+  /**
+   * Manual mode: one claim of up to `limit` due jobs (at most the free slots), runs them, and
+   * resolves with how many it claimed once none runs any more (their outcomes are then handed to
+   * the completer, not yet written).
+   */
+  async runRound(limit: number = this.queue.concurrency): Promise<number> {
+    if (this.stopping) return 0;
+    const free = Math.min(limit, this.queue.concurrency - this.running.size);
+    if (free <= 0) {
+      await this.idle();
+      return 0;
+    }
+    const rows = this.limited
+      ? await this.claimLimited(free)
+      : await this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
+    this.answeredClaims++;
+    rows.sort((a, b) => a.priority - b.priority || a.run_at_ms - b.run_at_ms);
+    for (const row of rows) if (!this.stopping) this.run(row);
+    await this.idle();
+    return rows.length;
+  }
+
   /** A queue with a global limit claims through the serialised path, and never prefetches. */
   private get limited(): boolean {
     return this.queue.globalConcurrency !== null || this.queue.limiter !== null;
@@ -178,7 +210,7 @@ export class QueueWorker {
 
   /** A job is (or will be in `dueInMs`) available: claim now, or set a timer for then. */
   wake(dueInMs: number): void {
-    if (this.stopping) return;
+    if (this.stopping || this.manual) return;
     if (dueInMs <= 0) {
       this.mayHaveMore = true;
       this.wakes++;
@@ -214,6 +246,7 @@ export class QueueWorker {
   }
 
   private async fetch(): Promise<void> {
+    if (this.manual) return;
     // Fast handlers may have two claims in flight, so the next batch is on its way while this
     // one runs (the drain was waiting on claims: bench/); slow ones need only one.
     const maxInFlight = this.prefetch > 0 ? 2 : 1;

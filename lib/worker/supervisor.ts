@@ -69,6 +69,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private readonly nodeQueues: { name: string; concurrency: number }[] = [];
   private stopped = false;
   private catchingRejections = false;
+  private manual = false;
 
   constructor(
     private readonly store: JobStore,
@@ -153,9 +154,49 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     return l ? { connected: l.connected, disconnectedSince: l.disconnectedSince, scheduledReconnect: l.scheduledReconnect } : null;
   }
 
+  /**
+   * Manual mode, for tests (nestjs-pg-queue/testing); call before `start`. `start` then creates
+   * the workers with their handlers but starts nothing in the background: no listener, poll,
+   * timers, heartbeat, maintenance or cron. Jobs run only in `runRound`.
+   */
+  setManual(): void {
+    if (this.started) throw new PgQueueError('Supervisor.setManual() must be called before start().');
+    this.manual = true;
+  }
+
+  /** True once `setManual` was called. */
+  get isManual(): boolean {
+    return this.manual;
+  }
+
+  /**
+   * Manual mode: one round on `queue` (or on every queue, one after the other): each worker claims
+   * up to `limit` due jobs (default: its concurrency) and runs them; resolves once they ran and
+   * their outcomes are written, with how many ran. Throws if outcomes could not be written.
+   */
+  async runRound(queue?: string, limit?: number): Promise<number> {
+    if (!this.manual) throw new PgQueueError('Supervisor.runRound() needs manual mode (setManual() before start()).');
+    if (!this.running) throw new PgQueueError('Supervisor.runRound(): the supervisor is not running (not started, or stopped).');
+    const workers = queue === undefined ? [...this.workers.values()] : [this.workers.get(queue)].filter((w) => w !== undefined);
+    let ran = 0;
+    for (const w of workers) {
+      ran += await w.runRound(limit);
+      // The next queue's claim (and the caller) must see this round's outcomes in the database.
+      const left = await this.completer.drain(Date.now() + Math.max(this.opts.shutdownTimeoutMs, 5000));
+      if (left) {
+        throw new PgQueueError(`${left} job outcome(s) could not be written (see the log); the test cannot go on.`);
+      }
+    }
+    return ran;
+  }
+
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    if (this.manual) {
+      for (const w of this.workers.values()) w.startManual();
+      return;
+    }
     if (this.workers.size > 0 && this.listenConnection) {
       this.listener = new Listener({
         connection: this.listenConnection,
