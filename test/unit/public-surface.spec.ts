@@ -1,0 +1,42 @@
+import * as pkg from '../../lib';
+
+/**
+ * The main entry point exports what the README documents and nothing else: the runtime, its DI
+ * token, DEFAULTS and EMPTY_COUNTS are internals (issue 10, point 22). A new export is a decision
+ * for this list and the README, not an accident of the barrel.
+ */
+describe('the public surface of nestjs-pg-queue', () => {
+  it('exports exactly the documented values', () => {
+    expect(Object.keys(pkg).sort()).toEqual(
+      [
+        'CancelJobError',
+        'CompleteWithError',
+        'InjectQueue',
+        'JobTimeoutError',
+        'LeaseLostError',
+        'OnQueueEvent',
+        'PG_QUEUE_MODULE_OPTIONS',
+        'PgQueueConfigError',
+        'PgQueueError',
+        'PgQueueMissingPeerError',
+        'PgQueueModule',
+        'PgQueuePayloadError',
+        'Process',
+        'Processor',
+        'Queue',
+        'QueueService',
+        'ShutdownError',
+        'SnoozeJobError',
+        'UnknownJobNameError',
+        'getQueueToken',
+        'pgQueueMigrations',
+      ].sort(),
+    );
+  });
+
+  it('keeps the internals out', () => {
+    for (const internal of ['PgQueueRuntime', 'PG_QUEUE_RUNTIME', 'DEFAULTS', 'EMPTY_COUNTS', 'Supervisor', 'JobStore']) {
+      expect(pkg).not.toHaveProperty(internal);
+    }
+  });
+});
