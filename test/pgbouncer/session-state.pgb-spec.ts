@@ -4,7 +4,7 @@ import { Client } from 'pg';
 import { Process, Processor, QueueService, type Job, type PgQueueModuleOptions } from '../../lib';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
-import { pgBouncerMode, throughPgBouncer } from '../support/pgbouncer';
+import { bouncerAdmin, pgBouncerMode, throughPgBouncer } from '../support/pgbouncer';
 
 // Two nodes share a PgBouncer pool of TWO server connections (transaction mode), so every
 // transaction of one node may run on a connection the other node's last transaction used. Under
@@ -74,16 +74,7 @@ describe('two nodes through a PgBouncer pool of 2: no session state leaks betwee
     defaults = rows[0];
   });
 
-  async function admin<T>(sql: string): Promise<T[]> {
-    // The admin console speaks the simple query protocol only.
-    const c = new Client({ connectionString: adminUrl() });
-    await c.connect();
-    try {
-      return (await c.query(sql)).rows as T[];
-    } finally {
-      await c.end();
-    }
-  }
+  const admin = <T>(sql: string): Promise<T[]> => bouncerAdmin<T>(adminUrl(), sql);
 
   const serversOf = async (): Promise<number> =>
     (await admin<{ database: string }>('SHOW SERVERS')).filter((s) => s.database === t.db.name).length;

@@ -1,3 +1,4 @@
+import { Client, type Pool } from 'pg';
 import type { PgQueueModuleOptions } from '../../lib';
 import type { PgPoolConfig } from '../../lib/core/pg-types';
 import { testAdminUrl } from './database';
@@ -70,4 +71,64 @@ export function pooledOptions(options: PgQueueModuleOptions): PgQueueModuleOptio
     else out.listen = false;
   }
   return out;
+}
+
+/** The admin consoles of this run's PgBouncers (the main one, and the one with a pool of 2). */
+function bouncerAdminUrls(): string[] {
+  return [process.env.PGQUEUE_TEST_PGBOUNCER_URL, process.env.PGQUEUE_TEST_PGBOUNCER_TIGHT_URL]
+    .filter((u): u is string => Boolean(u))
+    .map((u) => {
+      const a = new URL(u);
+      a.pathname = '/pgbouncer';
+      return a.toString();
+    });
+}
+
+/** Runs one statement on a PgBouncer admin console (simple query protocol only). */
+export async function bouncerAdmin<T>(adminUrl: string, sql: string): Promise<T[]> {
+  const c = new Client({ connectionString: adminUrl });
+  await c.connect();
+  try {
+    return (await c.query(sql)).rows as T[];
+  } finally {
+    await c.end();
+  }
+}
+
+/**
+ * Drops a test database the way DROP ... WITH (FORCE) does straight on the server: PgBouncer's
+ * `KILL` first ends every client connection to it (a queue still closing gets its errors at once,
+ * instead of waiting in PgBouncer for a login to a database that is gone), then `RESUME` lets
+ * later connection attempts fail fast. Without a PgBouncer mode, just `drop()`.
+ */
+export async function dropThroughPgBouncers(name: string, drop: () => Promise<void>): Promise<void> {
+  const admins = pgBouncerMode() ? bouncerAdminUrls() : [];
+  const quoted = `"${name.replace(/"/g, '""')}"`;
+  for (const a of admins) await bouncerAdmin(a, `KILL ${quoted}`).catch(() => undefined);
+  try {
+    await drop();
+  } finally {
+    for (const a of admins) await bouncerAdmin(a, `RESUME ${quoted}`).catch(() => undefined);
+  }
+}
+
+/**
+ * Connections a closed app may have left to database `pool` is on: its backends on the server
+ * (`application_name` nestjs-pg-queue...) and, through PgBouncer, its client connections there.
+ * PgBouncer's own server connections are not counted: keeping those open is its job.
+ */
+export async function queueConnectionsLeft(pool: Pool): Promise<number> {
+  const { rows } = await pool.query<{ pid: number; db: string }>(
+    `SELECT pid, current_database() AS db FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'nestjs-pg-queue%'`,
+  );
+  if (!pgBouncerMode()) return rows.length;
+  const db = rows[0]?.db ?? (await pool.query<{ db: string }>('SELECT current_database() AS db')).rows[0].db;
+  let left = rows.length;
+  for (const admin of bouncerAdminUrls()) {
+    const servers = await bouncerAdmin<{ remote_pid: number }>(admin, 'SHOW SERVERS');
+    const bouncerPids = new Set(servers.map((s) => Number(s.remote_pid)));
+    left -= rows.filter((r) => bouncerPids.has(r.pid)).length;
+    left += (await bouncerAdmin<{ database: string }>(admin, 'SHOW CLIENTS')).filter((c) => c.database === db).length;
+  }
+  return left;
 }
