@@ -147,10 +147,15 @@ async function main() {
         `[test] PgBouncer (${pgBouncerMode}, transaction mode, pool ${PGBOUNCER_POOL_SIZE} per database) on port ${main.port}, ` +
           `a second one with a pool of 2 on port ${tight.port}`,
       );
-      const { excluded } = require('../test/pgbouncer/suite.js');
+      const { excluded, testsByNature, namePattern } = require('../test/pgbouncer/suite.js');
       for (const [file, why] of Object.entries(excluded(pgBouncerMode))) {
         console.log(`[test] not run through PgBouncer: ${file}: ${why}`);
       }
+      for (const [file, tests] of Object.entries(testsByNature[pgBouncerMode] ?? {})) {
+        for (const [title, why] of Object.entries(tests)) console.log(`[test] not run ${pgBouncerMode}: ${file} "${title}": ${why}`);
+      }
+      const pattern = namePattern(pgBouncerMode);
+      if (pattern && !jestArgs.some((a) => /^(-t|--testNamePattern)/.test(a))) jestArgs.push(`--testNamePattern=${pattern}`);
       console.log('[test] unit, e2e and ESM runs are not repeated through PgBouncer (no queue connection of their own to route)');
     }
     const results = [];
