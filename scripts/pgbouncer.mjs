@@ -67,7 +67,7 @@ function canConnect(port) {
  * @param {number} [opts.poolSize=10]   default_pool_size: server connections per database and user
  * @param {number} [opts.maxClientConn=2000]
  * @param {string} [opts.poolMode='transaction']
- * @returns {Promise<{ port: number, poolSize: number, logFile: string, urlFor(url: string): string,
+ * @returns {Promise<{ port: number, pid: number, poolSize: number, logFile: string, urlFor(url: string): string,
  *   adminUrl: string, stop(): Promise<void> }>}
  *   `urlFor` turns a URL of the real server (any database) into the same URL through PgBouncer;
  *   `adminUrl` is PgBouncer's admin console (SHOW POOLS, SHOW SERVERS).
@@ -168,7 +168,7 @@ export async function startPgBouncer({ serverUrl, poolSize = 10, maxClientConn =
             remove();
             process.removeListener('exit', onProcessExit);
           })());
-        return { port, poolSize, logFile, urlFor, adminUrl: admin.toString(), stop };
+        return { port, pid: child.pid, poolSize, logFile, urlFor, adminUrl: admin.toString(), stop };
       }
       child.kill('SIGKILL');
       await exited;
