@@ -10,10 +10,10 @@ const up = (...folders) =>
   folders.map((f) => ({ group: [`../${f}`, `../${f}/*`], message: `Nothing reaches up into lib/${f} from this layer.` }));
 
 const LAYERS = {
-  core: [NEST, ...up('db', 'worker', 'producer', 'module', 'decorators', 'discovery', 'health', 'metrics')],
-  db: [NEST, ...up('worker', 'producer', 'module', 'decorators', 'discovery', 'health', 'metrics')],
-  worker: [NEST, ...up('producer', 'module', 'decorators', 'discovery', 'health', 'metrics')],
-  producer: [NEST, ...up('worker', 'module', 'decorators', 'discovery', 'health', 'metrics')],
+  core: [NEST, ...up('db', 'worker', 'producer', 'module', 'decorators', 'discovery', 'health', 'metrics', 'dashboard')],
+  db: [NEST, ...up('worker', 'producer', 'module', 'decorators', 'discovery', 'health', 'metrics', 'dashboard')],
+  worker: [NEST, ...up('producer', 'module', 'decorators', 'discovery', 'health', 'metrics', 'dashboard')],
+  producer: [NEST, ...up('worker', 'module', 'decorators', 'discovery', 'health', 'metrics', 'dashboard')],
 };
 
 // SQL statements live in lib/db only: a string or template that starts like a statement.

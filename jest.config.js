@@ -13,6 +13,8 @@ module.exports = {
         '<rootDir>/test/unit/**/*.spec.ts',
         '<rootDir>/test/integration/**/*.int-spec.ts',
         '<rootDir>/test/e2e/**/*.e2e-spec.ts',
+        // The dashboard in Debian's Chromium (playwright-core), against the built package: `npm test` builds first.
+        '<rootDir>/test/browser/**/*.browser-spec.ts',
       ],
   testPathIgnorePatterns: [
     '/node_modules/',

@@ -3,6 +3,7 @@ export { PG_QUEUE_MODULE_OPTIONS } from './module/pg-queue.module-definition';
 export { getQueueToken } from './module/pg-queue.constants';
 export type {
   PgQueueModuleOptions,
+  JobFailureLogging,
   RegisterQueueOptions,
   DataSourceLike,
   InjectionTokenLike,
@@ -28,6 +29,7 @@ export { Process } from './decorators/process.decorator';
 export { InjectQueue } from './decorators/inject-queue.decorator';
 export { OnQueueEvent, type QueueEventName } from './decorators/on-queue-event.decorator';
 export type { StalledJob } from './db/job-store';
+export type { OutcomeKind } from './worker/supervisor';
 export {
   PgQueueError,
   PgQueueConfigError,

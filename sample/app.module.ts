@@ -4,12 +4,14 @@ import { TypeOrmModule } from '@nestjs/typeorm';
 import { Registry } from 'prom-client';
 // An installed app imports this from 'nestjs-pg-queue'.
 import { PgQueueModule, type PgQueueModuleOptions } from '../lib';
+import { PgQueueDashboardModule } from '../lib/dashboard';
 import { PgQueueHealthIndicator } from '../lib/health';
 import { PgQueueMetricsModule } from '../lib/metrics';
 import { ConfirmationProcessor } from './confirmation.processor';
 import { WarehouseProcessor } from './warehouse.processor';
 import { EmailLog } from './email-log.entity';
 import { HealthController } from './health.controller';
+import { LocalOnlyGuard } from './local-only.guard';
 import { MetricsController } from './metrics.controller';
 import { Order } from './order.entity';
 import { OrdersController } from './orders.controller';
@@ -40,6 +42,8 @@ export class AppModule {
         // Queue metrics, served at GET /metrics. A registry per app (not prom-client's global one),
         // so two apps in one process, as in the tests, keep their counters apart.
         PgQueueMetricsModule.register({ registry: new Registry() }),
+        // The web dashboard at /queues (nestjs-pg-queue/dashboard), for requests from this machine.
+        PgQueueDashboardModule.register({ path: '/queues', guards: [LocalOnlyGuard] }),
       ],
       controllers: [OrdersController, HealthController, MetricsController],
       providers: [OrdersService, ConfirmationProcessor, WarehouseProcessor, PgQueueHealthIndicator],

@@ -27,6 +27,7 @@ async function bootstrap(): Promise<void> {
   new Logger('Sample').log(
     [
       `Listening on ${base}. Try:`,
+      `  ${base}/queues in a browser: the dashboard (queues, jobs, nodes; for this machine only)`,
       `  curl -s -X POST ${base}/orders ${json} -d '{"item":"book"}'`,
       `  curl -s ${base}/orders/1`,
       `  curl -s -X POST ${base}/orders ${json} -d '{"item":"lamp","fail":true}'`,

@@ -16,6 +16,8 @@ export const ENTRY_POINTS = [
   { subpath: '.', dir: '', peers: [] },
   { subpath: './health', dir: 'health', peers: ['@nestjs/terminus'] },
   { subpath: './metrics', dir: 'metrics', peers: ['prom-client'] },
+  { subpath: './dashboard', dir: 'dashboard', peers: [] },
+  { subpath: './testing', dir: 'testing', peers: [] },
 ];
 
 const dist = (e, ext) => `./dist/${e.dir ? `${e.dir}/` : ''}index.${ext}`;

@@ -15,6 +15,8 @@ export interface JobAttemptError {
   readonly stack?: string;
   /** ISO timestamp of the failure. */
   readonly at: string;
+  /** The worker (node id, as in the nodes registry) that ran the attempt, where one did. */
+  readonly worker?: string;
 }
 
 /**
@@ -28,7 +30,13 @@ export interface BackoffOptions {
   readonly delayMs?: number;
   /** Upper bound of the computed delay. @default 3_600_000 (1 hour) */
   readonly maxDelayMs?: number;
-  /** Spread the delay uniformly over [delay / 2, delay], so failures do not retry in lockstep. @default true */
+  /**
+   * Spread the delay uniformly over [delay / 2, delay], so failures do not retry in lockstep.
+   * Left out, it is taken from the defaults below this one (queue, then module) when they have the
+   * same `type`; otherwise it is `true` for `exponential` and `false` for `fixed`, which then waits
+   * exactly `delayMs`. `delayMs` and `maxDelayMs` left out always come from the defaults below.
+   * @default true (exponential), false (fixed)
+   */
   readonly jitter?: boolean;
 }
 

@@ -91,6 +91,15 @@ export interface PgQueueModuleOptions {
    */
   handleUnhandledRejections?: boolean;
   /**
+   * What this process logs (through Nest's `Logger`, context `PgQueue`) when jobs fail: `'all'`
+   * logs a warning for each failed attempt that will be retried (queue, name, id, attempt,
+   * message) and an error when a job fails for good or a lease expires (the rescuer found a job
+   * whose worker died or stalled); `'final'` only the errors; `'none'` nothing (use the `failed`
+   * and `retrying` events or the metrics instead). A job that completes never logs.
+   * @default 'all'
+   */
+  logJobFailures?: JobFailureLogging;
+  /**
    * How long finished jobs stay in the history table before the maintenance node deletes them,
    * a thousand at a time. `completedMs: 0` keeps no history of completed jobs at all. Failed
    * jobs are kept until retried or removed unless `failedMs` is set.
@@ -100,6 +109,9 @@ export interface PgQueueModuleOptions {
   /** Job options every queue starts from. */
   defaultJobOptions?: JobDefaults;
 }
+
+/** Which job failures are logged: see `PgQueueModuleOptions.logJobFailures`. */
+export type JobFailureLogging = 'all' | 'final' | 'none';
 
 /** Options of `PgQueueModule.registerQueue`. */
 export interface RegisterQueueOptions {
@@ -163,6 +175,7 @@ export interface ResolvedPgQueueOptions {
   readonly asyncCommit: boolean;
   readonly preparedStatements: boolean;
   readonly handleUnhandledRejections: boolean;
+  readonly logJobFailures: JobFailureLogging;
   readonly retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
   readonly defaultJobOptions: ResolvedJobDefaults;
 }
@@ -195,6 +208,7 @@ export const DEFAULTS = {
   asyncCommit: true,
   preparedStatements: true,
   handleUnhandledRejections: true,
+  logJobFailures: 'all' as JobFailureLogging,
   retention: { completedMs: 86_400_000, cancelledMs: 86_400_000 },
   concurrency: 10,
   job: {
@@ -284,6 +298,17 @@ function refuseUnknownKeys(where: string, o: object, known: readonly string[], e
 
 const BACKOFF_KEYS = ['type', 'delayMs', 'maxDelayMs', 'jitter'] as const;
 
+function oneOf<T extends string>(where: string, value: unknown, allowed: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  if (!allowed.includes(value as T)) {
+    throw new PgQueueConfigError(
+      `Invalid ${where}: ${JSON.stringify(value) ?? String(value)}. Use one of ${allowed.map((a) => `'${a}'`).join(', ')}, ` +
+        `or leave it out for the default ('${fallback}').`,
+    );
+  }
+  return value as T;
+}
+
 function resolveBackoff(where: string, b: BackoffOptions | undefined, base: ResolvedBackoff): ResolvedBackoff {
   if (b === undefined) return base;
   if (typeof b === 'number') {
@@ -299,7 +324,10 @@ function resolveBackoff(where: string, b: BackoffOptions | undefined, base: Reso
     type: b.type,
     delayMs: int(`${where}.backoff.delayMs`, b.delayMs, base.delayMs, 0),
     maxDelayMs: int(`${where}.backoff.maxDelayMs`, b.maxDelayMs, base.maxDelayMs, 0),
-    jitter: bool(`${where}.backoff.jitter`, b.jitter, base.jitter),
+    // A fixed backoff means "wait delayMs": it gets no jitter unless it asks for it, even over
+    // the default exponential one (500 ms fixed waited 283 and 441 ms). Left out, jitter comes
+    // from the layer below only when that layer has the same type.
+    jitter: bool(`${where}.backoff.jitter`, b.jitter, b.type === base.type ? base.jitter : b.type === 'exponential'),
   };
 }
 
@@ -378,7 +406,7 @@ export function resolveRunAt(where: string, opts: JobOptions | undefined): { run
 const KNOWN_MODULE_KEYS = [
   'dataSource', 'connection', 'listenConnection', 'schema', 'migrate', 'workers', 'listen',
   'pollIntervalMs', 'leaseMs', 'heartbeatIntervalMs', 'rescueIntervalMs', 'vacuumAtDeadTuples', 'cronCatchUpMs', 'shutdownTimeoutMs',
-  'poolSize', 'maxPayloadBytes', 'asyncCommit', 'preparedStatements', 'handleUnhandledRejections', 'retention',
+  'poolSize', 'maxPayloadBytes', 'asyncCommit', 'preparedStatements', 'handleUnhandledRejections', 'logJobFailures', 'retention',
   'defaultJobOptions',
 ] as const;
 const RETENTION_KEYS = ['completedMs', 'cancelledMs', 'failedMs'] as const;
@@ -421,6 +449,7 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     asyncCommit: bool('asyncCommit', o.asyncCommit, DEFAULTS.asyncCommit),
     preparedStatements: bool('preparedStatements', o.preparedStatements, DEFAULTS.preparedStatements),
     handleUnhandledRejections: bool('handleUnhandledRejections', o.handleUnhandledRejections, DEFAULTS.handleUnhandledRejections),
+    logJobFailures: oneOf('logJobFailures', o.logJobFailures, ['all', 'final', 'none'] as const, DEFAULTS.logJobFailures),
     retention: {
       completedMs: int('retention.completedMs', o.retention?.completedMs, DEFAULTS.retention.completedMs, 0, MAX_RETENTION_MS),
       cancelledMs: int('retention.cancelledMs', o.retention?.cancelledMs, DEFAULTS.retention.cancelledMs, 0, MAX_RETENTION_MS),

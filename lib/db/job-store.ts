@@ -74,6 +74,15 @@ export interface NewJobRow {
   replaceWaiting: boolean;
 }
 
+/** What a node writes into the registry with each heartbeat. */
+export interface NodeRow {
+  readonly host: string;
+  readonly pid: number;
+  readonly startedAt: Date;
+  readonly heartbeatMs: number;
+  readonly queues: readonly { readonly name: string; readonly concurrency: number }[];
+}
+
 /** The outcome of one attempt, waiting in the completer for its batch. */
 export type Outcome =
   | { kind: 'completed'; id: string; attempt: number; resultJson: string | null }
@@ -81,6 +90,12 @@ export type Outcome =
   | { kind: 'failed' | 'cancelled'; id: string; attempt: number; errorJson: string }
   | { kind: 'snoozed'; id: string; attempt: number; delayMs: number }
   | { kind: 'dead-letter'; id: string; attempt: number; errorJson: string; deadLetterQueue: string };
+
+/** What `settle` did: the ids it wrote, and each statement that failed with the outcomes it carried. */
+export interface SettleResult<O extends Outcome = Outcome> {
+  readonly written: Set<string>;
+  readonly failures: { readonly outcomes: O[]; readonly error: Error }[];
+}
 
 /** The Job an insert created, from what was sent and what the database assigned. */
 export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
@@ -313,61 +328,105 @@ export class JobStore {
     }
   }
 
-  /** Writes a batch of outcomes, one statement per kind present. Returns the ids written. */
-  async settle(outcomes: readonly Outcome[], workerId: string): Promise<Set<string>> {
+  /**
+   * Writes a batch of outcomes, one statement per kind present (run side by side, each its own
+   * transaction). Returns the ids written, and the outcomes of each statement that failed with
+   * its error: the other statements' rows are written all the same.
+   */
+  async settle<O extends Outcome>(outcomes: readonly O[], workerId: string): Promise<SettleResult<O>> {
+    const groups: { outcomes: O[]; run: () => Promise<{ id: string }[]> }[] = [];
     const done = outcomes.filter((o) => o.kind === 'completed');
-    const retry = outcomes.filter((o) => o.kind === 'retry');
+    const retry = outcomes.filter((o): o is O & Extract<Outcome, { kind: 'retry' }> => o.kind === 'retry');
     type Finished = Extract<Outcome, { kind: 'failed' | 'cancelled' }>;
-    const failed = outcomes.filter((o): o is Finished => o.kind === 'failed');
-    const cancelled = outcomes.filter((o): o is Finished => o.kind === 'cancelled');
-    const snoozed = outcomes.filter((o) => o.kind === 'snoozed');
-    const written: Promise<{ id: string }[]>[] = [];
+    const failed = outcomes.filter((o): o is O & Finished => o.kind === 'failed');
+    const cancelled = outcomes.filter((o): o is O & Finished => o.kind === 'cancelled');
+    const snoozed = outcomes.filter((o): o is O & Extract<Outcome, { kind: 'snoozed' }> => o.kind === 'snoozed');
     if (done.length) {
       const ids = done.map((o) => o.id);
       const attempts = done.map((o) => o.attempt);
-      written.push(
-        this.retention.completedMs > 0
-          ? this.db.query(this.q.completeArchive, [ids, attempts, done.map((o) => o.resultJson), workerId], this.name(this.q.completeArchive))
-          : this.db.query(this.q.completeDelete, [ids, attempts, workerId], this.name(this.q.completeDelete)),
-      );
+      const results = (done as Extract<Outcome, { kind: 'completed' }>[]).map((o) => o.resultJson);
+      groups.push({
+        outcomes: done,
+        run: () =>
+          this.retention.completedMs > 0
+            ? this.db.query(this.q.completeArchive, [ids, attempts, results, workerId], this.name(this.q.completeArchive))
+            : this.db.query(this.q.completeDelete, [ids, attempts, workerId], this.name(this.q.completeDelete)),
+      });
     }
     if (retry.length) {
-      written.push(
-        this.db.query(this.q.retry, [
-          retry.map((o) => o.id),
-          retry.map((o) => o.attempt),
-          retry.map((o) => o.errorJson),
-          retry.map((o) => o.delayMs),
-          workerId,
-        ]),
-      );
+      groups.push({
+        outcomes: retry,
+        run: () =>
+          this.db.query(this.q.retry, [
+            retry.map((o) => o.id),
+            retry.map((o) => o.attempt),
+            retry.map((o) => o.errorJson),
+            retry.map((o) => o.delayMs),
+            workerId,
+          ]),
+      });
     }
-    const dead = outcomes.filter((o): o is Extract<Outcome, { kind: 'dead-letter' }> => o.kind === 'dead-letter');
+    const dead = outcomes.filter((o): o is O & Extract<Outcome, { kind: 'dead-letter' }> => o.kind === 'dead-letter');
     for (const [dlq, list] of groupBy(dead, (o) => o.deadLetterQueue)) {
-      written.push(
-        this.db.query(this.q.deadLetter, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, dlq, this.channel]),
-      );
+      groups.push({
+        outcomes: list,
+        run: () =>
+          this.db.query(this.q.deadLetter, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, dlq, this.channel]),
+      });
     }
     for (const [state, list] of [['failed', failed], ['cancelled', cancelled]] as const) {
       if (list.length === 0) continue;
-      written.push(
-        this.db.query(this.q.fail, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, state]),
-      );
+      groups.push({
+        outcomes: list,
+        run: () => this.db.query(this.q.fail, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, state]),
+      });
     }
     if (snoozed.length) {
-      written.push(
-        this.db.query(this.q.snooze, [snoozed.map((o) => o.id), snoozed.map((o) => o.attempt), snoozed.map((o) => o.delayMs), workerId]),
-      );
+      groups.push({
+        outcomes: snoozed,
+        run: () =>
+          this.db.query(this.q.snooze, [snoozed.map((o) => o.id), snoozed.map((o) => o.attempt), snoozed.map((o) => o.delayMs), workerId]),
+      });
     }
-    const ids = new Set<string>();
-    for (const rows of await Promise.all(written)) for (const r of rows) ids.add(String(r.id));
-    return ids;
+    const written = new Set<string>();
+    const failures: { outcomes: O[]; error: Error }[] = [];
+    await Promise.all(
+      groups.map((g) =>
+        g.run().then(
+          (rows) => {
+            for (const r of rows) written.add(String(r.id));
+          },
+          (error: Error) => {
+            failures.push({ outcomes: g.outcomes, error });
+          },
+        ),
+      ),
+    );
+    return { written, failures };
   }
 
-  /** Renews leases; returns the ids still held, and those of them whose cancel was asked. */
-  async heartbeat(ids: readonly string[], workerId: string, leaseMs: number): Promise<{ kept: Set<string>; cancel: string[] }> {
-    const rows = await this.db.query<{ id: string; cancel: boolean }>(this.q.heartbeat, [ids, workerId, leaseMs], this.name(this.q.heartbeat));
+  /** Milliseconds until the queue's next delayed job is due (database clock); null when none is. */
+  async nextDueInMs(queue: string): Promise<number | null> {
+    const [r] = await this.db.query<{ due_in_ms: number | null }>(this.q.nextDue, [queue]);
+    return r?.due_in_ms ?? null;
+  }
+
+  /**
+   * Renews leases and refreshes this node's row in the registry, in one statement; returns the
+   * ids still held, and those of them whose cancel was asked.
+   */
+  async heartbeat(ids: readonly string[], workerId: string, leaseMs: number, node: NodeRow): Promise<{ kept: Set<string>; cancel: string[] }> {
+    const rows = await this.db.query<{ id: string; cancel: boolean }>(
+      this.q.heartbeat,
+      [ids, workerId, leaseMs, node.host, node.pid, node.startedAt, node.heartbeatMs, JSON.stringify(node.queues)],
+      this.name(this.q.heartbeat),
+    );
     return { kept: new Set(rows.map((r) => String(r.id))), cancel: rows.filter((r) => r.cancel).map((r) => String(r.id)) };
+  }
+
+  /** Removes this node from the registry (clean shutdown). */
+  async removeNode(workerId: string): Promise<void> {
+    await this.db.query(this.q.removeNode, [workerId]);
   }
 
   /**
@@ -458,6 +517,7 @@ export class JobStore {
       );
       const { completedMs, cancelledMs, failedMs } = this.retention;
       const p = await client.query(this.q.prune, [completedMs > 0 ? completedMs : null, batch, cancelledMs, failedMs]);
+      await client.query(this.q.pruneNodes);
       return {
         stalled: r.rows.map((x) => ({ id: String(x.id), queue: x.queue, name: x.name, attempt: x.attempt, willRetry: x.retried })),
         pruned: p.rowCount ?? 0,
@@ -496,6 +556,12 @@ export class JobStore {
         },
       ]),
     );
+  }
+
+  /** Tests only: makes the waiting jobs of `queue` (null: all) that are due later due now; returns how many. */
+  async makeDueWaiting(queue: string | null): Promise<number> {
+    const { rowCount } = await this.pool.query(this.q.makeDueWaiting, [queue]);
+    return rowCount ?? 0;
   }
 
   async getJob<T>(id: string, db: SqlExecutor = this.db): Promise<Job<T> | null> {

@@ -1,21 +1,22 @@
 import { escapeIdentifier } from 'pg';
 
-/** Columns every job-returning query selects, in the order `rowToJob` expects. */
-const LIVE_COLS = `id, queue, name, payload,
+/** Columns every job-returning query selects, in the order `rowToJob` expects (the dashboard reads them too). */
+export const LIVE_COLS = `id, queue, name, payload,
   CASE WHEN state = 'waiting' AND run_at > now() THEN 'delayed' ELSE state END AS state,
   priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at, started_at,
   NULL::timestamptz AS finished_at, NULL::jsonb AS result`;
-const HISTORY_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
+export const HISTORY_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
   backoff, timeout_ms, errors, created_at, started_at, finished_at, result`;
+// locked_by: the worker of the final attempt (the dashboard's job page names it).
 const ARCHIVE_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
-  backoff, timeout_ms, errors, result, created_at, started_at, finished_at`;
+  backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by`;
 
 /**
  * The error recorded when a lease runs out: the worker died, or its event loop stalled. (An
  * active row without a lease was written by hand: the library sets both in one statement.)
  */
 const LEASE_ERROR = `jsonb_build_array(jsonb_build_object(
-  'attempt', j.attempt, 'name', 'LeaseExpiredError', 'at', now(),
+  'attempt', j.attempt, 'name', 'LeaseExpiredError', 'at', now(), 'worker', j.locked_by,
   'message', CASE WHEN j.locked_until IS NULL
     THEN 'Job was active without a lease (locked_until is NULL, so no worker renews it); handed back to the queue.'
     ELSE 'Lease expired at ' || j.locked_until || ' while worker ' || coalesce(j.locked_by, '?') ||
@@ -92,7 +93,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       )
       INSERT INTO ${history} (${ARCHIVE_COLS})
       SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-             backoff, timeout_ms, errors, out::jsonb, created_at, started_at, now()
+             backoff, timeout_ms, errors, out::jsonb, created_at, started_at, now(), locked_by
       FROM done
       RETURNING id`,
 
@@ -108,7 +109,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now()
+               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now(), locked_by
         FROM done WHERE $5::boolean
       )
       SELECT count(*)::int AS n FROM done`,
@@ -127,7 +128,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       UPDATE ${jobs} j
       SET state = 'waiting', run_at = now() + ($4::bigint[])[${at}] * interval '1 millisecond',
           locked_by = NULL, locked_until = NULL,
-          errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb)
+          errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb || jsonb_build_object('worker', $5::text))
       WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $5 AND j.attempt = ($2::int[])[${at}] ${ack}
       RETURNING j.id`,
 
@@ -143,7 +144,8 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       )
       INSERT INTO ${history} (${ARCHIVE_COLS})
       SELECT id, queue, name, payload, $5::text, priority, run_at, attempt, max_attempts, backoff,
-             timeout_ms, errors || jsonb_build_array(err::jsonb), NULL, created_at, started_at, now()
+             timeout_ms, errors || jsonb_build_array(err::jsonb || jsonb_build_object('worker', $4::text)), NULL, created_at,
+             started_at, now(), locked_by
       FROM failed
       RETURNING id`,
 
@@ -158,11 +160,53 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
       RETURNING j.id`,
 
-    /** Renews the leases of every job this worker runs, in one statement. $1 id[] $2 worker $3 lease ms */
+    /**
+     * How long until the queue's next delayed job is due (NULL: none), for the worker's wake-up
+     * timer. min(run_at) over the queue would read every waiting row of it: jobs_claim_idx is
+     * ordered by priority first. Instead a loose index scan visits each priority in use (one
+     * probe each) and takes that priority's earliest future run_at (one more probe): a few
+     * probes whatever the backlog. Future jobs only: a due one is the claim's business, and a
+     * paused queue's due jobs must not re-arm the timer at once. $1 queue
+     */
+    nextDue: `
+      WITH RECURSIVE p AS (
+        (SELECT priority FROM ${jobs} WHERE queue = $1 AND state = 'waiting' ORDER BY priority LIMIT 1)
+        UNION ALL
+        SELECT (SELECT j.priority FROM ${jobs} j WHERE j.queue = $1 AND j.state = 'waiting' AND j.priority > p.priority
+                ORDER BY j.priority LIMIT 1)
+        FROM p WHERE p.priority IS NOT NULL
+      )
+      SELECT (extract(epoch FROM min(n.run_at) - now()) * 1000)::float8 AS due_in_ms
+      FROM p CROSS JOIN LATERAL (
+        SELECT j.run_at FROM ${jobs} j
+        WHERE j.queue = $1 AND j.state = 'waiting' AND j.priority = p.priority AND j.run_at > now()
+        ORDER BY j.run_at LIMIT 1) n`,
+
+    /**
+     * Renews the leases of every job this worker runs and keeps its row in the nodes registry
+     * fresh, in one statement (one round trip per heartbeat, as before the registry). A
+     * data-modifying CTE runs to completion whether or not the UPDATE reads it. The upsert
+     * touches one row of a table as small as the number of nodes.
+     * $1 id[] $2 worker $3 lease ms $4 host $5 pid $6 started at $7 heartbeat ms $8 queues (JSON)
+     */
     heartbeat: `
+      WITH node AS (
+        INSERT INTO ${s}.nodes (id, host, pid, started_at, last_seen_at, heartbeat_ms, queues)
+        VALUES ($2, $4, $5, $6, now(), $7, $8::jsonb)
+        ON CONFLICT (id) DO UPDATE SET last_seen_at = now(), heartbeat_ms = EXCLUDED.heartbeat_ms, queues = EXCLUDED.queues
+      )
       UPDATE ${jobs} SET locked_until = now() + $3 * interval '1 millisecond'
       WHERE id = ANY($1::bigint[]) AND locked_by = $2 ${ack}
       RETURNING id, cancel_requested_at IS NOT NULL AS cancel`,
+
+    /** Clean shutdown: this node leaves the registry. $1 worker */
+    removeNode: `DELETE FROM ${s}.nodes WHERE id = $1`,
+
+    /**
+     * Maintenance: drops nodes not seen for 10 of their own heartbeat intervals (killed, or cut
+     * off from the database). The dashboard already hides them after 3. No parameters.
+     */
+    pruneNodes: `DELETE FROM ${s}.nodes WHERE last_seen_at < now() - 10 * heartbeat_ms * interval '1 millisecond'`,
 
     /**
      * queue.cancel(id): a waiting job goes to history as cancelled at once; a running one is
@@ -185,7 +229,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
                timeout_ms, errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'name', 'CancelJobError',
                  'message', 'Cancelled by queue.cancel() while waiting.', 'at', now())),
-               NULL, created_at, started_at, now()
+               NULL, created_at, started_at, now(), locked_by
         FROM waiting RETURNING id
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
@@ -246,7 +290,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
-               timeout_ms, errors || err, NULL, created_at, started_at, now()
+               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by
         FROM dead RETURNING id, queue, name, attempt
       ), wake AS (SELECT pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
       SELECT id, queue, name, attempt, true AS retried, (SELECT count(*) FROM wake) AS woken FROM retried
@@ -276,7 +320,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         UPDATE ${jobs} j
         SET queue = $5, state = 'waiting', attempt = 0, run_at = now(), locked_by = NULL, locked_until = NULL,
             unique_key = NULL, cancel_requested_at = NULL,
-            errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb)
+            errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb || jsonb_build_object('worker', $4::text))
         WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
         RETURNING j.id
       ), wake AS (SELECT pg_notify($6, $5 || '|0') WHERE EXISTS (SELECT 1 FROM moved))
@@ -413,6 +457,14 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       SELECT ${LIVE_COLS} FROM ${jobs} WHERE id = $1
       UNION ALL
       SELECT ${HISTORY_COLS} FROM ${history} WHERE id = $1`,
+
+    /**
+     * Tests only (nestjs-pg-queue/testing): waiting jobs due later (delayed, retry backoff,
+     * snoozed) become due now, so the next claim takes them. $1 queue or NULL for all
+     */
+    makeDueWaiting: `
+      UPDATE ${jobs} SET run_at = now()
+      WHERE state = 'waiting' AND run_at > now() AND ($1::text IS NULL OR queue = $1)`,
   };
 }
 

@@ -11,9 +11,13 @@ import { quote } from '../core/input-text';
  * - `retrying(job, error, delayMs)`: an attempt failed and another is scheduled;
  * - `failed(job, error)`: the last attempt failed;
  * - `stalled(stalledJob)`: the rescuer (on whichever node holds the maintenance lock, so
- *   possibly not the node that ran it) found an expired lease.
+ *   possibly not the node that ran it) found an expired lease;
+ * - `outcomeDropped(job, outcome)`: an attempt's outcome matched no row (its lease was lost).
+ *
+ * `completed`, `retrying`, `failed`, `cancelled` and `snoozed` fire once the outcome is written:
+ * a listener that reads the job sees the state it is told about.
  */
-export type QueueEventName = 'active' | 'completed' | 'retrying' | 'failed' | 'cancelled' | 'snoozed' | 'stalled';
+export type QueueEventName = 'active' | 'completed' | 'retrying' | 'failed' | 'cancelled' | 'snoozed' | 'stalled' | 'outcomeDropped';
 
 export interface OnQueueEventMetadata {
   readonly event: QueueEventName;
@@ -21,7 +25,7 @@ export interface OnQueueEventMetadata {
   readonly queue?: string;
 }
 
-const EVENTS: readonly QueueEventName[] = ['active', 'completed', 'retrying', 'failed', 'cancelled', 'snoozed', 'stalled'];
+const EVENTS: readonly QueueEventName[] = ['active', 'completed', 'retrying', 'failed', 'cancelled', 'snoozed', 'stalled', 'outcomeDropped'];
 
 /**
  * Calls the decorated method of any provider on a job lifecycle event. A listener that throws

@@ -26,6 +26,7 @@ export interface PgQueueMetricSet {
   readonly cancelled: Counter<JobLabels>;
   readonly retried: Counter<JobLabels>;
   readonly stalled: Counter<JobLabels>;
+  readonly outcomesDropped: Counter<JobLabels>;
   readonly duration: Histogram<JobLabels | 'outcome'>;
   readonly wait: Histogram<JobLabels>;
   /**
@@ -136,6 +137,10 @@ export function pgQueueMetricSet(registry: Registry, opts: ResolvedMetricsOption
     cancelled: counter('jobs_cancelled_total', 'Jobs that ended cancelled while running in this process: queue.cancel(id) reached them, or their handler threw CancelJobError.'),
     retried: counter('jobs_retried_total', 'Attempts that threw (or timed out) in this process and will be retried after their backoff.'),
     stalled: counter('jobs_stalled_total', 'Attempts whose lease expired (worker died or stalled), found by this node\'s rescuer.'),
+    outcomesDropped: counter(
+      'outcomes_dropped_total',
+      'Attempt outcomes this process wrote that matched no row: the lease was lost (the worker stalled past leaseMs), so another worker or the rescuer had the job.',
+    ),
     duration: reuse(registry, `${p}job_duration_seconds`, Histogram, () =>
       new Histogram<JobLabels | 'outcome'>({
         name: `${p}job_duration_seconds`,

@@ -84,6 +84,7 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
       ['stalled', this.onStalled],
       ['cancelled', this.onCancelled],
       ['snoozed', this.onSnoozed],
+      ['outcomeDropped', this.onOutcomeDropped],
     ];
   }
 
@@ -140,6 +141,12 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
   };
 
   private readonly onSnoozed = (job: Job): void => this.observeDuration(job, 'snoozed');
+
+  /** The attempt ran here but its outcome changed nothing: its duration is not observed. */
+  private readonly onOutcomeDropped = (job: Job): void => {
+    this.metrics.outcomesDropped.inc({ queue: job.queue, name: job.name });
+    this.startedAt.delete(job.id);
+  };
 
   private readonly onStalled = (job: StalledJob): void => {
     this.metrics.stalled.inc({ queue: job.queue, name: job.name });

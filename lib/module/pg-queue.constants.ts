@@ -18,3 +18,14 @@ export const ON_QUEUE_EVENT_METADATA = 'nestjs-pg-queue:on-queue-event';
 
 /** Metadata key written by `@InjectQueue`: the queues a class injects, checked at boot. */
 export const INJECT_QUEUE_METADATA = 'nestjs-pg-queue:inject-queue';
+
+/**
+ * DI token of the test mode that `PgQueueTestingModule.forRoot()` (nestjs-pg-queue/testing)
+ * provides; when present, the runtime starts its workers in manual mode.
+ */
+export const PG_QUEUE_TESTING = Symbol('PG_QUEUE_TESTING');
+
+/** What `PG_QUEUE_TESTING` holds: the test mode's settings, resolved. */
+export interface PgQueueTestMode {
+  readonly shutdownTimeoutMs: number;
+}

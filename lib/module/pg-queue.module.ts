@@ -3,7 +3,7 @@ import { DiscoveryModule, ModuleRef } from '@nestjs/core';
 import { isDataSourceLike, resolveConnection } from '../db/connection';
 import { PgQueueExplorer } from '../discovery/pg-queue.explorer';
 import { PgQueueConfigError } from '../core/errors';
-import { getQueueToken, PG_QUEUE_RUNTIME } from './pg-queue.constants';
+import { getQueueToken, PG_QUEUE_RUNTIME, PG_QUEUE_TESTING, type PgQueueTestMode } from './pg-queue.constants';
 import { PG_QUEUE_MODULE_OPTIONS, PgQueueConfigurableModule } from './pg-queue.module-definition';
 import {
   DEFAULTS,
@@ -38,9 +38,21 @@ function defaultDataSourceToken(): unknown {
 
 const runtimeProvider: Provider = {
   provide: PG_QUEUE_RUNTIME,
-  inject: [PG_QUEUE_MODULE_OPTIONS, ModuleRef, { token: defaultDataSourceToken() as string, optional: true }],
-  useFactory: async (options: PgQueueModuleOptions, moduleRef: ModuleRef, defaultDataSource?: DataSourceLike) => {
-    const resolved = resolveModuleOptions(options);
+  inject: [
+    PG_QUEUE_MODULE_OPTIONS,
+    ModuleRef,
+    { token: defaultDataSourceToken() as string, optional: true },
+    { token: PG_QUEUE_TESTING, optional: true },
+  ],
+  useFactory: async (
+    options: PgQueueModuleOptions,
+    moduleRef: ModuleRef,
+    defaultDataSource?: DataSourceLike,
+    testMode?: PgQueueTestMode,
+  ) => {
+    let resolved = resolveModuleOptions(options);
+    // PgQueueTestingModule: no LISTEN connection, a short grace period; the workers run manually.
+    if (testMode) resolved = { ...resolved, listen: false, shutdownTimeoutMs: testMode.shutdownTimeoutMs };
     let dataSource: DataSourceLike | undefined;
     if (options.connection === undefined) {
       if (isDataSourceLike(options.dataSource)) dataSource = options.dataSource;
@@ -58,6 +70,7 @@ const runtimeProvider: Provider = {
     }
     const runtime = await PgQueueRuntime.create(resolved, resolveConnection(options, dataSource), new Logger('PgQueue'));
     runtime.ambientTransaction = clsTransaction(moduleRef);
+    if (testMode) runtime.supervisor.setManual();
     return runtime;
   },
 };

@@ -1,46 +1,75 @@
-import type { JobStore, Outcome } from '../db/job-store';
+import type { JobStore, Outcome, SettleResult } from '../db/job-store';
+import type { Job, JobAttemptError } from '../core/job';
+import { attemptErrorJson } from './retry-policy';
 import type { EngineLogger } from './logger';
+
+/**
+ * An attempt's outcome with what its event reports once the outcome is written. The fields ride
+ * on the outcome object the worker makes anyway: no allocation per job for the events.
+ */
+export type PendingOutcome =
+  | (Extract<Outcome, { kind: 'completed' }> & { readonly job: Job; readonly result: unknown })
+  | (Extract<Outcome, { kind: 'retry' | 'failed' | 'cancelled' | 'dead-letter' }> & { readonly job: Job; readonly error: JobAttemptError })
+  | (Extract<Outcome, { kind: 'snoozed' }> & { readonly job: Job });
+
+/** What the completer tells its owner about each outcome of a batch, after the batch's write. */
+export interface OutcomeReport {
+  /** The outcome's row was written: its event may fire now, and reads see the new state. */
+  written(outcome: PendingOutcome): void;
+  /** No row matched (id, attempt, locked_by): the lease was lost, another worker or the rescuer has the job. */
+  dropped(outcome: PendingOutcome): void;
+  /**
+   * The database refused this outcome even alone (`err`). `failedInstead`: the failure written in
+   * its place (`refusedOutcome`); null when that was not written either (the lease ends it then).
+   */
+  refused(outcome: PendingOutcome, err: Error, failedInstead: PendingOutcome | null): void;
+}
 
 /**
  * Writes attempt outcomes in batches. At most one write is in flight; outcomes that arrive
  * meanwhile form the next batch, so batches grow with load and an idle queue pays no delay.
  * A crash before a write only means the job runs again after its lease: at-least-once holds.
+ *
+ * Events come from the rows the write returned (as in River's jobcompleter): a listener reads
+ * the state it is told about, and an outcome that matched no row is reported, not lost.
+ *
+ * One outcome the database refuses (a value out of range, say) must not hold back the others:
+ * it made the whole batch fail and retry for ever, stalling every completion of the process.
+ * A batch that fails with anything but a connection-type error is written again row by row; a
+ * row that fails alone is failed with an error naming the cause (`refusedOutcome`).
  */
 export class Completer {
-  private pending: Outcome[] = [];
+  private pending: PendingOutcome[] = [];
   private inFlight: Promise<void> | null = null;
   private scheduled = false;
   private failures = 0;
   private retryTimer: NodeJS.Timeout | null = null;
-  /** Outcomes already written elsewhere (job.completeWith committed them): matching nothing is expected. */
-  private readonly writtenElsewhere = new Set<string>();
-  private unmatchedCount = 0;
+  private droppedCount = 0;
 
   constructor(
     private readonly store: JobStore,
     private readonly workerId: string,
     private readonly logger: EngineLogger,
+    private readonly report: OutcomeReport,
     private readonly maxBatch = 500,
     /** After each batch is written: a slot counted by a global limit may have freed. */
     private readonly onWritten: () => void = () => undefined,
   ) {}
-
-  /** Ids whose outcome is not yet written: their leases must still be renewed. */
-  pendingIds(): string[] {
-    return this.pending.map((o) => o.id);
-  }
 
   /**
    * Outcomes whose write matched no row: the job was no longer this worker's attempt (its lease
    * was lost and another worker owns it, or it was removed), so the guard refused to write it.
    */
   get unmatched(): number {
-    return this.unmatchedCount;
+    return this.droppedCount;
   }
 
-  /** `completedInTransaction`: job.completeWith already wrote it, so a write that matches nothing is expected. */
-  push(outcome: Outcome, completedInTransaction = false): void {
-    if (completedInTransaction) this.writtenElsewhere.add(outcome.id);
+  /** Ids whose outcome is not yet written: their leases must still be renewed. */
+  pendingIds(): string[] {
+    return this.pending.map((o) => o.id);
+  }
+
+  push(outcome: PendingOutcome): void {
     this.pending.push(outcome);
     if (!this.scheduled && !this.inFlight && !this.retryTimer) {
       this.scheduled = true;
@@ -57,18 +86,8 @@ export class Completer {
     this.inFlight = this.store
       .settle(batch, this.workerId)
       .then(
-        (written) => {
-          this.failures = 0;
-          this.countUnmatched(batch, written);
-          this.onWritten();
-        },
-        (err: Error) => {
-          // Keep the outcomes and try again: the database may be restarting. Until they are
-          // written the heartbeat keeps renewing these jobs' leases.
-          this.pending.unshift(...batch);
-          this.failures++;
-          this.logger.warn(`Writing ${batch.length} job outcome(s) failed (${err.message}); retrying`);
-        },
+        (r) => this.settled(batch, r),
+        (err: Error) => this.retryLater(batch, err),
       )
       .finally(() => {
         this.inFlight = null;
@@ -86,19 +105,98 @@ export class Completer {
     return this.inFlight;
   }
 
-  private countUnmatched(batch: readonly Outcome[], written: ReadonlySet<string>): void {
-    const refused: string[] = [];
-    for (const o of batch) {
-      if (!written.has(o.id) && !this.writtenElsewhere.has(o.id)) refused.push(o.id);
-      this.writtenElsewhere.delete(o.id);
+  private async settled(batch: PendingOutcome[], { written, failures }: SettleResult<PendingOutcome>): Promise<void> {
+    if (failures.length === 0) {
+      this.failures = 0;
+      this.reportBatch(batch, written);
+      this.onWritten();
+      return;
     }
-    if (refused.length === 0) return;
-    this.unmatchedCount += refused.length;
-    const shown = refused.slice(0, 10).join(', ') + (refused.length > 10 ? ', ...' : '');
-    this.logger.warn(
-      `${refused.length} job outcome(s) not written: the attempt is no longer this worker's (lease lost to another ` +
-        `worker, or the job was removed): ${shown}`,
+    // The statements that went through wrote their rows: report those now.
+    const notWritten = new Set(failures.flatMap((f) => f.outcomes));
+    this.reportBatch(
+      batch.filter((o) => !notWritten.has(o)),
+      written,
     );
+    let again: PendingOutcome[] = [];
+    let cause: Error | null = null;
+    for (const f of failures) {
+      const left = isRefusal(f.error) ? await this.oneByOne(f.outcomes) : f;
+      if (left && left.outcomes.length) {
+        again = again.concat(left.outcomes);
+        cause = left.error;
+      }
+    }
+    if (cause) this.retryLater(again, cause);
+    else this.failures = 0;
+    this.onWritten();
+  }
+
+  /**
+   * Keep the outcomes and try again: the database may be restarting. Until they are written the
+   * heartbeat keeps renewing these jobs' leases.
+   */
+  private retryLater(outcomes: PendingOutcome[], err: Error): void {
+    this.pending.unshift(...outcomes);
+    this.failures++;
+    this.logger.warn(`Writing ${outcomes.length} job outcome(s) failed (${err.message}); retrying`);
+  }
+
+  private reportBatch(batch: readonly PendingOutcome[], ids: ReadonlySet<string>): void {
+    for (const o of batch) {
+      // A listener that throws must not stop the reports of the rest of the batch.
+      try {
+        if (ids.has(o.id)) this.report.written(o);
+        else {
+          this.droppedCount++;
+          this.report.dropped(o);
+        }
+      } catch (err) {
+        this.logger.error(`pg-queue: reporting the outcome of job ${o.id} threw: ${(err as Error)?.message}`, (err as Error)?.stack);
+      }
+    }
+  }
+
+  /**
+   * A statement was refused: writes its outcomes one at a time, so only the bad one stays
+   * behind, and fails that one instead. Returns what is left when another kind of error (the
+   * connection went) stopped it, to be retried with the batch.
+   */
+  private async oneByOne(outcomes: PendingOutcome[]): Promise<{ outcomes: PendingOutcome[]; error: Error } | null> {
+    for (let i = 0; i < outcomes.length; i++) {
+      const o = outcomes[i];
+      let r: SettleResult<PendingOutcome>;
+      try {
+        r = await this.store.settle([o], this.workerId);
+      } catch (error) {
+        return { outcomes: outcomes.slice(i), error: error as Error };
+      }
+      const [failure] = r.failures;
+      if (!failure) this.reportBatch([o], r.written);
+      else if (isRefusal(failure.error)) await this.failRefused(o, failure.error);
+      else return { outcomes: outcomes.slice(i), error: failure.error };
+    }
+    return null;
+  }
+
+  /** Fails the job whose outcome was refused, recording why; never leaves it to wedge the batch. */
+  private async failRefused(o: PendingOutcome, err: Error): Promise<void> {
+    const replacement = refusedOutcome(o, err);
+    let failedInstead: PendingOutcome | null = null;
+    try {
+      const r = await this.store.settle([replacement], this.workerId);
+      if (r.failures.length) throw r.failures[0].error;
+      if (r.written.has(o.id)) failedInstead = replacement;
+    } catch (again) {
+      // Even the plain failure was refused: give the job up to its lease; the rescuer retries
+      // or fails it, recording a LeaseExpiredError. It is not lost, only late.
+      this.logger.error(`pg-queue: failing job ${o.id} after its outcome was refused also failed (${(again as Error).message})`);
+    }
+    try {
+      this.report.refused(o, err, failedInstead);
+    } catch (e) {
+      this.logger.error(`pg-queue: reporting the outcome of job ${o.id} threw: ${(e as Error)?.message}`, (e as Error)?.stack);
+    }
   }
 
   /** Writes everything pending; gives up after `deadline` (epoch ms) and returns what is left. */
@@ -113,4 +211,26 @@ export class Completer {
     }
     return this.pending.length;
   }
+}
+
+/**
+ * The database refused the values, not the connection: a data exception (class 22, e.g. an
+ * interval or timestamp out of range), an integrity violation (23), or a program limit (54).
+ * Writing the same batch again would fail again. Anything else (no SQLSTATE: the socket; 08
+ * connection, 57 shutdown, 53 resources, 40 serialization) may pass on a retry.
+ */
+export function isRefusal(err: Error): boolean {
+  const code = (err as { code?: unknown }).code;
+  return typeof code === 'string' && /^(22|23|54)[0-9A-Z]{3}$/.test(code);
+}
+
+/** The failure that replaces an outcome the database refused: the attempt fails for good, saying why. */
+export function refusedOutcome(o: PendingOutcome, err: Error): PendingOutcome {
+  const error: JobAttemptError = {
+    attempt: o.attempt,
+    name: 'OutcomeRefusedError',
+    message: `The database refused this attempt's ${o.kind} outcome (${String(err.message).slice(0, 500)}); the job was failed instead.`,
+    at: new Date().toISOString(),
+  };
+  return { kind: 'failed', id: o.id, attempt: o.attempt, errorJson: attemptErrorJson(error), job: o.job, error };
 }

@@ -1,4 +1,4 @@
-import type { ClaimedRow, JobStore, Outcome } from '../db/job-store';
+import type { ClaimedRow, JobStore } from '../db/job-store';
 import { toJsonText } from '../db/jsonb';
 import { RunningJob } from './active-job';
 import {
@@ -13,20 +13,20 @@ import {
 } from '../core/errors';
 import { quote } from '../core/input-text';
 import { executorFor } from '../db/executor';
-import type { Job, JobAttemptError, JobHandler } from '../core/job';
+import type { Job, JobHandler } from '../core/job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/pg-queue.options';
-import type { Completer } from './completer';
+import type { Completer, PendingOutcome } from './completer';
 import type { EngineLogger } from './logger';
 import { attemptErrorJson, backoffDelayMs, toAttemptError } from './retry-policy';
 
-/** What a worker tells the supervisor as jobs move. */
+/**
+ * What a worker tells the supervisor as jobs move. The other transitions are reported by the
+ * completer, once their outcome is written.
+ */
 export interface WorkerEvents {
   active(job: Job): void;
+  /** The handler completed its job with `completeWith()`, in its own transaction. */
   completed(job: Job, result: unknown): void;
-  retrying(job: Job, error: JobAttemptError, delayMs: number): void;
-  failed(job: Job, error: JobAttemptError): void;
-  cancelled(job: Job, error: JobAttemptError): void;
-  snoozed(job: Job, delayMs: number): void;
   error(err: Error): void;
 }
 
@@ -47,7 +47,7 @@ interface Running {
   settled: boolean;
   /** queue.cancel(id) reached it: unless the handler completes anyway, it ends cancelled. */
   cancelRequested: boolean;
-  /** job.completeWith() wrote the completion in the caller's transaction. */
+  /** completeWith() wrote the completion in the handler's transaction: no outcome is left to write. */
   completedInTransaction: boolean;
   readonly startedAt: number;
 }
@@ -99,8 +99,17 @@ export class QueueWorker {
   private staleTimer: NodeJS.Timeout | null = null;
   private dueTimer: NodeJS.Timeout | null = null;
   private dueAt = Infinity;
+  /**
+   * Set by the due timer, the poll and the start: the next claim that comes back short also asks
+   * when the queue's next delayed job is due, and arms the timer for then. The timer holds only
+   * the earliest due time announced; a later one (a second delayed job) was dropped and its job
+   * waited for the next poll (delays of 1,000 and 1,500 ms ran at 1,016 and 3,001 ms).
+   */
+  private lookahead = false;
   private idleWaiters: (() => void)[] = [];
   private answeredClaims = 0;
+  /** Manual mode (nestjs-pg-queue/testing): no timers, no claims of its own; only `runRound` claims. */
+  private manual = false;
 
   constructor(
     readonly queue: ResolvedQueueOptions,
@@ -127,10 +136,44 @@ export class QueueWorker {
     // The one timer left referenced: it keeps a worker-only process (an application context
     // with no HTTP server) alive while every connection is down. Unreferenced, such a process
     // exited with code 0 during a PostgreSQL restart (test/chaos, scenario 1). stopClaiming clears it.
-    this.pollTimer = setInterval(() => this.wake(0), this.ctx.pollIntervalMs);
+    this.pollTimer = setInterval(() => {
+      this.lookahead = true;
+      this.wake(0);
+    }, this.ctx.pollIntervalMs);
     this.staleTimer = setInterval(() => this.returnStaleBuffer(), MAX_BUFFER_WAIT_MS);
     this.staleTimer.unref();
+    this.lookahead = true;
     this.wake(0);
+  }
+
+  /**
+   * Instead of `start`: no poll, no timers, no claims of its own (wake-ups are ignored); jobs run
+   * only when `runRound` is called. For deterministic tests (nestjs-pg-queue/testing).
+   */
+  startManual(): void {
+    this.manual = true;
+  }
+
+  /**
+   * Manual mode: one claim of up to `limit` due jobs (at most the free slots), runs them, and
+   * resolves with how many it claimed once none runs any more (their outcomes are then handed to
+   * the completer, not yet written).
+   */
+  async runRound(limit: number = this.queue.concurrency): Promise<number> {
+    if (this.stopping) return 0;
+    const free = Math.min(limit, this.queue.concurrency - this.running.size);
+    if (free <= 0) {
+      await this.idle();
+      return 0;
+    }
+    const rows = this.limited
+      ? await this.claimLimited(free)
+      : await this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
+    this.answeredClaims++;
+    rows.sort((a, b) => a.priority - b.priority || a.run_at_ms - b.run_at_ms);
+    for (const row of rows) if (!this.stopping) this.run(row);
+    await this.idle();
+    return rows.length;
   }
 
   /** A queue with a global limit claims through the serialised path, and never prefetches. */
@@ -167,7 +210,7 @@ export class QueueWorker {
 
   /** A job is (or will be in `dueInMs`) available: claim now, or set a timer for then. */
   wake(dueInMs: number): void {
-    if (this.stopping) return;
+    if (this.stopping || this.manual) return;
     if (dueInMs <= 0) {
       this.mayHaveMore = true;
       this.wakes++;
@@ -181,12 +224,29 @@ export class QueueWorker {
     this.dueTimer = setTimeout(() => {
       this.dueTimer = null;
       this.dueAt = Infinity;
+      this.lookahead = true;
       this.wake(0);
     }, Math.min(dueInMs + 5, MAX_TIMER_MS));
     this.dueTimer.unref();
   }
 
+  /**
+   * One query for when the queue's next delayed job is due (an index probe per priority in use,
+   * whatever the backlog); the timer is set for then. Only after a short claim that a timer, the
+   * poll or the start began, so a busy or NOTIFY-driven queue never runs it.
+   */
+  private async armForNextDue(): Promise<void> {
+    if (this.stopping) return;
+    try {
+      const dueInMs = await this.ctx.store.nextDueInMs(this.queue.name);
+      if (dueInMs !== null) this.wake(Math.max(1, Math.ceil(dueInMs)));
+    } catch (err) {
+      this.ctx.events.error(err as Error);
+    }
+  }
+
   private async fetch(): Promise<void> {
+    if (this.manual) return;
     // Fast handlers may have two claims in flight, so the next batch is on its way while this
     // one runs (the drain was waiting on claims: bench/); slow ones need only one.
     const maxInFlight = this.prefetch > 0 ? 2 : 1;
@@ -215,6 +275,10 @@ export class QueueWorker {
       // A short claim means the queue was empty when it ran; but a job committed meanwhile (its
       // NOTIFY arrived during the claim) may not have been visible to it: claim again then.
       if (rows.length < free && this.wakes === wakesBefore) this.mayHaveMore = false;
+      if (rows.length < free && this.lookahead) {
+        this.lookahead = false;
+        void this.armForNextDue();
+      }
       rows.sort((a, b) => a.priority - b.priority || a.run_at_ms - b.run_at_ms);
       const at = Date.now();
       for (const row of rows) this.buffer.push({ row, at });
@@ -231,7 +295,15 @@ export class QueueWorker {
       const shown = JSON.stringify(row.backoff).slice(0, 200);
       this.ctx.logger.warn(`Job ${job.id} (${job.queue}/${job.name}) has an unusable backoff ${shown}; using the queue's default`);
     }
-    const entry: Running = { job, backoff, timer: null, settled: false, cancelRequested: false, completedInTransaction: false, startedAt: performance.now() };
+    const entry: Running = {
+      job,
+      backoff,
+      timer: null,
+      settled: false,
+      cancelRequested: false,
+      completedInTransaction: false,
+      startedAt: performance.now(),
+    };
     job.completeIn = async (target, result) => {
       // Once the attempt is settled (handler returned or threw, timeout, cancel, shutdown) this
       // worker no longer runs it: `running` holds an attempt exactly until then.
@@ -283,9 +355,11 @@ export class QueueWorker {
     const took = performance.now() - entry.startedAt;
     this.avgHandlerMs = this.avgHandlerMs === Infinity ? took : 0.9 * this.avgHandlerMs + 0.1 * took;
     const { job } = entry;
-    let outcome: Outcome;
+    // Events fire once the completer has written the outcome (it reports each row it wrote).
+    let outcome: PendingOutcome | null;
     let resultJson: string | null = null;
-    if (ok) {
+    if (ok && !entry.completedInTransaction) {
+      // A result JSON cannot carry fails the attempt instead of storing something else.
       try {
         resultJson = this.resultJson(job, value);
       } catch (err) {
@@ -293,35 +367,36 @@ export class QueueWorker {
         value = err;
       }
     }
-    if (ok) {
-      outcome = { kind: 'completed', id: job.id, attempt: job.attempt, resultJson };
+    if (ok && entry.completedInTransaction) {
+      // Already written, in the handler's transaction.
+      outcome = null;
       this.ctx.events.completed(job, value);
-    } else if (value instanceof SnoozeJobError && !entry.cancelRequested) {
-      outcome = { kind: 'snoozed', id: job.id, attempt: job.attempt, delayMs: value.delayMs };
-      this.ctx.events.snoozed(job, value.delayMs);
-      this.wake(value.delayMs);
+    } else if (ok) {
+      outcome = { kind: 'completed', id: job.id, attempt: job.attempt, resultJson, job, result: value };
+    } else if (value instanceof SnoozeJobError && !entry.cancelRequested && isMs(value.delayMs)) {
+      outcome = { kind: 'snoozed', id: job.id, attempt: job.attempt, delayMs: value.delayMs, job };
     } else if (value instanceof CancelJobError || entry.cancelRequested) {
       // A cancelled job ends cancelled whatever its handler threw on the way out (usually the
       // AbortError of an operation the signal stopped); a handler that completes anyway wins above.
       const error = toAttemptError(value instanceof CancelJobError ? value : new CancelJobError('Cancelled by queue.cancel() while running.'), job.attempt);
-      outcome = { kind: 'cancelled', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error) };
-      this.ctx.events.cancelled(job, error);
+      outcome = { kind: 'cancelled', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), job, error };
     } else {
-      const error = toAttemptError(value, job.attempt);
+      // A SnoozeJobError whose delay the database cannot add to a timestamp (a subclass, or a
+      // delayMs changed after construction) fails the attempt, saying so, instead of reaching the writer.
+      const thrown = value instanceof SnoozeJobError ? unusableSnooze(value) : value;
+      const error = toAttemptError(thrown, job.attempt);
       if (job.attempt < job.maxAttempts) {
-        const delayMs = backoffDelayMs(entry.backoff, job.attempt);
-        outcome = { kind: 'retry', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), delayMs };
-        this.ctx.events.retrying(job, error, delayMs);
-        this.wake(delayMs);
+        // The backoff was validated, but the delay is clamped to what the statement accepts anyway.
+        const delayMs = Math.min(Math.max(backoffDelayMs(entry.backoff, job.attempt), 0), MAX_DELAY_MS) || 0;
+        outcome = { kind: 'retry', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), delayMs, job, error };
       } else {
         const dlq = this.queue.deadLetterQueue;
         outcome = dlq
-          ? { kind: 'dead-letter', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), deadLetterQueue: dlq }
-          : { kind: 'failed', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error) };
-        this.ctx.events.failed(job, error);
+          ? { kind: 'dead-letter', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), deadLetterQueue: dlq, job, error }
+          : { kind: 'failed', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), job, error };
       }
     }
-    this.ctx.completer.push(outcome, entry.completedInTransaction);
+    if (outcome) this.ctx.completer.push(outcome);
     // Under a global limit a short claim says nothing about the backlog: the slot this job frees
     // may be the one the limit withheld.
     if (this.limited) this.mayHaveMore = true;
@@ -456,7 +531,19 @@ function isBackoff(b: unknown): b is ResolvedBackoff {
   );
 }
 
+/** The largest delay the options accept. */
+const MAX_DELAY_MS = 2 ** 31 - 1;
+
 /** The range the options accept for a delay. */
 function isMs(v: unknown): boolean {
-  return Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 2 ** 31 - 1;
+  return Number.isInteger(v) && (v as number) >= 0 && (v as number) <= MAX_DELAY_MS;
+}
+
+/** Why a SnoozeJobError with this delay fails its attempt instead. */
+function unusableSnooze(e: SnoozeJobError): Error {
+  return new PgQueueConfigError(
+    `SnoozeJobError delayMs must be a whole number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${String(e.delayMs)}; ` +
+      'the attempt failed instead of snoozing.',
+    { cause: e },
+  );
 }

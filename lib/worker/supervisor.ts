@@ -2,11 +2,11 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { PgClientConfig } from '../core/pg-types';
-import type { JobStore, StalledJob } from '../db/job-store';
+import type { JobStore, NodeRow, Outcome, StalledJob } from '../db/job-store';
 import { LeaseLostError, PgQueueError, ShutdownError } from '../core/errors';
 import type { Job, JobAttemptError, JobHandler } from '../core/job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/pg-queue.options';
-import { Completer } from './completer';
+import { Completer, type PendingOutcome } from './completer';
 import { Listener, type ScheduledReconnect } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
@@ -20,7 +20,13 @@ export interface QueueHandlers {
   readonly catchAll?: JobHandler;
 }
 
-/** Events the supervisor emits, one per job transition. */
+/** An attempt's outcome, as `outcomeDropped` names it. */
+export type OutcomeKind = Outcome['kind'];
+
+/**
+ * Events the supervisor emits, one per job transition. `completed`, `retrying`, `failed`,
+ * `cancelled` and `snoozed` fire once the outcome is written, for the rows the write changed.
+ */
 export interface SupervisorEventMap {
   active: [job: Job];
   completed: [job: Job, result: unknown];
@@ -32,6 +38,11 @@ export interface SupervisorEventMap {
   snoozed: [job: Job, delayMs: number];
   /** A job whose lease expired (its worker died or stalled), found by this node's rescuer. */
   stalled: [job: StalledJob];
+  /**
+   * An outcome this node wrote matched no row: the attempt's lease was lost (this worker stalled
+   * past `leaseMs`, and the rescuer or another worker has the job now), so nothing was changed.
+   */
+  outcomeDropped: [job: Job, outcome: OutcomeKind];
   /** Jobs enqueued by this process (after the insert returned; a later rollback removes them). */
   enqueued: [queue: string, name: string, count: number];
   error: [error: Error];
@@ -54,8 +65,13 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   /** The heartbeat and maintenance passes running now: stop() waits for them before the pool closes. */
   private readonly passes = new Set<Promise<void>>();
   private started = false;
+  private beat: Promise<void> | null = null;
+  /** This process in the nodes registry. */
+  private readonly nodeRow: NodeRow;
+  private readonly nodeQueues: { name: string; concurrency: number }[] = [];
   private stopped = false;
   private catchingRejections = false;
+  private manual = false;
 
   constructor(
     private readonly store: JobStore,
@@ -64,8 +80,20 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     private readonly logger: EngineLogger,
   ) {
     super();
-    this.completer = new Completer(store, this.workerId, logger, 500, () => this.workers.forEach((w) => w.outcomesWritten()));
+    this.completer = new Completer(
+      store,
+      this.workerId,
+      logger,
+      {
+        written: (o) => this.outcomeWritten(o),
+        dropped: (o) => this.outcomeDropped(o),
+        refused: (o, err, failedInstead) => this.outcomeRefused(o, err, failedInstead),
+      },
+      500,
+      () => this.workers.forEach((w) => w.outcomesWritten()),
+    );
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
+    this.nodeRow = { host: hostname(), pid: process.pid, startedAt: new Date(), heartbeatMs: opts.heartbeatIntervalMs, queues: this.nodeQueues };
     // An 'error' event without listeners would throw; the engine reports errors, it never crashes on them.
     this.on('error', (err) => this.logger.error(`pg-queue: ${err.message}`, err.stack));
   }
@@ -80,12 +108,9 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     const events: WorkerEvents = {
       active: (job) => this.emit('active', job),
       completed: (job, result) => this.emit('completed', job, result),
-      retrying: (job, error, delayMs) => this.emit('retrying', job, error, delayMs),
-      failed: (job, error) => this.emit('failed', job, error),
-      cancelled: (job, error) => this.emit('cancelled', job, error),
-      snoozed: (job, delayMs) => this.emit('snoozed', job, delayMs),
       error: (err) => this.emit('error', err),
     };
+    this.nodeQueues.push({ name: q.queue.name, concurrency: q.queue.concurrency });
     this.workers.set(
       q.queue.name,
       new QueueWorker(q.queue, q.handlers, q.catchAll, {
@@ -131,9 +156,49 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     return l ? { connected: l.connected, disconnectedSince: l.disconnectedSince, scheduledReconnect: l.scheduledReconnect } : null;
   }
 
+  /**
+   * Manual mode, for tests (nestjs-pg-queue/testing); call before `start`. `start` then creates
+   * the workers with their handlers but starts nothing in the background: no listener, poll,
+   * timers, heartbeat, maintenance or cron. Jobs run only in `runRound`.
+   */
+  setManual(): void {
+    if (this.started) throw new PgQueueError('Supervisor.setManual() must be called before start().');
+    this.manual = true;
+  }
+
+  /** True once `setManual` was called. */
+  get isManual(): boolean {
+    return this.manual;
+  }
+
+  /**
+   * Manual mode: one round on `queue` (or on every queue, one after the other): each worker claims
+   * up to `limit` due jobs (default: its concurrency) and runs them; resolves once they ran and
+   * their outcomes are written, with how many ran. Throws if outcomes could not be written.
+   */
+  async runRound(queue?: string, limit?: number): Promise<number> {
+    if (!this.manual) throw new PgQueueError('Supervisor.runRound() needs manual mode (setManual() before start()).');
+    if (!this.running) throw new PgQueueError('Supervisor.runRound(): the supervisor is not running (not started, or stopped).');
+    const workers = queue === undefined ? [...this.workers.values()] : [this.workers.get(queue)].filter((w) => w !== undefined);
+    let ran = 0;
+    for (const w of workers) {
+      ran += await w.runRound(limit);
+      // The next queue's claim (and the caller) must see this round's outcomes in the database.
+      const left = await this.completer.drain(Date.now() + Math.max(this.opts.shutdownTimeoutMs, 5000));
+      if (left) {
+        throw new PgQueueError(`${left} job outcome(s) could not be written (see the log); the test cannot go on.`);
+      }
+    }
+    return ran;
+  }
+
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    if (this.manual) {
+      for (const w of this.workers.values()) w.startManual();
+      return;
+    }
     if (this.workers.size > 0 && this.listenConnection) {
       this.listener = new Listener({
         connection: this.listenConnection,
@@ -153,6 +218,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     }
     for (const w of this.workers.values()) w.start();
     if (this.workers.size > 0) {
+      // The first beat at once: the node shows in the registry from its start, not a heartbeat later.
+      void this.track(this.heartbeat());
       this.heartbeatTimer = setInterval(() => void this.track(this.heartbeat()), this.opts.heartbeatIntervalMs);
       this.heartbeatTimer.unref();
     }
@@ -168,14 +235,22 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     return pass.finally(() => this.passes.delete(pass));
   }
 
-  /** One heartbeat for every job this process holds. */
-  async heartbeat(): Promise<void> {
+  /**
+   * One heartbeat for every job this process holds, which also keeps this node's row in the
+   * registry fresh (so it runs when no job does). One at a time: stop() waits for the one in
+   * flight before removing the row, so a late heartbeat cannot put it back.
+   */
+  heartbeat(): Promise<void> {
+    if (!this.beat) this.beat = this.beatOnce().finally(() => (this.beat = null));
+    return this.beat;
+  }
+
+  private async beatOnce(): Promise<void> {
     const byId = new Map<string, QueueWorker>();
     for (const w of this.workers.values()) for (const id of w.runningIds()) byId.set(id, w);
     const ids = [...byId.keys(), ...this.completer.pendingIds()];
-    if (ids.length === 0) return;
     try {
-      const { kept, cancel } = await this.store.heartbeat(ids, this.workerId, this.opts.leaseMs);
+      const { kept, cancel } = await this.store.heartbeat(ids, this.workerId, this.opts.leaseMs, this.nodeRow);
       for (const [id, w] of byId) if (!kept.has(id)) w.leaseLost(id, new LeaseLostError(id));
       // The cancels whose NOTIFY this node missed (the listener was down, or poll-only mode).
       for (const id of cancel) byId.get(id)?.cancel(id);
@@ -195,13 +270,75 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       // Every node that runs schedules, not only the elected one: ticks are deduplicated in the database.
       await this.cron?.catchUp();
       if (r && r.stalled.length) {
-        const failed = r.stalled.filter((j) => !j.willRetry).length;
-        this.logger.warn(`Lease expired on ${r.stalled.length} job(s): ${r.stalled.length - failed} back in the queue, ${failed} failed (no attempts left)`);
-        for (const j of r.stalled) this.emit('stalled', j);
+        for (const j of r.stalled) {
+          if (this.opts.logJobFailures !== 'none') {
+            this.logger.error(
+              `Job ${j.id} (${j.queue}/${j.name}) attempt ${j.attempt}: lease expired (its worker died, was killed, or stalled ` +
+                `longer than leaseMs); ${j.willRetry ? 'back in the queue' : 'failed: no attempts left'}`,
+            );
+          }
+          this.emit('stalled', j);
+        }
       }
     } catch (err) {
       this.emit('error', err as Error);
     }
+  }
+
+  /** An outcome was written: its event fires, a failure is logged, a job due again wakes its worker. */
+  private outcomeWritten(o: PendingOutcome): void {
+    const { job } = o;
+    switch (o.kind) {
+      case 'completed':
+        this.emit('completed', job, o.result);
+        return;
+      case 'retry':
+        if (this.opts.logJobFailures === 'all') {
+          this.logger.warn(
+            `Job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt}/${job.maxAttempts} failed: ${shown(o.error.message)}; ` +
+              `retrying in ${o.delayMs} ms`,
+          );
+        }
+        this.emit('retrying', job, o.error, o.delayMs);
+        this.workers.get(job.queue)?.wake(o.delayMs);
+        return;
+      case 'snoozed':
+        this.emit('snoozed', job, o.delayMs);
+        this.workers.get(job.queue)?.wake(o.delayMs);
+        return;
+      case 'cancelled':
+        this.emit('cancelled', job, o.error);
+        return;
+      default:
+        if (this.opts.logJobFailures !== 'none') {
+          const moved = o.kind === 'dead-letter' ? `; moved to dead-letter queue "${o.deadLetterQueue}"` : '';
+          this.logger.error(
+            `Job ${job.id} (${job.queue}/${job.name}) failed on its last attempt (${o.attempt}/${job.maxAttempts}): ${shown(o.error.message)}${moved}`,
+            o.error.stack,
+          );
+        }
+        this.emit('failed', job, o.error);
+    }
+  }
+
+  /** An outcome matched no row (lease lost): nothing changed, so no transition event; said and counted. */
+  private outcomeDropped(o: PendingOutcome): void {
+    const { job } = o;
+    this.logger.warn(
+      `Outcome of job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt} (${o.kind}) not written: the job is no longer ` +
+        `this worker's (its lease expired, so the rescuer or another worker has it); dropped`,
+    );
+    this.emit('outcomeDropped', job, o.kind);
+  }
+
+  /** The database refused an outcome even alone: the job was failed in its place (or left to its lease). */
+  private outcomeRefused(o: PendingOutcome, err: Error, failedInstead: PendingOutcome | null): void {
+    const { job } = o;
+    this.logger.error(
+      `The database refused the ${o.kind} outcome of job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt} (${err.message}); ` +
+        (failedInstead ? 'the job was failed with an OutcomeRefusedError instead' : 'it runs again once its lease expires'),
+    );
+    if (failedInstead?.kind === 'failed') this.emit('failed', job, failedInstead.error);
   }
 
   /**
@@ -247,6 +384,12 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     }
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.maintenanceTimer) clearInterval(this.maintenanceTimer);
+    if (this.workers.size > 0) {
+      await this.beat;
+      await this.store.removeNode(this.workerId).catch((err: Error) => {
+        this.logger.warn(`Removing this node from the registry failed (${err.message}); maintenance drops it after 10 heartbeats`);
+      });
+    }
     await this.listener?.stop();
     // A pass the timers started may still run (a vacuum check after the rescue, say): the pool
     // closes after stop() returns, and a pass that outlived it logged "Cannot use a pool after
@@ -274,6 +417,12 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     if (reason instanceof Error && reason.stack) err.stack = reason.stack;
     this.emit('error', err);
   };
+}
+
+/** An error message as a log line shows it: one line, at most 1,000 characters. */
+function shown(message: string): string {
+  const line = message.replace(/\s*\n\s*/g, ' ');
+  return line.length > 1000 ? `${line.slice(0, 1000)}...` : line;
 }
 
 /** A rejection reason as text, whatever it is. */

@@ -3,41 +3,45 @@ import type { INestApplication } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Client } from 'pg';
 import request from 'supertest';
+import { PgQueueTester, PgQueueTestingModule } from '../../lib/testing';
 import { AppModule } from '../../sample/app.module';
 import type { OrderView } from '../../sample/orders.service';
-import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { createTestDatabase, type TestDatabase } from '../support/database';
 
-/** The sample app (sample/) over HTTP, on its own fresh database. */
+/**
+ * The sample app (sample/) over HTTP, on its own fresh database, its jobs run by the real
+ * processors through nestjs-pg-queue/testing: each step runs the jobs then due, so nothing waits
+ * on a poll or a backoff. (health.e2e-spec.ts and metrics.e2e-spec.ts run the same app with its
+ * workers running on their own.)
+ */
 describe('sample app: POST /orders, GET /orders/:id', () => {
   let db: TestDatabase;
   let app: INestApplication;
   let sql: Client;
+  let tester: PgQueueTester;
 
   const http = () => request(app.getHttpServer());
   const count = async (query: string, params: unknown[] = []) =>
     (await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${query}`, params)).rows[0].n;
-  /** GETs the order until its job has completed; returns that last view. */
-  async function whenCompleted(id: number): Promise<OrderView> {
-    let view: OrderView | undefined;
-    await waitFor(
-      async () => {
-        view = (await http().get(`/orders/${id}`).expect(200)).body as OrderView;
-        return view.job?.state === 'completed';
-      },
-      { timeoutMs: 10_000, message: () => `the job of order ${id} to complete; last GET: ${JSON.stringify(view)}` },
-    );
-    // The GET reads the order before the job: read again, now that the handler has committed.
-    return (await http().get(`/orders/${id}`).expect(200)).body as OrderView;
+  const view = async (id: number) => (await http().get(`/orders/${id}`).expect(200)).body as OrderView;
+  /** Runs the jobs that are due, then GETs the order. */
+  async function afterJobsRan(id: number): Promise<OrderView> {
+    await tester.drain();
+    return view(id);
   }
-
   beforeAll(async () => {
     db = await createTestDatabase();
-    const moduleRef = await Test.createTestingModule({ imports: [AppModule.forRoot(db.url)] }).compile();
+    const moduleRef = await Test.createTestingModule({
+      imports: [AppModule.forRoot(db.url), PgQueueTestingModule.forRoot()],
+    }).compile();
     app = moduleRef.createNestApplication({ logger: process.env.PGQUEUE_TEST_LOGS ? undefined : false });
     await app.init();
+    tester = app.get(PgQueueTester);
     sql = new Client({ connectionString: db.url });
     await sql.connect();
   });
+
+  beforeEach(() => tester.clear());
 
   afterAll(async () => {
     await sql?.end();
@@ -51,12 +55,13 @@ describe('sample app: POST /orders, GET /orders/:id', () => {
     expect(body).toMatchObject({ order: { item: 'book', status: 'pending' }, job: { state: 'waiting' }, email: null });
     expect(body.order.jobId).toBe(body.job!.id);
 
-    const view = await whenCompleted(body.order.id);
-    expect(view).toMatchObject({
+    const after = await afterJobsRan(body.order.id);
+    expect(after).toMatchObject({
       order: { id: body.order.id, item: 'book', status: 'confirmed', jobId: body.job!.id },
       job: { id: body.job!.id, state: 'completed', attempt: 1 },
       email: { orderId: body.order.id, message: `Your order #${body.order.id} (book) is confirmed.` },
     });
+    expect(tester.completed.map((o) => o.job.id)).toContain(body.job!.id);
     expect(await count('email_logs WHERE order_id = $1', [body.order.id])).toBe(1);
   });
 
@@ -69,10 +74,12 @@ describe('sample app: POST /orders, GET /orders/:id', () => {
     expect(res.body.message).toMatch(rolledBack);
     const [, orderId, jobId] = rolledBack.exec(res.body.message)!;
 
-    // Enqueued after the failed one: once it has run, the worker has had every chance to run the
-    // rolled-back job too, had it been committed.
     const next = (await http().post('/orders').send({ item: 'pen' }).expect(201)).body as OrderView;
-    expect((await whenCompleted(next.order.id)).order.status).toBe('confirmed');
+    // Every job that is due runs here (retries included): had the rolled-back job been committed, it would be among them.
+    await tester.drain({ makeDue: true });
+    expect((await view(next.order.id)).order.status).toBe('confirmed');
+    expect(tester.ran.map((j) => j.id)).not.toContain(jobId);
+    expect(tester.ran.map((j) => j.id)).toContain(next.job!.id);
 
     await http().get(`/orders/${orderId}`).expect(404);
     expect(await count('orders WHERE id = $1', [orderId])).toBe(0);
@@ -87,30 +94,28 @@ describe('sample app: POST /orders, GET /orders/:id', () => {
   it('retries the warehouse job with backoff until its third attempt succeeds', async () => {
     const placed = (await http().post('/orders').send({ item: 'lamp' }).expect(201)).body as OrderView;
     expect(placed.warehouseJob).toMatchObject({ state: 'waiting', attempt: 0 });
-    let view: OrderView | undefined;
-    await waitFor(
-      async () => {
-        view = (await http().get(`/orders/${placed.order.id}`).expect(200)).body as OrderView;
-        return view.warehouseJob?.state === 'completed';
-      },
-      { timeoutMs: 15_000, message: () => `warehouse job to complete; last GET: ${JSON.stringify(view)}` },
-    );
-    expect(view!.warehouseJob).toMatchObject({ attempt: 3, errors: ['Warehouse API timed out (simulated)', 'Warehouse API timed out (simulated)'] });
+    // makeDue: each retry runs as soon as nothing else is due, not after its 300 ms backoff.
+    await tester.drain({ makeDue: true });
+    const after = await view(placed.order.id);
+    expect(after.warehouseJob).toMatchObject({
+      state: 'completed',
+      attempt: 3,
+      errors: ['Warehouse API timed out (simulated)', 'Warehouse API timed out (simulated)'],
+    });
+    const id = placed.warehouseJob!.id;
+    expect(tester.retried.filter((o) => o.job.id === id).map((o) => o.job.attempt)).toEqual([1, 2]);
   });
 
   it('a warehouse job that fails every attempt ends failed with each error kept', async () => {
     const placed = (await http().post('/orders').send({ item: 'unobtainium' }).expect(201)).body as OrderView;
-    let view: OrderView | undefined;
-    await waitFor(
-      async () => {
-        view = (await http().get(`/orders/${placed.order.id}`).expect(200)).body as OrderView;
-        return view.warehouseJob?.state === 'failed';
-      },
-      { timeoutMs: 15_000, message: () => `warehouse job to fail; last GET: ${JSON.stringify(view)}` },
-    );
-    expect(view!.warehouseJob!.attempt).toBe(3);
-    expect(view!.warehouseJob!.errors).toEqual(Array(3).fill('No such item in the warehouse: unobtainium'));
-    expect(view!.order.status).toBe('confirmed'); // the confirmation does not depend on the reservation
+    await tester.drain({ makeDue: true });
+    const after = await view(placed.order.id);
+    expect(after.warehouseJob).toMatchObject({ state: 'failed', attempt: 3 });
+    expect(after.warehouseJob!.errors).toEqual(Array(3).fill('No such item in the warehouse: unobtainium'));
+    expect(tester.failed.map((o) => [o.job.id, o.error.message])).toEqual([
+      [placed.warehouseJob!.id, 'No such item in the warehouse: unobtainium'],
+    ]);
+    expect(after.order.status).toBe('confirmed'); // the confirmation does not depend on the reservation
   });
 
   it('rejects a body without an item (400) and an unknown order (404)', async () => {

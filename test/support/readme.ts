@@ -4,7 +4,10 @@ import * as ts from 'typescript';
 
 export const ROOT = join(__dirname, '..', '..');
 
-/** A ```ts block of the README. `file` is set when its first line names one (`// src/app.module.ts`). */
+/**
+ * A ```ts block of the README. `file` is set when its first line names one (`// src/app.module.ts`,
+ * or `// test/orders.spec.ts` for the "Testing your app" files, which import the app's).
+ */
 export interface ReadmeBlock {
   readonly index: number;
   readonly line: number;
@@ -18,7 +21,7 @@ export function readmeBlocks(): ReadmeBlock[] {
     index: i + 1,
     line: md.slice(0, m.index).split('\n').length + 1,
     code: m[1],
-    file: /^\/\/ (src\/[\w.-]+\.ts)\b/.exec(m[1])?.[1] ?? null,
+    file: /^\/\/ ((?:src|test)\/[\w.-]+\.ts)\b/.exec(m[1])?.[1] ?? null,
   }));
 }
 

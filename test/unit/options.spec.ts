@@ -29,16 +29,19 @@ describe('module options', () => {
     expect(q.defaultJobOptions).toEqual({
       priority: 3,
       attempts: 5,
-      backoff: { type: 'fixed', delayMs: 10, maxDelayMs: 3_600_000, jitter: true },
+      backoff: { type: 'fixed', delayMs: 10, maxDelayMs: 3_600_000, jitter: false },
       timeoutMs: null,
     });
     expect(q.concurrency).toBe(10);
   });
 
-  it('layers a partial backoff over the one below it, field by field, even when the type changes', () => {
+  it('layers a partial backoff over the one below it field by field; jitter follows only a backoff of the same type', () => {
     const base = resolveModuleOptions({ defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10, maxDelayMs: 500, jitter: false } } }).defaultJobOptions;
     const q = resolveQueueOptions({ name: 'email', defaultJobOptions: { backoff: { type: 'exponential', delayMs: 20 } } }, base);
-    expect(q.defaultJobOptions.backoff).toEqual({ type: 'exponential', delayMs: 20, maxDelayMs: 500, jitter: false });
+    // Another type: its own default jitter (on for exponential), the delays from below.
+    expect(q.defaultJobOptions.backoff).toEqual({ type: 'exponential', delayMs: 20, maxDelayMs: 500, jitter: true });
+    const same = resolveQueueOptions({ name: 'email', defaultJobOptions: { backoff: { type: 'fixed', delayMs: 20 } } }, base);
+    expect(same.defaultJobOptions.backoff).toEqual({ type: 'fixed', delayMs: 20, maxDelayMs: 500, jitter: false });
   });
 
   it('accepts retention of a month or more (a bigint in SQL, not a timer)', () => {

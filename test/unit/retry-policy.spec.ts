@@ -1,4 +1,6 @@
 import { attemptErrorJson, backoffDelayMs, toAttemptError } from '../../lib/worker/retry-policy';
+import { DEFAULTS, resolveJobDefaults, type ResolvedJobDefaults } from '../../lib/core/pg-queue.options';
+import type { JobOptions } from '../../lib';
 
 describe('backoff', () => {
   const exp = { type: 'exponential' as const, delayMs: 100, maxDelayMs: 1000, jitter: false };
@@ -19,6 +21,29 @@ describe('backoff', () => {
 
   it('does not overflow for huge attempt numbers', () => {
     expect(backoffDelayMs(exp, 10_000)).toBe(1000);
+  });
+});
+
+describe('a partial backoff over the defaults', () => {
+  const resolved = (opts: JobOptions, base: ResolvedJobDefaults = DEFAULTS.job) => resolveJobDefaults('job', opts, base).backoff;
+  const randoms = [() => 0, () => 0.37, () => 0.999];
+
+  it('fixed without jitter waits exactly delayMs, over the default exponential backoff with jitter', () => {
+    const b = resolved({ backoff: { type: 'fixed', delayMs: 500 } });
+    expect(b).toEqual({ type: 'fixed', delayMs: 500, maxDelayMs: 3_600_000, jitter: false });
+    for (const random of randoms) for (const attempt of [1, 2, 7]) expect(backoffDelayMs(b, attempt, random)).toBe(500);
+  });
+
+  it('fixed with jitter: true still spreads', () => {
+    const b = resolved({ backoff: { type: 'fixed', delayMs: 500, jitter: true } });
+    expect(randoms.map((r) => backoffDelayMs(b, 1, r))).toEqual([250, 343, 500]);
+  });
+
+  it('takes jitter from a layer below of the same type, and delays from any layer below', () => {
+    const queue = resolveJobDefaults('queue', { backoff: { type: 'fixed', delayMs: 200, maxDelayMs: 900, jitter: true } }, DEFAULTS.job);
+    expect(resolved({ backoff: { type: 'fixed', delayMs: 300 } }, queue)).toEqual({ type: 'fixed', delayMs: 300, maxDelayMs: 900, jitter: true });
+    expect(resolved({ backoff: { type: 'exponential' } }, queue)).toEqual({ type: 'exponential', delayMs: 200, maxDelayMs: 900, jitter: true });
+    expect(resolved({ backoff: { type: 'exponential', delayMs: 100 } })).toEqual({ ...DEFAULTS.job.backoff, delayMs: 100 });
   });
 });
 

@@ -1,0 +1,158 @@
+import {
+  Body, Controller, Get, HttpCode, Inject, NotFoundException, Param, Post, Query, Res, StreamableFile, UseFilters, UseGuards,
+  type CanActivate, type Type,
+} from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import { DashboardAccessGuard, DashboardRoute } from './dashboard-access.guard';
+import { DashboardAssets, HTML_HEADERS } from './dashboard-assets';
+import {
+  parseEmptyBody, parseEnqueueBody, parseIdsBody, parseJobId, parseJobListQuery, parseQueue, parseRetryFailedBody,
+} from './dashboard-input';
+import { DashboardInputFilter } from './dashboard-input.filter';
+import { DashboardService } from './dashboard.service';
+
+/**
+ * The dashboard's routes, mounted at `path` with the app's guards, then DashboardAccessGuard.
+ * A class per registration: Nest reads a controller's path and guards from its decorators.
+ */
+export function createDashboardController(path: string, guards: readonly Type<CanActivate>[]): Type<unknown> {
+  @Controller(path)
+  @UseGuards(...guards, DashboardAccessGuard)
+  @UseFilters(DashboardInputFilter)
+  class PgQueueDashboardController {
+    constructor(
+      @Inject(DashboardService) private readonly svc: DashboardService,
+      @Inject(DashboardAssets) private readonly assets: DashboardAssets,
+      @Inject(HttpAdapterHost) private readonly adapterHost: HttpAdapterHost,
+    ) {}
+
+    private page(res: unknown): string {
+      for (const [k, v] of Object.entries(HTML_HEADERS)) this.adapterHost.httpAdapter.setHeader(res, k, v);
+      return this.assets.html;
+    }
+
+    // Pages: one index.html for every page route; the client routes on the History API.
+    @Get()
+    overviewPage(@Res({ passthrough: true }) res: unknown): string {
+      return this.page(res);
+    }
+
+    @Get('queues/:queue')
+    queuePage(@Res({ passthrough: true }) res: unknown): string {
+      return this.page(res);
+    }
+
+    @Get('jobs/:id')
+    jobPage(@Res({ passthrough: true }) res: unknown): string {
+      return this.page(res);
+    }
+
+    @Get('schedules')
+    schedulesPage(@Res({ passthrough: true }) res: unknown): string {
+      return this.page(res);
+    }
+
+    @Get('nodes')
+    nodesPage(@Res({ passthrough: true }) res: unknown): string {
+      return this.page(res);
+    }
+
+    @Get('assets/:file')
+    asset(@Param('file') file: string, @Res({ passthrough: true }) res: unknown): StreamableFile {
+      const a = this.assets.get(file);
+      if (!a) throw new NotFoundException({ error: `No dashboard asset "${file}".` });
+      const http = this.adapterHost.httpAdapter;
+      http.setHeader(res, 'Content-Type', a.type);
+      http.setHeader(res, 'Cache-Control', a.cacheControl);
+      http.setHeader(res, 'X-Content-Type-Options', 'nosniff');
+      return new StreamableFile(a.body, { type: a.type, length: a.body.length });
+    }
+
+    // Reads.
+    @Get('api/overview')
+    overview() {
+      return this.svc.overview();
+    }
+
+    @Get('api/queues/:queue')
+    queue(@Param('queue') queue: string) {
+      return this.svc.queue(parseQueue(queue));
+    }
+
+    @Get('api/queues/:queue/jobs')
+    jobs(@Param('queue') queue: string, @Query() query: Record<string, unknown>) {
+      const name = parseQueue(queue);
+      return this.svc.jobs(name, parseJobListQuery(query ?? {}));
+    }
+
+    @Get('api/jobs/:id')
+    async job(@Param('id') id: string) {
+      const found = await this.svc.job(parseJobId(id));
+      if (!found) throw new NotFoundException({ error: `No job ${id}: it never existed, or it was removed or pruned after its retention.` });
+      return found;
+    }
+
+    @Get('api/schedules')
+    schedules() {
+      return this.svc.schedules();
+    }
+
+    @Get('api/nodes')
+    nodes() {
+      return this.svc.nodes();
+    }
+
+    // Actions: JSON bodies, the custom header, not in read-only mode (DashboardAccessGuard).
+    @Post('api/jobs/retry')
+    @HttpCode(200)
+    @DashboardRoute('retry')
+    retry(@Body() body: unknown) {
+      return this.svc.retry(parseIdsBody(body));
+    }
+
+    @Post('api/jobs/cancel')
+    @HttpCode(200)
+    @DashboardRoute('cancel')
+    cancel(@Body() body: unknown) {
+      return this.svc.cancel(parseIdsBody(body));
+    }
+
+    @Post('api/jobs/remove')
+    @HttpCode(200)
+    @DashboardRoute('remove')
+    remove(@Body() body: unknown) {
+      return this.svc.remove(parseIdsBody(body));
+    }
+
+    @Post('api/queues/:queue/retry-failed')
+    @HttpCode(200)
+    @DashboardRoute('retry')
+    retryFailed(@Param('queue') queue: string, @Body() body: unknown) {
+      return this.svc.retryFailed(parseQueue(queue), parseRetryFailedBody(body));
+    }
+
+    @Post('api/queues/:queue/pause')
+    @HttpCode(200)
+    @DashboardRoute('pause')
+    pause(@Param('queue') queue: string, @Body() body: unknown) {
+      parseEmptyBody(body);
+      return this.svc.setPaused(parseQueue(queue), true);
+    }
+
+    @Post('api/queues/:queue/resume')
+    @HttpCode(200)
+    @DashboardRoute('resume')
+    resume(@Param('queue') queue: string, @Body() body: unknown) {
+      parseEmptyBody(body);
+      return this.svc.setPaused(parseQueue(queue), false);
+    }
+
+    @Post('api/queues/:queue/jobs')
+    @HttpCode(200)
+    @DashboardRoute('enqueue')
+    enqueue(@Param('queue') queue: string, @Body() body: unknown) {
+      return this.svc.enqueue(parseQueue(queue), parseEnqueueBody(body));
+    }
+  }
+  return PgQueueDashboardController;
+}

@@ -1,0 +1,125 @@
+import type { CanActivate, InjectionToken, ModuleMetadata, OptionalFactoryDependency, Type } from '@nestjs/common';
+import { PgQueueConfigError } from '../core/errors';
+
+/** What a dashboard request wants to do; `authorize` gets it with every request. */
+export type DashboardAction = 'read' | 'retry' | 'cancel' | 'remove' | 'pause' | 'resume' | 'enqueue';
+
+/** The part of a request `authorize` sees: Express and Fastify requests both satisfy it. */
+export interface DashboardRequest {
+  readonly method?: string;
+  readonly url?: string;
+  readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+}
+
+/** Options of {@link PgQueueDashboardModule}. */
+export interface PgQueueDashboardOptions {
+  /** Mount point: starts with '/', then letters, digits, '_', '-' and '/'. @default '/queues' */
+  readonly path?: string;
+  /**
+   * Decides each request (page, asset, API read or action): true lets it through, false answers
+   * 403. Runs after `guards`.
+   * @example authorize: (req, action) => action === 'read' || req.headers['x-role'] === 'admin'
+   */
+  readonly authorize?: (req: DashboardRequest, action: DashboardAction) => boolean | Promise<boolean>;
+  /** Nest guards run on every dashboard route (page, assets and API), in this order. */
+  readonly guards?: readonly Type<CanActivate>[];
+  /** Hides the actions; every POST answers 403. @default false */
+  readonly readOnly?: boolean;
+  /**
+   * Serve without guards or authorize: anyone who reaches the app sees every payload and may act
+   * on every job. For local development only. @default false
+   */
+  readonly public?: boolean;
+  /** How often the pages poll the API. @default 2000 */
+  readonly refreshIntervalMs?: number;
+  /** The pages' title. @default 'nestjs-pg-queue' */
+  readonly title?: string;
+}
+
+/** The options `registerAsync`'s factory returns: all but the mount point and guards, which routes need up front. */
+export type PgQueueDashboardFactoryOptions = Omit<PgQueueDashboardOptions, 'path' | 'guards'>;
+
+/** Options of `PgQueueDashboardModule.registerAsync`. */
+export interface PgQueueDashboardAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
+  /** Routes are declared with the module, before any factory runs: the path is given here. @default '/queues' */
+  readonly path?: string;
+  /** Guards are attached to the routes when they are declared, so they are given here too. */
+  readonly guards?: readonly Type<CanActivate>[];
+  /** Providers whose instances `useFactory` receives, in order. */
+  readonly inject?: (InjectionToken | OptionalFactoryDependency)[];
+  /** Returns the other options (method syntax, so a factory typed with its own parameters fits). */
+  useFactory(...args: unknown[]): PgQueueDashboardFactoryOptions | Promise<PgQueueDashboardFactoryOptions>;
+}
+
+/** The options after validation and defaults. */
+export interface ResolvedDashboardOptions {
+  readonly path: string;
+  readonly authorize: PgQueueDashboardOptions['authorize'] | null;
+  readonly guards: readonly Type<CanActivate>[];
+  readonly readOnly: boolean;
+  readonly public: boolean;
+  readonly refreshIntervalMs: number;
+  readonly title: string;
+}
+
+/** Every default in one place. */
+export const DASHBOARD_DEFAULTS = { path: '/queues', readOnly: false, public: false, refreshIntervalMs: 2000, title: 'nestjs-pg-queue' } as const;
+
+const KEYS = ['path', 'authorize', 'guards', 'readOnly', 'public', 'refreshIntervalMs', 'title'];
+
+/** Throws unless `path` is a mount point; returns it without a trailing '/'. */
+export function resolveDashboardPath(path: unknown): string {
+  if (path === undefined) return DASHBOARD_DEFAULTS.path;
+  const p = typeof path === 'string' ? path.replace(/\/+$/, '') : path;
+  if (typeof p !== 'string' || !/^(\/[A-Za-z0-9_-]+)+$/.test(p)) {
+    throw new PgQueueConfigError(
+      `PgQueueDashboardModule path ${JSON.stringify(path)} is not valid: use '/' followed by letters, digits, '_', '-' ` +
+        `and '/' (no '//', not the root alone), for example '/queues' or '/admin/queues'.`,
+    );
+  }
+  return p;
+}
+
+/** Validates the options once, at boot, with messages that say what to change. */
+export function resolveDashboardOptions(o: PgQueueDashboardOptions): ResolvedDashboardOptions {
+  if (typeof o !== 'object' || o === null) throw new PgQueueConfigError('PgQueueDashboardModule options must be an object, for example { guards: [AdminGuard] }.');
+  const unknown = Object.keys(o).filter((k) => !KEYS.includes(k));
+  if (unknown.length) throw new PgQueueConfigError(`PgQueueDashboardModule got unknown option(s) ${unknown.join(', ')}; known: ${KEYS.join(', ')}.`);
+  if (o.authorize !== undefined && typeof o.authorize !== 'function') {
+    throw new PgQueueConfigError('PgQueueDashboardModule authorize must be a function (req, action) => boolean | Promise<boolean>.');
+  }
+  if (o.guards !== undefined && (!Array.isArray(o.guards) || o.guards.some((g) => typeof g !== 'function'))) {
+    throw new PgQueueConfigError('PgQueueDashboardModule guards must be an array of guard classes, for example [AdminGuard].');
+  }
+  for (const k of ['readOnly', 'public'] as const) {
+    if (o[k] !== undefined && typeof o[k] !== 'boolean') throw new PgQueueConfigError(`PgQueueDashboardModule ${k} must be true or false.`);
+  }
+  const refresh = o.refreshIntervalMs ?? DASHBOARD_DEFAULTS.refreshIntervalMs;
+  if (!Number.isInteger(refresh) || refresh < 250 || refresh > 3_600_000) {
+    throw new PgQueueConfigError(`PgQueueDashboardModule refreshIntervalMs must be an integer from 250 to 3600000 (got ${JSON.stringify(o.refreshIntervalMs)}).`);
+  }
+  const title = o.title ?? DASHBOARD_DEFAULTS.title;
+  if (typeof title !== 'string' || title.length === 0 || title.length > 200) {
+    throw new PgQueueConfigError('PgQueueDashboardModule title must be a non-empty string of at most 200 characters.');
+  }
+  const guards = o.guards ?? [];
+  if (!o.authorize && guards.length === 0 && o.public !== true) {
+    throw new PgQueueConfigError(
+      'PgQueueDashboardModule shows job payloads and can retry, cancel and remove jobs, so it serves nothing until ' +
+        'you decide who may use it. Pass guards: [YourAuthGuard] (Nest guards, run on every dashboard route), or ' +
+        'authorize: (req, action) => boolean, or public: true to serve it to anyone who reaches the app (local development only).',
+    );
+  }
+  return {
+    path: resolveDashboardPath(o.path),
+    authorize: o.authorize ?? null,
+    guards,
+    readOnly: o.readOnly ?? DASHBOARD_DEFAULTS.readOnly,
+    public: o.public ?? DASHBOARD_DEFAULTS.public,
+    refreshIntervalMs: refresh,
+    title,
+  };
+}
+
+/** DI token of the resolved options. */
+export const PG_QUEUE_DASHBOARD_OPTIONS = Symbol('PG_QUEUE_DASHBOARD_OPTIONS');

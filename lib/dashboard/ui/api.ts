@@ -1,0 +1,173 @@
+// The dashboard's JSON API as the pages see it (the server side is lib/dashboard/, the contract
+// DASHBOARD.md). Every read is a GET; every action a POST with a JSON body and the custom header
+// the server demands, so a cross-site form cannot forge one.
+
+import { settings } from './settings';
+
+export type JobState = 'waiting' | 'delayed' | 'active' | 'completed' | 'failed' | 'cancelled';
+export const JOB_STATES: readonly JobState[] = ['waiting', 'delayed', 'active', 'completed', 'failed', 'cancelled'];
+
+export interface QueueRow {
+  name: string;
+  waiting: number;
+  delayed: number;
+  active: number;
+  stalled: number;
+  failed: number;
+  cancelled: number;
+  paused: boolean;
+  oldestWaitingAgeMs: number | null;
+  registered: boolean;
+}
+
+export interface Overview {
+  queues: QueueRow[];
+  throughput: { minutes: string[]; completed: number[]; failed: number[] };
+  readOnly: boolean;
+  now: string;
+}
+
+export interface QueueDetail {
+  name: string;
+  counts: Partial<Record<JobState | 'stalled', number>> & { oldestWaitingAgeMs?: number | null };
+  paused: boolean;
+  options: {
+    concurrency?: number;
+    globalConcurrency?: number | null;
+    limiter?: unknown;
+    deadLetterQueue?: string | null;
+    defaultJobOptions?: unknown;
+  } | null;
+  retention: unknown;
+  names: string[];
+}
+
+export interface AttemptError {
+  attempt: number;
+  name: string;
+  message: string;
+  stack?: string;
+  at: string;
+  worker?: string | null;
+}
+
+export interface JobSummary {
+  id: string;
+  queue?: string;
+  name: string;
+  state: JobState;
+  attempt?: number;
+  maxAttempts?: number;
+  priority?: number;
+  runAt?: string | null;
+  createdAt?: string | null;
+  startedAt?: string | null;
+  finishedAt?: string | null;
+  uniqueKey?: string | null;
+  lockedBy?: string | null;
+  /** The payload's JSON, cut to a couple of hundred characters. */
+  payloadPreview?: string;
+  lastError?: { name: string; message: string; at?: string } | null;
+}
+
+export interface JobDetail extends Omit<JobSummary, 'payloadPreview' | 'lastError'> {
+  payload: unknown;
+  result?: unknown;
+  errors: AttemptError[];
+  timeoutMs?: number | null;
+  history?: boolean;
+}
+
+export interface TimelineEntry {
+  at: string;
+  /** created, due, started, error (a failed attempt), completed, failed, cancelled. */
+  event: string;
+  attempt?: number | null;
+  node?: string | null;
+  /** For an error: "Name: message". */
+  error?: string;
+}
+
+export interface JobPage {
+  jobs: JobSummary[];
+  next: string | null;
+}
+
+export interface Schedule {
+  queue: string;
+  name: string;
+  /** null for a schedule this app does not declare (another app's, or an old one's ticks). */
+  cron: string | null;
+  tz: string | null;
+  registered?: boolean;
+  lastTick: string | null;
+  next: string[];
+}
+
+export interface NodeRow {
+  id: string;
+  host: string;
+  pid: number;
+  startedAt: string;
+  lastSeenAt: string;
+  queues: { name: string; concurrency: number }[];
+  running: number;
+}
+
+/** An answer other than 2xx, with the server's own message when it sent one. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const url = (p: string): string => settings.base + '/api' + p;
+
+async function parse<T>(res: Response): Promise<T> {
+  const text = await res.text();
+  let body: unknown = null;
+  try {
+    body = text ? JSON.parse(text) : null;
+  } catch {
+    // not JSON: a proxy's error page, say
+  }
+  if (!res.ok) {
+    const msg = body && typeof body === 'object' && 'error' in body ? String((body as { error: unknown }).error) : '';
+    const fallback = res.status === 403 ? 'not allowed (403)' : `${res.status} ${res.statusText}`.trim();
+    throw new ApiError(res.status, msg || fallback);
+  }
+  return body as T;
+}
+
+/** GET {base}/api{path}. */
+export async function get<T>(path: string, signal?: AbortSignal): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(url(path), { headers: { accept: 'application/json' }, credentials: 'same-origin', signal });
+  } catch (err) {
+    if ((err as Error).name === 'AbortError') throw err;
+    throw new ApiError(0, 'the server did not answer (network error)');
+  }
+  return parse<T>(res);
+}
+
+/** POST {base}/api{path} with a JSON body and the dashboard's header. */
+export async function post<T>(path: string, body: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(url(path), {
+      method: 'POST',
+      credentials: 'same-origin',
+      headers: { 'content-type': 'application/json', accept: 'application/json', 'X-PgQueue-Dashboard': '1' },
+      body: JSON.stringify(body ?? {}),
+    });
+  } catch {
+    throw new ApiError(0, 'the server did not answer (network error)');
+  }
+  return parse<T>(res);
+}
+
+export const enc = encodeURIComponent;

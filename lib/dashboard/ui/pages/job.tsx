@@ -1,0 +1,219 @@
+import { useState } from 'preact/hooks';
+import { enc, post, type JobDetail, type TimelineEntry } from '../api';
+import { ActionButton, Empty, ErrorBox, Json, Link, Loading, Notice, Section, StateBadge, Time, type ActionResult } from '../components';
+import { absolute, duration } from '../format';
+import { usePoll } from '../poll';
+import { navigate } from '../router';
+import { settings } from '../settings';
+
+interface JobAnswer {
+  job: JobDetail;
+  timeline: TimelineEntry[];
+}
+
+const LIVE = new Set(['waiting', 'delayed', 'active']);
+
+const EVENT_LABEL: Record<string, string> = {
+  created: 'Created',
+  due: 'Due',
+  started: 'Started',
+  error: 'Attempt failed',
+  completed: 'Completed',
+  failed: 'Failed',
+  cancelled: 'Cancelled',
+};
+
+export function JobPage(props: { id: string }) {
+  const { data, error, reload } = usePoll<JobAnswer>(`/jobs/${enc(props.id)}`);
+  const [notice, setNotice] = useState<ActionResult | null>(null);
+  const done = (r: ActionResult): void => {
+    setNotice(r);
+    void reload();
+  };
+
+  if (!data) {
+    return (
+      <>
+        <h1 class="page-title">
+          <span class="muted">Job</span> {props.id}
+        </h1>
+        {error ? (
+          error.status === 404 ? (
+            <Empty>No job {props.id}: it never existed, was removed, or its history was pruned by retention.</Empty>
+          ) : (
+            <ErrorBox error={error} />
+          )
+        ) : (
+          <Loading />
+        )}
+      </>
+    );
+  }
+  const j = data.job;
+  const ids = [j.id];
+  const nodeOf = (attempt: number): string | null | undefined =>
+    j.errors.find((e) => e.attempt === attempt)?.worker ??
+    data.timeline.find((t) => t.attempt === attempt && t.node)?.node ??
+    (attempt === j.attempt ? j.lockedBy : null);
+
+  return (
+    <>
+      <div class="page-head">
+        <h1 class="page-title">
+          <span class="muted">Job</span> <span class="mono">{j.id}</span> <span class="mono">{j.name}</span>{' '}
+          <StateBadge state={j.state} />
+        </h1>
+        {!settings.readOnly && (
+          <div class="page-actions">
+            {(j.state === 'failed' || j.state === 'cancelled' || j.state === 'completed') && (
+              <ActionButton
+                label="Retry"
+                kind="primary"
+                testId="retry-job"
+                run={async () => {
+                  const r = await post<{ retried: string[] }>('/jobs/retry', { ids });
+                  return r.retried.length ? `Job ${j.id} is waiting again` : `Job ${j.id} was not retried (it is no longer finished)`;
+                }}
+                onDone={done}
+              />
+            )}
+            {LIVE.has(j.state) && (
+              <ActionButton
+                label="Cancel"
+                testId="cancel-job"
+                run={async () => {
+                  const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', { ids });
+                  if (r.cancelled.length) return `Job ${j.id} cancelled`;
+                  if (r.cancelling.length) return `Job ${j.id} is running: its signal was aborted, it ends cancelled once the handler stops`;
+                  return `Job ${j.id} was not cancelled (it had already finished)`;
+                }}
+                onDone={done}
+              />
+            )}
+            {j.state !== 'active' && (
+              <ActionButton
+                label="Remove"
+                kind="danger"
+                confirm="Remove for good?"
+                testId="remove-job"
+                run={async () => {
+                  const r = await post<{ removed: string[] }>('/jobs/remove', { ids });
+                  if (!r.removed.length) return `Job ${j.id} was not removed (it is running: cancel it first)`;
+                  navigate(`/queues/${enc(j.queue ?? '')}`);
+                  return `Job ${j.id} removed`;
+                }}
+                onDone={done}
+              />
+            )}
+          </div>
+        )}
+      </div>
+      <Notice result={notice} onClose={() => setNotice(null)} />
+      <ErrorBox error={error} title="Refresh failed; showing the last answer" />
+
+      <div class="two-col">
+        <Section title="Job">
+          <dl class="kv">
+            <dt>Queue</dt>
+            <dd>{j.queue ? <Link to={`/queues/${enc(j.queue)}`}>{j.queue}</Link> : '–'}</dd>
+            <dt>Attempt</dt>
+            <dd>
+              {j.attempt} of {j.maxAttempts}
+            </dd>
+            <dt>Priority</dt>
+            <dd>{j.priority ?? 0}</dd>
+            {j.uniqueKey && (
+              <>
+                <dt>Unique key</dt>
+                <dd class="mono">{j.uniqueKey}</dd>
+              </>
+            )}
+            {j.timeoutMs != null && (
+              <>
+                <dt>Timeout</dt>
+                <dd>{duration(j.timeoutMs)}</dd>
+              </>
+            )}
+            {j.lockedBy && (
+              <>
+                <dt>{LIVE.has(j.state) ? 'Running on' : 'Last ran on'}</dt>
+                <dd class="mono">{j.lockedBy}</dd>
+              </>
+            )}
+            <dt>Created</dt>
+            <dd>
+              <Time iso={j.createdAt} abs />
+            </dd>
+            <dt>Due</dt>
+            <dd>
+              <Time iso={j.runAt} abs />
+            </dd>
+            {j.finishedAt && (
+              <>
+                <dt>Finished</dt>
+                <dd>
+                  <Time iso={j.finishedAt} abs />
+                </dd>
+              </>
+            )}
+          </dl>
+        </Section>
+        <Section title="Timeline">
+          {data.timeline.length === 0 ? (
+            <Empty>No events recorded.</Empty>
+          ) : (
+            <ol class="timeline" data-testid="timeline">
+              {data.timeline.map((t, i) => (
+                <li key={i} class={`ev ev-${t.event.replace(/[^a-z]/gi, '-').toLowerCase()}`}>
+                  <span class="ev-dot" />
+                  <span class="ev-main">
+                    <span class="ev-name">{EVENT_LABEL[t.event] ?? t.event}</span>
+                    {t.attempt ? <span class="muted"> · attempt {t.attempt}</span> : null}
+                    {t.node && <span class="ev-node mono">on {t.node}</span>}
+                    {t.error && <span class="ev-errtext">{t.error}</span>}
+                  </span>
+                  <span class="ev-time">
+                    <Time iso={t.at} />
+                    <span class="abs">{absolute(t.at)}</span>
+                  </span>
+                </li>
+              ))}
+            </ol>
+          )}
+        </Section>
+      </div>
+
+      <div class="two-col">
+        <Section title="Payload">
+          <Json value={j.payload} />
+        </Section>
+        <Section title="Result">
+          {j.state === 'completed' ? <Json value={j.result ?? null} /> : <Empty>No result: the job has not completed.</Empty>}
+        </Section>
+      </div>
+
+      <Section title={`Errors (${j.errors.length})`}>
+        {j.errors.length === 0 ? (
+          <Empty>No attempt has failed.</Empty>
+        ) : (
+          <ol class="errors" data-testid="errors">
+            {[...j.errors].reverse().map((e) => (
+              <li key={`${e.attempt}-${e.at}`} class="attempt-error">
+                <div class="err-head">
+                  <span class="badge state-failed">attempt {e.attempt}</span>
+                  <strong class="mono">{e.name}</strong>
+                  <span class="err-msg">{e.message}</span>
+                  <span class="muted err-meta">
+                    <Time iso={e.at} />
+                    {nodeOf(e.attempt) && <span class="mono"> · on {nodeOf(e.attempt)}</span>}
+                  </span>
+                </div>
+                {e.stack && <pre class="stack">{e.stack}</pre>}
+              </li>
+            ))}
+          </ol>
+        )}
+      </Section>
+    </>
+  );
+}

@@ -1,0 +1,443 @@
+import { useEffect, useState } from 'preact/hooks';
+import { JOB_STATES, enc, post, type JobPage, type JobState, type JobSummary, type QueueDetail } from '../api';
+import { ActionButton, Empty, ErrorBox, Json, Link, Loading, Notice, Section, StateBadge, Time, type ActionResult } from '../components';
+import { compact, duration, num } from '../format';
+import { usePoll } from '../poll';
+import { navigate, qs } from '../router';
+import { settings } from '../settings';
+import { EnqueueForm } from './enqueue';
+
+interface Filters {
+  state: JobState;
+  name: string;
+  uniqueKey: string;
+  payload: string;
+  before: string;
+}
+
+function filtersOf(q: URLSearchParams): Filters {
+  const s = q.get('state') as JobState | null;
+  return {
+    state: s && JOB_STATES.includes(s) ? s : 'waiting',
+    name: q.get('name') ?? '',
+    uniqueKey: q.get('uniqueKey') ?? '',
+    payload: q.get('payload') ?? '',
+    before: q.get('before') ?? '',
+  };
+}
+
+const pageUrl = (queue: string, f: Partial<Filters>): string =>
+  `/queues/${enc(queue)}${qs({ state: f.state, name: f.name, uniqueKey: f.uniqueKey, payload: f.payload, before: f.before })}`;
+
+/** The time worth showing for a job in its state. */
+function when(j: JobSummary) {
+  if (j.state === 'completed' || j.state === 'failed' || j.state === 'cancelled') return <Time iso={j.finishedAt} />;
+  if (j.state === 'active') return <Time iso={j.startedAt} />;
+  return <Time iso={j.runAt} />;
+}
+const WHEN_LABEL: Record<JobState, string> = {
+  waiting: 'Due',
+  delayed: 'Due',
+  active: 'Started',
+  completed: 'Finished',
+  failed: 'Finished',
+  cancelled: 'Finished',
+};
+
+export function QueuePage(props: { queue: string; query: URLSearchParams }) {
+  const f = filtersOf(props.query);
+  const qname = props.queue;
+  const detail = usePoll<QueueDetail>(`/queues/${enc(qname)}`);
+  const jobsPath =
+    `/queues/${enc(qname)}/jobs` +
+    qs({ state: f.state, name: f.name, uniqueKey: f.uniqueKey, payload: f.payload, before: f.before, limit: '50' });
+  const jobs = usePoll<JobPage>(jobsPath);
+  const [selected, setSelected] = useState<Set<string>>(new Set());
+  const [notice, setNotice] = useState<ActionResult | null>(null);
+
+  // A new page of jobs (state, filter, cursor) starts with nothing selected.
+  useEffect(() => setSelected(new Set()), [jobsPath]);
+
+  const done = (r: ActionResult): void => {
+    setNotice(r);
+    void detail.reload();
+    void jobs.reload();
+  };
+
+  if (!detail.data) {
+    return detail.error ? (
+      <>
+        <h1 class="page-title">Queue {qname}</h1>
+        <ErrorBox error={detail.error} />
+      </>
+    ) : (
+      <Loading />
+    );
+  }
+  const d = detail.data;
+  const counts = d.counts;
+  const rows = jobs.data?.jobs ?? [];
+  const ids = [...selected];
+  const actions = !settings.readOnly;
+
+  return (
+    <>
+      <div class="page-head">
+        <h1 class="page-title">
+          <span class="muted">Queue</span> {d.name}{' '}
+          {d.paused ? <span class="badge paused">paused</span> : <span class="badge running">running</span>}
+        </h1>
+        {actions && (
+          <div class="page-actions">
+            {d.paused ? (
+              <ActionButton
+                label="Resume"
+                kind="primary"
+                testId="resume"
+                run={async () => {
+                  await post(`/queues/${enc(qname)}/resume`, {});
+                  return `Queue ${qname} resumed`;
+                }}
+                onDone={done}
+              />
+            ) : (
+              <ActionButton
+                label="Pause"
+                testId="pause"
+                run={async () => {
+                  await post(`/queues/${enc(qname)}/pause`, {});
+                  return `Queue ${qname} paused: no worker claims its jobs until it is resumed`;
+                }}
+                onDone={done}
+              />
+            )}
+            <ActionButton
+              label={f.name ? `Retry all failed “${f.name}”` : 'Retry all failed'}
+              confirm={f.name ? `Retry every failed “${f.name}”?` : `Retry all ${num(counts.failed ?? 0)} failed?`}
+              disabled={!counts.failed}
+              testId="retry-all-failed"
+              run={async () => {
+                const r = await post<{ retried: number }>(`/queues/${enc(qname)}/retry-failed`, f.name ? { name: f.name } : {});
+                return `${num(r.retried)} failed job(s) back to waiting`;
+              }}
+              onDone={done}
+            />
+          </div>
+        )}
+      </div>
+      <Notice result={notice} onClose={() => setNotice(null)} />
+      <ErrorBox error={detail.error} title="Refresh failed; showing the last answer" />
+
+      <nav class="tabs" aria-label="Job states">
+        {JOB_STATES.map((s) => (
+          <Link key={s} to={pageUrl(qname, { ...f, state: s, before: '' })} class={`tab${s === f.state ? ' current' : ''}`}>
+            <span class={`dot state-${s}`} />
+            {s}
+            <span class="tab-count">{counts[s] == null ? '' : num(counts[s])}</span>
+          </Link>
+        ))}
+        {(counts.stalled ?? 0) > 0 && <span class="tag warn">{num(counts.stalled)} stalled</span>}
+        {counts.oldestWaitingAgeMs != null && (
+          <span class="muted tab-aside">oldest waiting {duration(counts.oldestWaitingAgeMs)}</span>
+        )}
+      </nav>
+
+      <Filters queue={qname} f={f} names={d.names} />
+
+      <Section
+        title={
+          <>
+            <span class="cap">{f.state}</span> jobs{f.name && <span class="muted"> named {f.name}</span>}
+            {f.before && <span class="muted"> · older page</span>}
+          </>
+        }
+        actions={
+          actions &&
+          rows.length > 0 && (
+            <div class="selection" data-testid="selection-actions">
+              <span class="muted">{ids.length ? `${ids.length} selected` : 'select jobs to act on them'}</span>
+              <ActionButton
+                label="Retry"
+                disabled={!ids.length}
+                testId="retry-selected"
+                run={async () => {
+                  const r = await post<{ retried: string[] }>('/jobs/retry', { ids });
+                  return `Retried ${r.retried.length} of ${ids.length}`;
+                }}
+                onDone={done}
+              />
+              <ActionButton
+                label="Cancel"
+                disabled={!ids.length}
+                testId="cancel-selected"
+                run={async () => {
+                  const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', { ids });
+                  return `Cancelled ${r.cancelled.length}, cancelling ${r.cancelling.length} running, of ${ids.length}`;
+                }}
+                onDone={done}
+              />
+              <ActionButton
+                label="Remove"
+                kind="danger"
+                disabled={!ids.length}
+                confirm={`Remove ${ids.length}?`}
+                testId="remove-selected"
+                run={async () => {
+                  const r = await post<{ removed: string[] }>('/jobs/remove', { ids });
+                  return `Removed ${r.removed.length} of ${ids.length}`;
+                }}
+                onDone={done}
+              />
+            </div>
+          )
+        }
+      >
+        <ErrorBox error={jobs.error} />
+        {!jobs.data && !jobs.error ? (
+          <Loading />
+        ) : rows.length === 0 ? (
+          jobs.data && (
+            <Empty>
+              No <span class="cap">{f.state}</span> jobs{f.name || f.uniqueKey || f.payload ? ' match these filters' : ' in this queue'}
+              {f.before ? ' on this page.' : '.'}
+            </Empty>
+          )
+        ) : (
+          <table class={`grid jobs${jobs.stale ? ' stale' : ''}`} data-testid="jobs-table">
+            <thead>
+              <tr>
+                {actions && (
+                  <th class="check">
+                    <input
+                      type="checkbox"
+                      aria-label="select all on this page"
+                      checked={rows.length > 0 && rows.every((j) => selected.has(j.id))}
+                      onChange={(e) =>
+                        setSelected((e.currentTarget as HTMLInputElement).checked ? new Set(rows.map((j) => j.id)) : new Set())
+                      }
+                    />
+                  </th>
+                )}
+                <th class="num">Id</th>
+                <th>Name</th>
+                <th>State</th>
+                <th class="num">Attempt</th>
+                <th>Created</th>
+                <th>{WHEN_LABEL[f.state]}</th>
+                <th>Payload</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((j) => (
+                <tr key={j.id} data-job-id={j.id} class={selected.has(j.id) ? 'selected' : ''}>
+                  {actions && (
+                    <td class="check">
+                      <input
+                        type="checkbox"
+                        aria-label={`select job ${j.id}`}
+                        checked={selected.has(j.id)}
+                        onChange={(e) => {
+                          const on = (e.currentTarget as HTMLInputElement).checked;
+                          setSelected((s) => {
+                            const n = new Set(s);
+                            if (on) n.add(j.id);
+                            else n.delete(j.id);
+                            return n;
+                          });
+                        }}
+                      />
+                    </td>
+                  )}
+                  <td class="num mono">
+                    <Link to={`/jobs/${enc(j.id)}`}>{j.id}</Link>
+                  </td>
+                  <td class="mono">{j.name}</td>
+                  <td>
+                    <StateBadge state={j.state} />
+                  </td>
+                  <td class="num">{j.attempt != null ? `${j.attempt}/${j.maxAttempts ?? '?'}` : ''}</td>
+                  <td>
+                    <Time iso={j.createdAt} />
+                  </td>
+                  <td>{when(j)}</td>
+                  <td class="mono payload-cell" title={j.payloadPreview ?? ''}>
+                    {j.payloadPreview ?? ''}
+                    {j.lastError?.message &&
+                      (j.state === 'failed' ? (
+                        <div class="err-line">{j.lastError.message}</div>
+                      ) : (
+                        <div class="err-line earlier">earlier attempt: {j.lastError.message}</div>
+                      ))}
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        )}
+        <div class="pager">
+          {f.before && (
+            <Link to={pageUrl(qname, { ...f, before: '' })} class="btn btn-plain">
+              ⟵ Newest
+            </Link>
+          )}
+          {jobs.data?.next && (
+            <Link to={pageUrl(qname, { ...f, before: jobs.data.next })} class="btn btn-plain" title="keyset: the jobs after the last one shown">
+              Next page ⟶
+            </Link>
+          )}
+        </div>
+      </Section>
+
+      <div class="two-col">
+        <Section title="Limits, retention, dead letters">
+          <Settings d={d} />
+        </Section>
+        {actions && (
+          <Section title="Enqueue a job">
+            <EnqueueForm queue={qname} names={d.names} onDone={done} />
+          </Section>
+        )}
+      </div>
+    </>
+  );
+}
+
+function Settings(props: { d: QueueDetail }) {
+  const o = props.d.options;
+  return (
+    <dl class="kv">
+      {o === null && (
+        <>
+          <dt>Options</dt>
+          <dd class="muted">this app does not register the queue, so its worker options are not known here</dd>
+        </>
+      )}
+      {o && (
+        <>
+          <dt>Concurrency</dt>
+          <dd>{o.concurrency ?? '–'} per node</dd>
+          <dt>Global concurrency</dt>
+          <dd>{o.globalConcurrency ?? <span class="muted">none</span>}</dd>
+          <dt>Rate limit</dt>
+          <dd>{o.limiter ? <span class="mono">{compact(o.limiter, 200)}</span> : <span class="muted">none</span>}</dd>
+          <dt>Dead-letter queue</dt>
+          <dd>
+            {o.deadLetterQueue ? <Link to={`/queues/${enc(o.deadLetterQueue)}`}>{o.deadLetterQueue}</Link> : <span class="muted">none</span>}
+          </dd>
+          <dt>Job defaults</dt>
+          <dd>{o.defaultJobOptions ? <Json value={o.defaultJobOptions} class="small" /> : <span class="muted">module defaults</span>}</dd>
+        </>
+      )}
+      <dt>Retention</dt>
+      <dd>
+        <Retention value={props.d.retention} />
+      </dd>
+    </dl>
+  );
+}
+
+/** `{ completedMs: 86400000, failedMs: null }` as "completed 1 d 0 h · failed kept until removed". */
+function Retention(props: { value: unknown }) {
+  const v = props.value;
+  if (v == null) return <span class="muted">–</span>;
+  if (typeof v !== 'object' || Array.isArray(v)) return <Json value={v} class="small" />;
+  const entries = Object.entries(v as Record<string, unknown>);
+  if (!entries.every(([k, x]) => k.endsWith('Ms') && (x === null || typeof x === 'number'))) return <Json value={v} class="small" />;
+  return (
+    <ul class="plain-list">
+      {entries.map(([k, x]) => (
+        <li key={k}>
+          <span class="kv-key">{k.slice(0, -2)}</span> {x === null ? <span class="muted">kept until removed</span> : `kept ${duration(x as number)}`}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+function Filters(props: { queue: string; f: Filters; names: string[] }) {
+  const [name, setName] = useState(props.f.name);
+  const [uniqueKey, setUniqueKey] = useState(props.f.uniqueKey);
+  const [payload, setPayload] = useState(props.f.payload);
+  const [id, setId] = useState('');
+  const [problem, setProblem] = useState<string | null>(null);
+  useEffect(() => {
+    setName(props.f.name);
+    setUniqueKey(props.f.uniqueKey);
+    setPayload(props.f.payload);
+  }, [props.f.name, props.f.uniqueKey, props.f.payload]);
+
+  const apply = (e: Event): void => {
+    e.preventDefault();
+    if (payload.trim()) {
+      try {
+        const v: unknown = JSON.parse(payload);
+        if (v === null || typeof v !== 'object') throw new Error('not an object');
+      } catch {
+        setProblem('Payload match must be a JSON object or array, e.g. {"orderId": 42}');
+        return;
+      }
+    }
+    setProblem(null);
+    navigate(pageUrl(props.queue, { state: props.f.state, name: name.trim(), uniqueKey: uniqueKey.trim(), payload: payload.trim() }));
+  };
+  const find = (e: Event): void => {
+    e.preventDefault();
+    const v = id.trim();
+    if (!/^[1-9][0-9]{0,18}$/.test(v)) {
+      setProblem('A job id is a positive whole number');
+      return;
+    }
+    setProblem(null);
+    navigate(`/jobs/${v}`);
+  };
+  const active = props.f.name || props.f.uniqueKey || props.f.payload;
+  return (
+    <div class="filters">
+      <form class="filter-form" onSubmit={apply}>
+        <label>
+          Name
+          <select value={name} onChange={(e) => setName((e.currentTarget as HTMLSelectElement).value)} data-testid="filter-name">
+            <option value="">any</option>
+            {[...new Set([...props.names, ...(props.f.name ? [props.f.name] : [])])].map((n) => (
+              <option key={n} value={n}>
+                {n}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Unique key
+          <input value={uniqueKey} onInput={(e) => setUniqueKey((e.currentTarget as HTMLInputElement).value)} placeholder="exact key" />
+        </label>
+        <label class="grow">
+          Payload contains
+          <input
+            class="mono"
+            value={payload}
+            onInput={(e) => setPayload((e.currentTarget as HTMLInputElement).value)}
+            placeholder='{"orderId": 42}'
+            data-testid="filter-payload"
+          />
+        </label>
+        <button type="submit" class="btn btn-plain">
+          Filter
+        </button>
+        {active && (
+          <Link to={pageUrl(props.queue, { state: props.f.state })} class="btn btn-link">
+            Clear
+          </Link>
+        )}
+      </form>
+      <form class="filter-form find" onSubmit={find}>
+        <label>
+          Job id
+          <input value={id} onInput={(e) => setId((e.currentTarget as HTMLInputElement).value)} placeholder="12345" inputMode="numeric" size={10} />
+        </label>
+        <button type="submit" class="btn btn-plain">
+          Open
+        </button>
+      </form>
+      {problem && <div class="field-error">{problem}</div>}
+    </div>
+  );
+}

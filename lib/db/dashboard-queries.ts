@@ -1,0 +1,244 @@
+import { escapeIdentifier } from 'pg';
+import { HISTORY_COLS, LIVE_COLS } from './queries';
+
+/** The states the dashboard lists; `waiting` means due now, `delayed` waiting for a later runAt. */
+export type ListState = 'waiting' | 'delayed' | 'active' | 'completed' | 'failed' | 'cancelled';
+
+/** Filters of a job list; every value travels as a bind parameter. */
+export interface ListFilters {
+  readonly name?: string;
+  /** Live states only: history does not keep unique keys. */
+  readonly uniqueKey?: string;
+  /** JSON text; matched with `payload @> $n::jsonb`. */
+  readonly payloadJson?: string;
+}
+
+/**
+ * Where a page starts (exclusive): the last job of the previous page, in the list's own order.
+ * Waiting and delayed jobs are listed in claim order (priority, run_at, id), so their key holds
+ * all three (run_at as UTC text with microseconds: a JS Date would drop them); the others are
+ * listed newest first by id.
+ */
+export type ListKey = { readonly id: string } | { readonly priority: number; readonly runAt: string; readonly id: string };
+
+/** The most index entries one filtered page examines: a rare name or payload never walks a million rows. */
+export const FILTER_SCAN_LIMIT = 5000;
+
+/** `run_at` as the text a claim-order cursor carries: UTC, microseconds, parsed back exactly. */
+const RUN_AT_KEY = `to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')`;
+
+/**
+ * One page of a queue's jobs in one state, by keyset (never OFFSET). Built from a fixed
+ * vocabulary: the state picks the table, index and order; filters add bind parameters.
+ *
+ * Shape: `scan` walks the state's index in its order from the cursor and stops after
+ * `scanLimit` entries (the page size + 1 without filters; FILTER_SCAN_LIMIT with a name or
+ * payload filter, which need the row), reading only index columns; `page` reads those rows by
+ * primary key, applies the filters and keeps the first `limit + 1`. The single-row `e` says how
+ * far the scan went, so a filtered page that found fewer jobs than asked still tells where the
+ * next one continues. Indexes per state:
+ * - waiting / delayed: jobs_claim_idx (queue, priority, run_at, id) WHERE state = 'waiting',
+ *   the claim's own order; the run_at bound is an index condition.
+ * - active: jobs_active_idx (queue, locked_until) WHERE state = 'active': as many entries as
+ *   jobs running now, sorted by id.
+ * - completed / failed / cancelled: job_history_queue_state_idx (queue, state, id), newest first.
+ * - uniqueKey (live states): jobs_unique_key_idx (queue, unique_key): at most one row.
+ * Parameters: $1 queue, then in order: cursor values, unique key, scan limit, filters, limit.
+ */
+export function buildJobList(
+  schema: string,
+  state: ListState,
+  opts: { readonly queue: string; readonly cursor: ListKey | null; readonly filters: ListFilters; readonly limit: number },
+): { text: string; values: unknown[] } {
+  const s = escapeIdentifier(schema);
+  const values: unknown[] = [];
+  const p = (v: unknown): string => {
+    values.push(v);
+    return `$${values.length}`;
+  };
+  const queue = p(opts.queue);
+  const live = state === 'waiting' || state === 'delayed' || state === 'active';
+  const claimOrder = state === 'waiting' || state === 'delayed';
+  const table = live ? `${s}.jobs` : `${s}.job_history`;
+  const where: string[] = [`queue = ${queue}`];
+  if (state === 'waiting') where.push(`state = 'waiting'`, 'run_at <= now()');
+  else if (state === 'delayed') where.push(`state = 'waiting'`, 'run_at > now()');
+  else if (state === 'active') where.push(`state = 'active'`);
+  else where.push(`state = ${p(state)}`);
+  const c = opts.cursor;
+  if (c && claimOrder && 'runAt' in c) {
+    where.push(`(priority, run_at, id) > (${p(c.priority)}::int, ${p(c.runAt)}::timestamp AT TIME ZONE 'UTC', ${p(c.id)}::bigint)`);
+  } else if (c) {
+    where.push(`id < ${p(c.id)}::bigint`);
+  }
+  if (opts.filters.uniqueKey !== undefined) where.push(`unique_key = ${p(opts.filters.uniqueKey)}`);
+  const filtered = opts.filters.name !== undefined || opts.filters.payloadJson !== undefined;
+  const scanLimit = p(filtered ? FILTER_SCAN_LIMIT : opts.limit + 1);
+  const rowFilter: string[] = [];
+  if (opts.filters.name !== undefined) rowFilter.push(`name = ${p(opts.filters.name)}`);
+  if (opts.filters.payloadJson !== undefined) rowFilter.push(`payload @> ${p(opts.filters.payloadJson)}::jsonb`);
+  const limit = p(opts.limit + 1);
+  const order = claimOrder ? 'priority, run_at, id' : 'id DESC';
+  const pageOrder = claimOrder ? 'page.priority, page.run_at, page.id' : 'page.id DESC';
+  const reverse = claimOrder ? 'priority DESC, run_at DESC, id DESC' : 'id';
+  const cols = live
+    ? `${LIVE_COLS}, unique_key, locked_by`
+    : `${HISTORY_COLS}, NULL::text AS unique_key, locked_by`;
+  const keyCols = claimOrder ? 'id, priority, run_at' : 'id';
+  const text = `
+    WITH scan AS MATERIALIZED (
+      SELECT ${keyCols} FROM ${table} WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT ${scanLimit}
+    ), page AS (
+      SELECT ${cols}, ${RUN_AT_KEY} AS run_at_key FROM ${table}
+      WHERE id IN (SELECT id FROM scan) ${rowFilter.map((f) => `AND ${f}`).join(' ')}
+      ORDER BY ${order} LIMIT ${limit}
+    ), e AS (
+      SELECT (SELECT count(*) FROM scan)::int AS scanned,
+             (SELECT json_build_object('id', id::text${claimOrder ? `, 'priority', priority, 'runAt', ${RUN_AT_KEY}` : ''})
+              FROM scan ORDER BY ${reverse} LIMIT 1) AS scan_end
+    )
+    SELECT page.*, e.scanned, e.scan_end FROM e LEFT JOIN page ON true ORDER BY ${pageOrder}`;
+  return { text, values };
+}
+
+/** The dashboard's reads and its few writes that the engine has no statement for, for one schema. */
+export function buildDashboardQueries(schema: string) {
+  const s = escapeIdentifier(schema);
+  const jobs = `${s}.jobs`;
+  const history = `${s}.job_history`;
+  return {
+    /**
+     * The overview's figures per queue, in one statement: live counts from the jobs table (the
+     * backlog only), failed and cancelled from their partial indexes on job_history, paused
+     * from the queues table. Lists every queue that has jobs, history, a queues row, or is
+     * registered in this app ($1). $1 registered names[] $2 one queue or NULL (all)
+     */
+    counts: `
+      WITH live AS (
+        SELECT queue,
+               count(*) FILTER (WHERE state = 'waiting' AND run_at <= now()) AS waiting,
+               count(*) FILTER (WHERE state = 'waiting' AND run_at > now()) AS delayed,
+               count(*) FILTER (WHERE state = 'active') AS active,
+               count(*) FILTER (WHERE state = 'active' AND locked_until < now()) AS stalled,
+               extract(epoch FROM now() - min(run_at) FILTER (WHERE state = 'waiting' AND run_at <= now()))::float8 * 1000
+                 AS oldest_waiting_age_ms
+        FROM ${jobs} WHERE $2::text IS NULL OR queue = $2 GROUP BY queue
+      ), failed AS (
+        SELECT queue, count(*) AS n FROM ${history} WHERE state = 'failed' AND ($2::text IS NULL OR queue = $2) GROUP BY queue
+      ), cancelled AS (
+        SELECT queue, count(*) AS n FROM ${history} WHERE state = 'cancelled' AND ($2::text IS NULL OR queue = $2) GROUP BY queue
+      ), names AS (
+        SELECT queue FROM live UNION SELECT queue FROM failed UNION SELECT queue FROM cancelled
+        UNION SELECT name FROM ${s}.queues WHERE $2::text IS NULL OR name = $2
+        UNION SELECT n FROM unnest($1::text[]) n WHERE $2::text IS NULL OR n = $2
+      )
+      SELECT n.queue AS name, coalesce(l.waiting, 0)::int AS waiting, coalesce(l.delayed, 0)::int AS delayed,
+             coalesce(l.active, 0)::int AS active, coalesce(l.stalled, 0)::int AS stalled,
+             coalesce(f.n, 0)::int AS failed, coalesce(c.n, 0)::int AS cancelled,
+             coalesce(q.paused, false) AS paused, l.oldest_waiting_age_ms
+      FROM names n
+      LEFT JOIN live l ON l.queue = n.queue
+      LEFT JOIN failed f ON f.queue = n.queue
+      LEFT JOIN cancelled c ON c.queue = n.queue
+      LEFT JOIN ${s}.queues q ON q.name = n.queue
+      ORDER BY n.queue`,
+
+    /**
+     * Completed and failed jobs per minute over the last 60 minutes (the current one included),
+     * every minute present, on the database clock; minutes before $1 (when given) answer 0, as
+     * the caller has them already. Reads job_history_retention_idx (state, finished_at): two
+     * ranges. The whole hour is the costly read: 220 ms for 930,000 rows finished in the hour
+     * (bench/dashboard-plans.mjs), so the dashboard counts it once and then only the last two
+     * minutes each poll (DashboardService). $1 from (timestamptz) or NULL
+     */
+    throughput: `
+      WITH m AS (
+        SELECT generate_series(date_trunc('minute', now()) - interval '59 minutes', date_trunc('minute', now()), interval '1 minute') AS minute
+      ), h AS (
+        SELECT date_trunc('minute', finished_at) AS minute,
+               count(*) FILTER (WHERE state = 'completed') AS completed, count(*) FILTER (WHERE state = 'failed') AS failed
+        FROM ${history}
+        WHERE state IN ('completed', 'failed')
+          AND finished_at >= greatest(date_trunc('minute', now()) - interval '59 minutes', coalesce($1::timestamptz, '-infinity'))
+        GROUP BY 1
+      )
+      SELECT m.minute, coalesce(h.completed, 0)::int AS completed, coalesce(h.failed, 0)::int AS failed, now() AS now
+      FROM m LEFT JOIN h ON h.minute = m.minute ORDER BY m.minute`,
+
+    /**
+     * Job names seen in a queue, from at most 5,000 live and 5,000 finished rows (each LIMIT
+     * stops the walk: jobs by a scan of the backlog, history by job_history_queue_state_idx).
+     * $1 queue
+     */
+    names: `
+      SELECT DISTINCT name FROM (
+        (SELECT name FROM ${jobs} WHERE queue = $1 LIMIT 5000)
+        UNION ALL
+        (SELECT name FROM ${history} WHERE queue = $1 LIMIT 5000)
+      ) n ORDER BY name`,
+
+    /** One job, live or finished, with what the job page shows beyond Job. $1 id */
+    job: `
+      SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history FROM ${jobs} WHERE id = $1
+      UNION ALL
+      SELECT ${HISTORY_COLS}, NULL::text, locked_by, true FROM ${history} WHERE id = $1`,
+
+    /** Where jobs are: their queue and state, live or finished (primary keys). $1 id[] */
+    locate: `
+      SELECT id::text AS id, queue, state FROM ${jobs} WHERE id = ANY($1::bigint[])
+      UNION ALL
+      SELECT id::text, queue, state FROM ${history} WHERE id = ANY($1::bigint[])`,
+
+    /**
+     * Live nodes (seen within 3 of their heartbeat intervals) and the jobs each runs now: one
+     * pass over jobs_active_idx (as many entries as jobs running), grouped by worker. No parameters.
+     */
+    nodes: `
+      WITH running AS (
+        SELECT locked_by, count(*)::int AS n FROM ${jobs} WHERE state = 'active' GROUP BY locked_by
+      )
+      SELECT n.id, n.host, n.pid, n.started_at, n.last_seen_at, n.heartbeat_ms, n.queues, coalesce(r.n, 0) AS running
+      FROM ${s}.nodes n LEFT JOIN running r ON r.locked_by = n.id
+      WHERE n.last_seen_at > now() - 3 * n.heartbeat_ms * interval '1 millisecond'
+      ORDER BY n.host, n.pid, n.id`,
+
+    /** Every schedule's last tick (one row per queue and job name that ever ticked). No parameters. */
+    schedules: `SELECT key, last_tick FROM ${s}.cron_schedules ORDER BY key`,
+
+    /**
+     * Retry by ids from any queue: failed or cancelled jobs go back to waiting under their own
+     * id, fresh attempts, errors kept (as queue.retry does), with one wake-up per queue.
+     * $1 id[] $2 channel
+     */
+    retryIds: `
+      WITH h AS (
+        DELETE FROM ${history} WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled') RETURNING *
+      ), back AS (
+        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at)
+        OVERRIDING SYSTEM VALUE
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at FROM h
+        RETURNING id, queue
+      ), wake AS (SELECT pg_notify($2, queue || '|0') FROM back GROUP BY queue)
+      SELECT id::text AS id, (SELECT count(*) FROM wake) AS woken FROM back`,
+
+    /**
+     * Retry every failed job of a queue, optionally of one job name, a batch at a time (the
+     * caller loops): the batch is found on job_history_queue_state_idx.
+     * $1 queue $2 name or NULL $3 batch $4 channel
+     */
+    retryFailed: `
+      WITH h AS (
+        DELETE FROM ${history} WHERE id IN (
+          SELECT id FROM ${history} WHERE queue = $1 AND state = 'failed' AND ($2::text IS NULL OR name = $2) LIMIT $3)
+        RETURNING *
+      ), back AS (
+        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at)
+        OVERRIDING SYSTEM VALUE
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at FROM h
+        RETURNING id
+      ), wake AS (SELECT pg_notify($4, $1 || '|0') WHERE EXISTS (SELECT 1 FROM back))
+      SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,
+  };
+}
+
+export type DashboardQueries = ReturnType<typeof buildDashboardQueries>;

@@ -1,0 +1,182 @@
+import type { PgPool } from '../core/pg-types';
+import type { Job } from '../core/job';
+import { buildDashboardQueries, buildJobList, FILTER_SCAN_LIMIT, type DashboardQueries, type ListFilters, type ListKey, type ListState } from './dashboard-queries';
+import { poolExecutor, type SqlExecutor } from './executor';
+import { isJobId, rowToJob, type JobRow } from './job-store';
+
+export { FILTER_SCAN_LIMIT, type ListFilters, type ListKey, type ListState } from './dashboard-queries';
+
+/** One queue's figures on the overview. */
+export interface QueueOverviewRow {
+  readonly name: string;
+  readonly waiting: number;
+  readonly delayed: number;
+  readonly active: number;
+  readonly stalled: number;
+  readonly failed: number;
+  readonly cancelled: number;
+  readonly paused: boolean;
+  readonly oldestWaitingAgeMs: number | null;
+}
+
+/** Completed and failed jobs per minute, oldest minute first. */
+export interface Throughput {
+  readonly minutes: string[];
+  readonly completed: number[];
+  readonly failed: number[];
+  readonly now: Date;
+}
+
+/** A job with what the dashboard shows beyond Job. */
+export type DashboardJob = Job & { readonly uniqueKey: string | null; readonly lockedBy: string | null; readonly history: boolean };
+
+/** A live node of the registry. */
+export interface NodeInfo {
+  readonly id: string;
+  readonly host: string;
+  readonly pid: number;
+  readonly startedAt: Date;
+  readonly lastSeenAt: Date;
+  readonly heartbeatMs: number;
+  readonly queues: { name: string; concurrency: number }[];
+  /** Jobs this node holds active now. */
+  readonly running: number;
+}
+
+type ListRow = JobRow & { unique_key: string | null; locked_by: string | null; run_at_key: string | null; scanned: number; scan_end: ListKey | null };
+
+/** The dashboard's reads (and its writes the engine has none for), on the queue's own pool. */
+export class DashboardStore {
+  readonly q: DashboardQueries;
+  private readonly db: SqlExecutor;
+
+  constructor(
+    pool: PgPool,
+    private readonly schema: string,
+    private readonly channel: string,
+  ) {
+    this.q = buildDashboardQueries(schema);
+    this.db = poolExecutor(pool);
+  }
+
+  /** Figures per queue: all of them (and every registered one), or one. */
+  async counts(registered: readonly string[], queue: string | null = null): Promise<QueueOverviewRow[]> {
+    const rows = await this.db.query<{
+      name: string; waiting: number; delayed: number; active: number; stalled: number; failed: number; cancelled: number;
+      paused: boolean; oldest_waiting_age_ms: number | null;
+    }>(this.q.counts, [registered, queue]);
+    return rows.map((r) => ({
+      name: r.name,
+      waiting: r.waiting,
+      delayed: r.delayed,
+      active: r.active,
+      stalled: r.stalled,
+      failed: r.failed,
+      cancelled: r.cancelled,
+      paused: r.paused,
+      oldestWaitingAgeMs: r.oldest_waiting_age_ms === null ? null : Math.max(0, Math.round(r.oldest_waiting_age_ms)),
+    }));
+  }
+
+  /** Per minute over the last hour; minutes before `from` (if given) come back as 0. */
+  async throughput(from: Date | null = null): Promise<Throughput> {
+    const rows = await this.db.query<{ minute: Date; completed: number; failed: number; now: Date }>(this.q.throughput, [from]);
+    return {
+      minutes: rows.map((r) => r.minute.toISOString()),
+      completed: rows.map((r) => r.completed),
+      failed: rows.map((r) => r.failed),
+      now: rows[rows.length - 1]?.now ?? new Date(),
+    };
+  }
+
+  async names(queue: string): Promise<string[]> {
+    return (await this.db.query<{ name: string }>(this.q.names, [queue])).map((r) => r.name);
+  }
+
+  /**
+   * One page of a queue's jobs in a state. `next` is where the following page starts, or null
+   * at the end. A filtered page examines at most FILTER_SCAN_LIMIT jobs, so it may hold fewer
+   * than `limit` (even none) and still have a `next`.
+   */
+  async listJobs(
+    queue: string,
+    state: ListState,
+    filters: ListFilters,
+    cursor: ListKey | null,
+    limit: number,
+  ): Promise<{ jobs: (DashboardJob & { runAtKey: string })[]; next: ListKey | null }> {
+    const { text, values } = buildJobList(this.schema, state, { queue, cursor, filters, limit });
+    const rows = await this.db.query<ListRow>(text, values);
+    const { scanned, scan_end } = rows[0];
+    const found = rows.filter((r) => r.id !== null);
+    const page = found.slice(0, limit);
+    const history = !(state === 'waiting' || state === 'delayed' || state === 'active');
+    const jobs = page.map((r) => ({
+      ...rowToJob(r),
+      uniqueKey: r.unique_key,
+      lockedBy: r.locked_by,
+      history,
+      runAtKey: r.run_at_key as string,
+    }));
+    let next: ListKey | null = null;
+    const claimOrder = state === 'waiting' || state === 'delayed';
+    const keyOf = (j: (typeof jobs)[number]): ListKey => (claimOrder ? { priority: j.priority, runAt: j.runAtKey, id: j.id } : { id: j.id });
+    if (found.length > limit) next = keyOf(jobs[jobs.length - 1]);
+    else if (scanned >= FILTER_SCAN_LIMIT && (filters.name !== undefined || filters.payloadJson !== undefined) && scan_end) {
+      next = claimOrder ? { priority: Number((scan_end as { priority: number }).priority), runAt: String((scan_end as { runAt: string }).runAt), id: String(scan_end.id) } : { id: String(scan_end.id) };
+    }
+    return { jobs, next };
+  }
+
+  /** One job, live or finished, or null. */
+  async job(id: string): Promise<DashboardJob | null> {
+    if (!isJobId(id)) return null;
+    const rows = await this.db.query<JobRow & { unique_key: string | null; locked_by: string | null; history: boolean }>(this.q.job, [id]);
+    if (!rows.length) return null;
+    const r = rows[0];
+    return { ...rowToJob(r), uniqueKey: r.unique_key, lockedBy: r.locked_by, history: r.history };
+  }
+
+  /** The queue and state of each id found (live or finished). */
+  async locate(ids: readonly string[]): Promise<{ id: string; queue: string; state: string }[]> {
+    return this.db.query(this.q.locate, [ids]);
+  }
+
+  async nodes(): Promise<NodeInfo[]> {
+    const rows = await this.db.query<{
+      id: string; host: string; pid: number; started_at: Date; last_seen_at: Date; heartbeat_ms: number;
+      queues: { name: string; concurrency: number }[]; running: number;
+    }>(this.q.nodes, []);
+    return rows.map((r) => ({
+      id: r.id,
+      host: r.host,
+      pid: r.pid,
+      startedAt: r.started_at,
+      lastSeenAt: r.last_seen_at,
+      heartbeatMs: r.heartbeat_ms,
+      queues: r.queues,
+      running: r.running,
+    }));
+  }
+
+  /** Last tick per schedule key (`queue/name`). */
+  async lastTicks(): Promise<Map<string, Date>> {
+    const rows = await this.db.query<{ key: string; last_tick: Date }>(this.q.schedules, []);
+    return new Map(rows.map((r) => [r.key, r.last_tick]));
+  }
+
+  /** Failed or cancelled jobs (any queue) back to waiting; returns the ids retried. */
+  async retryIds(ids: readonly string[]): Promise<string[]> {
+    return (await this.db.query<{ id: string }>(this.q.retryIds, [ids, this.channel])).map((r) => r.id);
+  }
+
+  /** Every failed job of a queue (of one name, if given) back to waiting; returns how many. */
+  async retryFailed(queue: string, name: string | null): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const [r] = await this.db.query<{ n: number }>(this.q.retryFailed, [queue, name, 1000, this.channel]);
+      total += r.n;
+      if (r.n < 1000) return total;
+    }
+  }
+}

@@ -1,0 +1,279 @@
+import 'reflect-metadata';
+import type { INestApplication } from '@nestjs/common';
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { AddressInfo } from 'node:net';
+import { Client } from 'pg';
+import type { Page } from 'playwright-core';
+import { assertBuilt } from '../support/built';
+import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { launchChromium, type Browser } from './browser';
+
+// The built package, as an app installs it: the pages and their bundle are served from
+// dist/dashboard/assets, which `npm run build` fills (lib/ has only their sources).
+assertBuilt();
+const pgq = require('../../dist') as typeof import('../../lib');
+const dash = require('../../dist/dashboard') as typeof import('../../lib/dashboard');
+
+const XSS = '<img src=x onerror=alert(1)>';
+const COOKIE = 'pgq_test_user';
+const WAIT_MS = 20_000;
+
+/**
+ * Handlers whose outcome the test steers: `flaky` throws its payload's note while `failing`, and
+ * otherwise completes once `gate` resolves.
+ */
+const behaviour: { failing: boolean; gate: Promise<void> } = { failing: true, gate: Promise.resolve() };
+
+@pgq.Processor('work')
+class WorkProcessor {
+  @pgq.Process('flaky')
+  async flaky(job: { payload: { note: string } }) {
+    if (behaviour.failing) throw new Error(job.payload.note);
+    await behaviour.gate;
+    return { ok: true, note: job.payload.note };
+  }
+}
+
+@pgq.Processor('idle')
+class IdleProcessor {
+  @pgq.Process('report')
+  report() {
+    return 'done';
+  }
+}
+
+/** An app on `url` with the queue module and the dashboard at /queues, listening on a free port. */
+async function startApp(url: string, dashboard: Parameters<typeof dash.PgQueueDashboardModule.register>[0], workers: boolean) {
+  @Module({
+    imports: [
+      pgq.PgQueueModule.forRoot({ connection: url, workers, pollIntervalMs: 200, heartbeatIntervalMs: 500 }),
+      pgq.PgQueueModule.registerQueue({ name: 'work', defaultJobOptions: { attempts: 1 } }, { name: 'idle' }),
+      dash.PgQueueDashboardModule.register(dashboard),
+    ],
+    providers: workers ? [WorkProcessor, IdleProcessor] : [],
+  })
+  class BrowserTestModule {}
+  const app = await NestFactory.create(BrowserTestModule, { logger: process.env.PGQUEUE_TEST_LOGS ? undefined : false, abortOnError: false });
+  await app.listen(0, '127.0.0.1');
+  const base = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
+  return { app, base, dashboard: `${base}/queues` };
+}
+
+/** Only requests carrying the test's cookie may use the dashboard. */
+const authorize = (req: { headers: Readonly<Record<string, string | string[] | undefined>> }): boolean =>
+  new RegExp(`(?:^|;\\s*)${COOKIE}=ops(?:;|$)`).test(String(req.headers.cookie ?? ''));
+
+describe('dashboard in a real browser (Chromium, the built package, real PostgreSQL)', () => {
+  let db: TestDatabase;
+  let sql: Client;
+  let main: { app: INestApplication; base: string; dashboard: string };
+  let readOnly: { app: INestApplication; base: string; dashboard: string };
+  let browser: Browser;
+  let page: Page;
+  const dialogs: string[] = [];
+  const ids: { disk: string; xss: string } = { disk: '', xss: '' };
+
+  const jobState = async (id: string): Promise<string | null> => {
+    const r = await sql.query<{ state: string }>(
+      `SELECT state::text FROM pgqueue.jobs WHERE id = $1 UNION ALL SELECT state::text FROM pgqueue.job_history WHERE id = $1`,
+      [id],
+    );
+    return r.rows[0]?.state ?? null;
+  };
+  const isPaused = async (queue: string): Promise<boolean> => pgqQueue(queue).isPaused();
+  const pgqQueue = (name: string) => main.app.get<import('../../lib').Queue>(pgq.getQueueToken(name));
+
+  /** The page's answer to a fetch it makes itself (same origin, its cookies). */
+  const fetchIn = (p: Page, path: string, init?: { method: string; body: string }) =>
+    p.evaluate(
+      async ([u, i]) => {
+        const res = await fetch(u, i ? { method: i.method, body: i.body, headers: { 'content-type': 'application/json', 'X-PgQueue-Dashboard': '1' } } : undefined);
+        return { status: res.status, body: await res.text() };
+      },
+      [path, init] as const,
+    );
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    main = await startApp(db.url, { path: '/queues', authorize, refreshIntervalMs: 500 }, true);
+    readOnly = await startApp(db.url, { path: '/queues', authorize, readOnly: true, refreshIntervalMs: 500 }, false);
+    sql = new Client({ connectionString: db.url });
+    await sql.connect();
+
+    // idle: paused before its jobs arrive, so they stay put: 3 waiting, 1 delayed.
+    await pgqQueue('idle').pause();
+    for (let i = 0; i < 3; i++) await pgqQueue('idle').add('report', { n: i });
+    await pgqQueue('idle').add('report', { n: 3 }, { delayMs: 3_600_000 });
+    // work: two jobs that fail (one attempt each); one's payload and error are markup.
+    ids.disk = (await pgqQueue('work').add('flaky', { note: 'disk full on /var/spool' })).id;
+    ids.xss = (await pgqQueue('work').add('flaky', { note: XSS })).id;
+    await waitFor(async () => (await jobState(ids.disk)) === 'failed' && (await jobState(ids.xss)) === 'failed', {
+      timeoutMs: WAIT_MS,
+      message: 'both work jobs to fail',
+    });
+
+    browser = await launchChromium();
+    page = browser.context.pages()[0] ?? (await browser.context.newPage());
+    page.on('dialog', (d) => {
+      dialogs.push(d.message());
+      void d.dismiss();
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await sql?.end();
+    await readOnly?.app.close();
+    await main?.app.close();
+    await db?.drop();
+  });
+
+  const signIn = () => browser.context.addCookies([{ name: COOKIE, value: 'ops', url: main.base }]);
+
+  it('answers 403 to a browser that authorize() refuses: the page, the API and an action', async () => {
+    await browser.context.clearCookies();
+    const res = await page.goto(`${main.dashboard}`);
+    expect(res?.status()).toBe(403);
+    expect(await page.content()).not.toContain('flaky');
+    expect((await fetchIn(page, '/queues/api/overview')).status).toBe(403);
+    expect((await fetchIn(page, '/queues/api/queues/idle/resume', { method: 'POST', body: '{}' })).status).toBe(403);
+    expect(await isPaused('idle')).toBe(true);
+  });
+
+  it('overview: every queue with its counts, paused state and the throughput chart', async () => {
+    await signIn();
+    const res = await page.goto(main.dashboard);
+    expect(res?.status()).toBe(200);
+    const idle = page.locator('tr[data-queue="idle"]');
+    await idle.waitFor({ timeout: WAIT_MS });
+    const cells = async (row: typeof idle) => (await row.locator('td').allInnerTexts()).map((t) => t.trim());
+    // Queue, waiting, delayed, active, stalled, failed, cancelled, oldest waiting, state.
+    const i = await cells(idle);
+    expect(i.slice(1, 7)).toEqual(['3', '1', '0', '0', '0', '0']);
+    expect(i[8]).toBe('paused');
+    const w = await cells(page.locator('tr[data-queue="work"]'));
+    expect(w.slice(1, 7)).toEqual(['0', '0', '0', '0', '2', '0']);
+    expect(w[8]).toBe('running');
+    await page.locator('[data-testid="throughput-chart"] canvas').waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('[data-testid="refresh"]').innerText()).toMatch(/updated/);
+  });
+
+  it('renders a payload and an error of <img src=x onerror=alert(1)> as text: no element, no script', async () => {
+    await page.goto(`${main.dashboard}/jobs/${ids.xss}`);
+    const payload = page.locator('pre.json').first();
+    await payload.waitFor({ timeout: WAIT_MS });
+    expect(await payload.textContent()).toContain(XSS);
+    await page.locator('[data-testid="errors"]').waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('[data-testid="errors"] .err-msg').first().textContent()).toBe(XSS);
+    // In the list too (payload preview and last error).
+    await page.goto(`${main.dashboard}/queues/work?state=failed`);
+    const row = page.locator(`tr[data-job-id="${ids.xss}"]`);
+    await row.waitFor({ timeout: WAIT_MS });
+    expect(await row.innerText()).toContain(XSS);
+    expect(await page.locator('img').count()).toBe(0);
+    expect(dialogs).toEqual([]);
+  });
+
+  it('a failed job: open it from the overview, read its error and stack, retry it, watch it complete without a reload', async () => {
+    await page.goto(main.dashboard);
+    await page.locator('tr[data-queue="work"] td:nth-child(6) a').click();
+    await page.waitForURL(/\/queues\/queues\/work\?state=failed$/);
+    await page.locator(`tr[data-job-id="${ids.disk}"] a`).first().click();
+    await page.waitForURL(new RegExp(`/queues/jobs/${ids.disk}$`));
+    const errors = page.locator('[data-testid="errors"]');
+    await errors.waitFor({ timeout: WAIT_MS });
+    expect(await errors.locator('.err-msg').first().textContent()).toBe('disk full on /var/spool');
+    expect(await errors.locator('pre.stack').first().textContent()).toMatch(/^Error: disk full on \/var\/spool\n\s+at /);
+    expect(await page.locator('.page-title .badge').textContent()).toBe('failed');
+
+    await page.evaluate(() => ((window as unknown as { notReloaded: boolean }).notReloaded = true));
+    let release = (): void => undefined;
+    behaviour.gate = new Promise<void>((r) => (release = r));
+    behaviour.failing = false;
+    const badge = (state: string) =>
+      page.waitForFunction((s) => document.querySelector('.page-title .badge')?.textContent === s, state, { timeout: WAIT_MS });
+    await page.locator('[data-testid="retry-job"]').click();
+    // The handler holds the job active until released: the page shows it running, then (only by
+    // polling: every read it made before happened before the job completed) finished.
+    await badge('active');
+    expect(await jobState(ids.disk)).toBe('active');
+    release();
+    await badge('completed');
+    expect(await jobState(ids.disk)).toBe('completed');
+    expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
+    expect(await page.locator('pre.json').nth(1).textContent()).toContain('"ok": true');
+  });
+
+  it('pauses and resumes a queue from its page', async () => {
+    await page.goto(`${main.dashboard}/queues/work`);
+    await page.locator('[data-testid="pause"]').click();
+    await page.locator('.page-title .badge.paused').waitFor({ timeout: WAIT_MS });
+    expect(await isPaused('work')).toBe(true);
+    await page.locator('[data-testid="resume"]').click();
+    await page.locator('.page-title .badge.running').waitFor({ timeout: WAIT_MS });
+    expect(await isPaused('work')).toBe(false);
+  });
+
+  it('enqueue from the JSON editor: the validation message of the API is shown, then the job is created', async () => {
+    await page.goto(`${main.dashboard}/queues/idle`);
+    const form = page.locator('[data-testid="enqueue-form"]');
+    await form.waitFor({ timeout: WAIT_MS });
+    await form.locator('input').first().fill('report');
+    await form.locator('textarea').nth(0).fill('{"n": 42, "from": "browser"}');
+    await form.locator('textarea').nth(1).fill('{"bogus": 1}');
+    await form.locator('button[type="submit"]').click();
+    const problem = form.locator('.field-error');
+    await problem.waitFor({ timeout: WAIT_MS });
+    expect(await problem.textContent()).toMatch(/Unknown job option\(s\) bogus/);
+    await form.locator('textarea').nth(1).fill('');
+    await form.locator('button[type="submit"]').click();
+    const created = form.getByText(/^job \d+$/);
+    await created.waitFor({ timeout: WAIT_MS });
+    const id = (await created.textContent())!.replace('job ', '');
+    const job = await pgqQueue('idle').getJob(id);
+    expect(job).toMatchObject({ name: 'report', payload: { n: 42, from: 'browser' }, state: 'waiting' });
+  });
+
+  it('pages a long list by keyset: "Next page" shows the jobs after the last one, "Newest" goes back', async () => {
+    await pgqQueue('idle').addBulk(Array.from({ length: 55 }, (_, i) => ({ name: 'report', payload: { page: i } })));
+    await page.goto(`${main.dashboard}/queues/idle?state=waiting`);
+    const rows = page.locator('[data-testid="jobs-table"] tbody tr');
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="jobs-table"] tbody tr').length === 50, null, { timeout: WAIT_MS });
+    const first = await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-job-id')));
+    await page.getByText('Next page ⟶').click();
+    await page.waitForURL(/[?&]before=/);
+    await page.waitForFunction((ids) => {
+      const now = [...document.querySelectorAll('[data-testid="jobs-table"] tbody tr')].map((r) => r.getAttribute('data-job-id'));
+      return now.length > 0 && now.every((id) => !ids.includes(id));
+    }, first, { timeout: WAIT_MS });
+    const second = await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-job-id')));
+    const waiting = (await pgqQueue('idle').getCounts()).waiting;
+    expect(first.length + second.length).toBe(waiting);
+    expect(await page.getByText('Next page ⟶').count()).toBe(0);
+    await page.getByText('⟵ Newest').click();
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="jobs-table"] tbody tr').length === 50, null, { timeout: WAIT_MS });
+  });
+
+  it('read-only: no action button on any page, and the API refuses every action', async () => {
+    await browser.context.addCookies([{ name: COOKIE, value: 'ops', url: readOnly.base }]);
+    for (const path of ['', '/queues/idle', '/queues/work?state=failed', `/jobs/${ids.xss}`]) {
+      await page.goto(`${readOnly.dashboard}${path}`);
+      await page.locator('.card').first().waitFor({ timeout: WAIT_MS });
+      await page.locator('[data-testid="refresh"]').getByText(/updated/).waitFor({ timeout: WAIT_MS });
+      // Every button left is a search one (filter the list, open a job by id): nothing that writes.
+      const buttons = await page.locator('main button').evaluateAll((bs) => bs.filter((b) => !b.closest('.filters')).map((b) => b.textContent));
+      expect({ path, buttons }).toEqual({ path, buttons: [] });
+      expect({ path, checkboxes: await page.locator('main input[type="checkbox"]').count() }).toEqual({ path, checkboxes: 0 });
+      expect({ path, forms: await page.locator('[data-testid="enqueue-form"]').count() }).toEqual({ path, forms: 0 });
+    }
+    expect(await page.locator('.badge.readonly').count()).toBe(1);
+    expect((await fetchIn(page, '/queues/api/overview')).status).toBe(200);
+    const refused = await fetchIn(page, '/queues/api/queues/idle/resume', { method: 'POST', body: '{}' });
+    expect(refused.status).toBe(403);
+    expect((await fetchIn(page, '/queues/api/jobs/remove', { method: 'POST', body: JSON.stringify({ ids: [ids.xss] }) })).status).toBe(403);
+    expect(await isPaused('idle')).toBe(true);
+    expect(await jobState(ids.xss)).toBe('failed');
+    expect(dialogs).toEqual([]);
+  });
+});

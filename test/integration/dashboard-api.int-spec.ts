@@ -1,0 +1,500 @@
+import 'reflect-metadata';
+import { Injectable, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import type { Pool } from 'pg';
+import request from 'supertest';
+import { PgQueueConfigError } from '../../lib';
+import { PgQueueDashboardModule, type PgQueueDashboardOptions } from '../../lib/dashboard';
+import { bootHttpApp, PLATFORMS, type Platform } from '../support/dashboard-app';
+import { createTestDatabase, testPool, type TestDatabase } from '../support/database';
+
+// The dashboard's JSON API, pages and safety rules over HTTP, on real PostgreSQL, on Express and
+// on Fastify (every test runs on both). Jobs are seeded with SQL so states are exact; workers are
+// off, so nothing moves unless a test moves it.
+
+const HDR = { 'X-PgQueue-Dashboard': '1', 'Content-Type': 'application/json' };
+const H = 1_000_000; // history ids start here, clear of the jobs identity
+
+let db: TestDatabase;
+let sql: Pool;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  sql = testPool(db.url, 2);
+});
+afterAll(async () => {
+  await sql?.end();
+  await db?.drop();
+});
+
+/** Waiting jobs of `queue`: ids in insertion order. */
+async function seedWaiting(queue: string, rows: { name?: string; payload?: unknown; priority?: number; uniqueKey?: string; delayMs?: number }[]): Promise<string[]> {
+  const ids: string[] = [];
+  for (const r of rows) {
+    const { rows: [x] } = await sql.query<{ id: string }>(
+      `INSERT INTO pgqueue.jobs (queue, name, payload, priority, run_at, unique_key)
+       VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond' - interval '1 second', $6) RETURNING id::text`,
+      [queue, r.name ?? 'job', JSON.stringify(r.payload ?? {}), r.priority ?? 0, r.delayMs ?? 0, r.uniqueKey ?? null],
+    );
+    ids.push(x.id);
+  }
+  return ids;
+}
+
+let nextHistoryId = H;
+/** Finished jobs of `queue` in `state`: ids, ascending. */
+async function seedHistory(queue: string, state: 'completed' | 'failed' | 'cancelled', n: number, o: { name?: string; payload?: unknown } = {}): Promise<string[]> {
+  const first = nextHistoryId;
+  nextHistoryId += n;
+  await sql.query(
+    `INSERT INTO pgqueue.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at, locked_by)
+     SELECT g, $2, $3, $4::jsonb, $5, 0, now(), 1, 1,
+            CASE WHEN $5 = 'completed' THEN '[]'::jsonb
+                 ELSE jsonb_build_array(jsonb_build_object('attempt', 1, 'name', 'Error', 'message', 'boom', 'at', now(), 'worker', 'node-a')) END,
+            now(), now(), 'node-a'
+     FROM generate_series($1::bigint, $1::bigint + $6 - 1) g`,
+    [first, queue, o.name ?? 'job', JSON.stringify(o.payload ?? {}), state, n],
+  );
+  return Array.from({ length: n }, (_, i) => String(first + i));
+}
+
+class DenyUnlessHeader implements CanActivate {
+  canActivate(ctx: ExecutionContext): boolean {
+    const req = ctx.switchToHttp().getRequest<{ headers: Record<string, string | undefined> }>();
+    return req.headers['x-test-auth'] === 'yes';
+  }
+}
+Injectable()(DenyUnlessHeader);
+
+describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
+  const apps: INestApplication[] = [];
+  async function boot(dash: PgQueueDashboardOptions, extra: { repeat?: boolean } = {}): Promise<INestApplication> {
+    const app = await bootHttpApp(platform, {
+      options: { connection: db.url, workers: false },
+      queues: [
+        { name: `orders-${platform}`, ...(extra.repeat ? { repeat: [{ name: 'nightly', cron: '0 3 * * *', tz: 'Europe/Berlin' }] } : {}) },
+        { name: `mail-${platform}` },
+      ],
+      imports: [PgQueueDashboardModule.register(dash)],
+    });
+    apps.push(app);
+    return app;
+  }
+  afterAll(async () => {
+    for (const a of apps) await a.close();
+  });
+
+  let app: INestApplication;
+  const http = () => request(app.getHttpServer());
+  const Q = `orders-${platform}`;
+  const M = `mail-${platform}`;
+  const post = (url: string, body: unknown) => http().post(url).set(HDR).send(JSON.stringify(body));
+
+  beforeAll(async () => {
+    app = await boot({ public: true, title: 'Shop <queues>' }, { repeat: true });
+  });
+
+  describe('pages and assets', () => {
+    it.each(['/queues', '/queues/queues/x', '/queues/jobs/12', '/queues/schedules', '/queues/nodes'])('GET %s serves index.html with the CSP and settings', async (url) => {
+      const res = await http().get(url);
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type']).toMatch(/^text\/html/);
+      expect(res.headers['content-security-policy']).toBe(
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+      );
+      expect(res.headers['x-content-type-options']).toBe('nosniff');
+      expect(res.headers['referrer-policy']).toBe('no-referrer');
+      expect(res.text).toContain('<meta name="pgq-base" content="/queues">');
+      expect(res.text).toContain('<meta name="pgq-read-only" content="false">');
+      // The title is escaped, never markup.
+      expect(res.text).toContain('<title>Shop &#60;queues&#62;</title>');
+      expect(res.text).not.toContain('<script>');
+    });
+
+    it('assets: a file of the folder with its type, nosniff and cache rule', async () => {
+      const res = await http().get('/queues/assets/favicon.svg');
+      expect(res.status).toBe(200);
+      expect(res.headers['content-type']).toMatch(/^image\/svg\+xml/);
+      expect(res.headers['x-content-type-options']).toBe('nosniff');
+      // Not a hashed name: revalidated, not cached for a year.
+      expect(res.headers['cache-control']).toBe('no-cache');
+      expect(Buffer.from(res.body as Buffer).toString('utf8') || res.text).toContain('<svg');
+    });
+
+    it('assets: unknown or unsafe names answer 404, never a file outside the folder', async () => {
+      for (const name of ['nope.js', 'index.html', '..%2F..%2Fpackage.json', '.env', 'x.exe']) {
+        const res = await http().get(`/queues/assets/${name}`);
+        expect([res.status, name]).toEqual([404, name]);
+        expect(res.text).not.toContain('"name": "nestjs-pg-queue"');
+      }
+    });
+  });
+
+  describe('reads', () => {
+    it('overview: counts per queue (cancelled included), paused, registered, and 60 minutes of throughput', async () => {
+      await seedWaiting(M, [{}, {}, { delayMs: 3_600_000 }]);
+      await seedHistory(M, 'failed', 2);
+      await seedHistory(M, 'cancelled', 1);
+      await seedHistory(M, 'completed', 4);
+      await sql.query(`INSERT INTO pgqueue.queues (name, paused) VALUES ($1, true)`, [`ghost-${platform}`]);
+      const res = await http().get('/queues/api/overview');
+      expect(res.status).toBe(200);
+      const mail = res.body.queues.find((q: { name: string }) => q.name === M);
+      expect(mail).toMatchObject({ waiting: 2, delayed: 1, active: 0, stalled: 0, failed: 2, cancelled: 1, paused: false, registered: true });
+      expect(mail.oldestWaitingAgeMs).toBeGreaterThan(0);
+      expect(res.body.queues.find((q: { name: string }) => q.name === Q)).toMatchObject({ waiting: 0, registered: true });
+      expect(res.body.queues.find((q: { name: string }) => q.name === `ghost-${platform}`)).toMatchObject({ paused: true, registered: false });
+      const t = res.body.throughput;
+      expect(t.minutes).toHaveLength(60);
+      expect(t.completed).toHaveLength(60);
+      // Seeded now: the last minute holds them (both platforms seed, so at least this one's).
+      expect(t.completed[59]).toBeGreaterThanOrEqual(4);
+      expect(t.failed[59]).toBeGreaterThanOrEqual(2);
+      expect(res.body.readOnly).toBe(false);
+      expect(typeof res.body.now).toBe('string');
+    });
+
+    it('throughput: earlier minutes keep their counts from one poll to the next (the service recounts only the last two)', async () => {
+      const tp = await boot({ public: true, path: '/tp' });
+      const ids = await seedHistory(`tp-${platform}`, 'completed', 3);
+      await sql.query(`UPDATE pgqueue.job_history SET finished_at = now() - interval '10 minutes' WHERE id = ANY($1::bigint[])`, [ids]);
+      const { rows: [{ minute }] } = await sql.query(`SELECT date_trunc('minute', now() - interval '10 minutes') AS minute`);
+      const at = (body: { throughput: { minutes: string[]; completed: number[] } }) =>
+        body.throughput.completed[body.throughput.minutes.indexOf((minute as Date).toISOString())];
+      const first = (await request(tp.getHttpServer()).get('/tp/api/overview')).body;
+      const second = (await request(tp.getHttpServer()).get('/tp/api/overview')).body;
+      expect(at(first)).toBeGreaterThanOrEqual(3);
+      expect(at(second)).toBe(at(first));
+    });
+
+    it('queue: counts, options, retention, names seen', async () => {
+      const q = `names-${platform}`;
+      await seedWaiting(Q, [{ name: 'ship' }]);
+      await seedHistory(Q, 'failed', 1, { name: 'bill' });
+      const res = await http().get(`/queues/api/queues/${Q}`);
+      expect(res.status).toBe(200);
+      expect(res.body).toMatchObject({ name: Q, paused: false, options: { concurrency: 10, globalConcurrency: null, limiter: null, deadLetterQueue: null } });
+      expect(res.body.counts).toMatchObject({ waiting: 1, failed: 1 });
+      expect(res.body.names).toEqual(expect.arrayContaining(['bill', 'ship', 'nightly']));
+      expect(res.body.retention).toMatchObject({ completedMs: 86_400_000 });
+      const unknown = await http().get(`/queues/api/queues/${q}`);
+      expect(unknown.status).toBe(200);
+      expect(unknown.body).toMatchObject({ name: q, options: null, counts: { waiting: 0 } });
+    });
+
+    it('waiting jobs page by keyset in claim order: page 2 continues page 1, no gaps, no repeats', async () => {
+      const q = `pages-${platform}`;
+      const ids = await seedWaiting(q, [{ priority: 1 }, {}, {}, { priority: -1 }, {}, { priority: 1 }, {}]);
+      const expected = [ids[3], ids[1], ids[2], ids[4], ids[6], ids[0], ids[5]];
+      const seen: string[] = [];
+      let before: string | null = null;
+      let pages = 0;
+      do {
+        const res: request.Response = await http().get(`/queues/api/queues/${q}/jobs`).query({ state: 'waiting', limit: 3, ...(before ? { before } : {}) });
+        expect(res.status).toBe(200);
+        seen.push(...res.body.jobs.map((j: { id: string }) => j.id));
+        before = res.body.next;
+        pages++;
+      } while (before && pages < 10);
+      expect(seen).toEqual(expected);
+      expect(pages).toBe(3);
+    });
+
+    it('finished jobs page newest first by id; a delayed job lists under delayed only', async () => {
+      const q = `hist-${platform}`;
+      const ids = await seedHistory(q, 'failed', 5);
+      const [delayed] = await seedWaiting(q, [{ delayMs: 600_000 }]);
+      const p1 = await http().get(`/queues/api/queues/${q}/jobs?state=failed&limit=2`);
+      const p2 = await http().get(`/queues/api/queues/${q}/jobs?state=failed&limit=2&before=${p1.body.next}`);
+      const p3 = await http().get(`/queues/api/queues/${q}/jobs?state=failed&limit=2&before=${p2.body.next}`);
+      const got = [...p1.body.jobs, ...p2.body.jobs, ...p3.body.jobs].map((j: { id: string }) => j.id);
+      expect(got).toEqual([...ids].reverse());
+      expect(p3.body.next).toBeNull();
+      expect(p1.body.jobs[0]).toMatchObject({ state: 'failed', lockedBy: 'node-a', lastError: { name: 'Error', message: 'boom' } });
+      const d = await http().get(`/queues/api/queues/${q}/jobs?state=delayed`);
+      expect(d.body.jobs.map((j: { id: string }) => j.id)).toEqual([delayed]);
+      const w = await http().get(`/queues/api/queues/${q}/jobs?state=waiting`);
+      expect(w.body.jobs).toEqual([]);
+    });
+
+    it('filters: name, uniqueKey, payload containment, id', async () => {
+      const q = `filter-${platform}`;
+      const [a, , c] = await seedWaiting(q, [
+        { name: 'ship', payload: { orderId: 42, tags: ['x'] }, uniqueKey: 'order-42' },
+        { name: 'bill', payload: { orderId: 43 } },
+        { name: 'ship', payload: { orderId: 44 } },
+      ]);
+      const ids = async (query: Record<string, string>) => {
+        const res = await http().get(`/queues/api/queues/${q}/jobs`).query(query);
+        expect(res.status).toBe(200);
+        return res.body.jobs.map((j: { id: string }) => j.id);
+      };
+      expect(await ids({ state: 'waiting', name: 'ship' })).toEqual([a, c]);
+      expect(await ids({ state: 'waiting', uniqueKey: 'order-42' })).toEqual([a]);
+      expect(await ids({ state: 'waiting', payload: '{"orderId":42}' })).toEqual([a]);
+      expect(await ids({ state: 'waiting', payload: '{"tags":["x"]}', name: 'ship' })).toEqual([a]);
+      expect(await ids({ state: 'waiting', payload: '{"orderId":99}' })).toEqual([]);
+      expect(await ids({ id: c })).toEqual([c]);
+      expect(await ids({ id: '999999999' })).toEqual([]);
+      const h = await seedHistory(q, 'completed', 2, { name: 'done', payload: { orderId: 7 } });
+      expect(await ids({ state: 'completed', payload: '{"orderId":7}' })).toEqual([...h].reverse());
+    });
+
+    it('a filtered page examines a bounded number of rows and says where to continue', async () => {
+      const q = `scan-${platform}`;
+      const [rare] = await seedHistory(q, 'completed', 1, { name: 'rare' });
+      await seedHistory(q, 'completed', 5001, { name: 'common' });
+      const p1 = await http().get(`/queues/api/queues/${q}/jobs?state=completed&name=rare`);
+      expect(p1.status).toBe(200);
+      expect(p1.body.jobs).toEqual([]);
+      expect(p1.body.next).not.toBeNull();
+      const p2 = await http().get(`/queues/api/queues/${q}/jobs?state=completed&name=rare&before=${p1.body.next}`);
+      expect(p2.body.jobs.map((j: { id: string }) => j.id)).toEqual([rare]);
+      expect(p2.body.next).toBeNull();
+    });
+
+    it('job: the job with uniqueKey, lockedBy, history and a timeline naming the node of each attempt; 404 and 400', async () => {
+      const q = `job-${platform}`;
+      const [id] = await seedHistory(q, 'failed', 1);
+      const res = await http().get(`/queues/api/jobs/${id}`);
+      expect(res.status).toBe(200);
+      expect(res.body.job).toMatchObject({ id, queue: q, state: 'failed', lockedBy: 'node-a', history: true, uniqueKey: null });
+      expect(res.body.timeline.map((t: { event: string }) => t.event)).toEqual(expect.arrayContaining(['created', 'error', 'failed']));
+      expect(res.body.timeline.find((t: { event: string }) => t.event === 'error')).toMatchObject({ attempt: 1, node: 'node-a' });
+      const [live] = await seedWaiting(q, [{ uniqueKey: 'k1' }]);
+      const l = await http().get(`/queues/api/jobs/${live}`);
+      expect(l.body.job).toMatchObject({ id: live, state: 'waiting', uniqueKey: 'k1', history: false, lockedBy: null });
+      const missing = await http().get('/queues/api/jobs/987654321');
+      expect(missing.status).toBe(404);
+      expect(missing.body.error).toMatch(/No job 987654321/);
+      for (const bad of ['abc', '0', '-1', '99999999999999999999']) {
+        const r = await http().get(`/queues/api/jobs/${bad}`);
+        expect([bad, r.status]).toEqual([bad, 400]);
+        expect(r.body.error).toMatch(/positive integer/);
+      }
+    });
+
+    it('schedules: expression, time zone, last tick and the next five runs', async () => {
+      await sql.query(`INSERT INTO pgqueue.cron_schedules (key, last_tick) VALUES ($1, '2026-01-01T02:00:00Z') ON CONFLICT DO NOTHING`, [`${Q}/nightly`]);
+      const res = await http().get('/queues/api/schedules');
+      expect(res.status).toBe(200);
+      const s = res.body.schedules.find((x: { queue: string }) => x.queue === Q);
+      expect(s).toMatchObject({ name: 'nightly', cron: '0 3 * * *', tz: 'Europe/Berlin', lastTick: '2026-01-01T02:00:00.000Z' });
+      expect(s.next).toHaveLength(5);
+      // 03:00 in Berlin is 01:00 or 02:00 UTC, each a day after the previous.
+      for (const t of s.next) expect(new Date(t).getUTCHours()).toBeGreaterThanOrEqual(1);
+      expect(new Date(s.next[1]).getTime() - new Date(s.next[0]).getTime()).toBeGreaterThanOrEqual(23 * 3_600_000);
+    });
+  });
+
+  describe('bad input: 400 with a message saying what to change', () => {
+    it.each([
+      ['/queues/api/queues/bad%20name', /Invalid queue name/],
+      ['/queues/api/queues/x/jobs', /"state" is required/],
+      ['/queues/api/queues/x/jobs?state=done', /State "done" is not one of/],
+      ['/queues/api/queues/x/jobs?state=waiting&limit=0', /limit must be an integer from 1 to 200/],
+      ['/queues/api/queues/x/jobs?state=waiting&limit=201', /limit must be/],
+      ['/queues/api/queues/x/jobs?state=waiting&before=garbage', /Cursor "before" is not valid/],
+      [`/queues/api/queues/x/jobs?state=waiting&before=${Buffer.from('{"id":"5"}').toString('base64url')}`, /Cursor "before" is not valid/],
+      ['/queues/api/queues/x/jobs?state=waiting&payload=%7Bnope', /payload must be JSON/],
+      ['/queues/api/queues/x/jobs?state=waiting&payload=42', /JSON object or array/],
+      ['/queues/api/queues/x/jobs?state=failed&uniqueKey=k', /uniqueKey finds live jobs only/],
+      ['/queues/api/queues/x/jobs?state=waiting&sort=id', /Unknown query parameter\(s\) sort/],
+      ['/queues/api/queues/x/jobs?state=waiting&state=failed', /more than once/],
+      ['/queues/api/queues/x/jobs?id=x1', /positive integer/],
+    ])('GET %s', async (url, message) => {
+      const res = await http().get(url);
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatch(message);
+    });
+
+    it.each([
+      ['/queues/api/jobs/retry', {}, /"ids": an array of 1 to 1000 job ids/],
+      ['/queues/api/jobs/retry', { ids: [] }, /"ids"/],
+      ['/queues/api/jobs/cancel', { ids: ['1', 'x'] }, /positive integer/],
+      ['/queues/api/jobs/remove', { ids: ['1'], extra: 1 }, /Unknown field\(s\) extra/],
+      ['/queues/api/jobs/remove', [1], /must be a JSON object/],
+      ['/queues/api/queues/bad%20q/pause', {}, /Invalid queue name/],
+      ['/queues/api/queues/x/pause', { now: true }, /Unknown field/],
+      ['/queues/api/queues/x/retry-failed', { name: 5 }, /"name" must be a job name/],
+    ])('POST %s %j', async (url, body, message) => {
+      const res = await post(url, body);
+      expect(res.status).toBe(400);
+      expect(res.body.error).toMatch(message);
+    });
+
+    it('a body that is not JSON is refused with 400', async () => {
+      const res = await http().post('/queues/api/jobs/retry').set(HDR).send('{"ids": [');
+      expect(res.status).toBe(400);
+    });
+  });
+
+  describe('actions', () => {
+    it('retry: failed and cancelled jobs, single and several, back to waiting; others ignored', async () => {
+      const q = `retry-${platform}`;
+      const failed = await seedHistory(q, 'failed', 2);
+      const [cancelled] = await seedHistory(q, 'cancelled', 1);
+      const [completed] = await seedHistory(q, 'completed', 1);
+      const one = await post('/queues/api/jobs/retry', { ids: [failed[0]] });
+      expect(one.status).toBe(200);
+      expect(one.body).toEqual({ retried: [failed[0]] });
+      const many = await post('/queues/api/jobs/retry', { ids: [failed[1], cancelled, completed, '55555555'] });
+      expect(many.body.retried.sort()).toEqual([failed[1], cancelled].sort());
+      const { rows } = await sql.query(`SELECT id::text, state FROM pgqueue.jobs WHERE queue = $1 ORDER BY id`, [q]);
+      expect(rows).toEqual([failed[0], failed[1], cancelled].sort().map((id) => ({ id, state: 'waiting' })));
+    });
+
+    it('retry-failed: every failed job of a queue, or of one job name', async () => {
+      const q = `retryall-${platform}`;
+      await seedHistory(q, 'failed', 3, { name: 'a' });
+      await seedHistory(q, 'failed', 2, { name: 'b' });
+      const byName = await post(`/queues/api/queues/${q}/retry-failed`, { name: 'b' });
+      expect(byName.status).toBe(200);
+      expect(byName.body).toEqual({ retried: 2 });
+      const all = await post(`/queues/api/queues/${q}/retry-failed`, {});
+      expect(all.body).toEqual({ retried: 3 });
+      const { rows: [n] } = await sql.query(`SELECT count(*)::int AS n FROM pgqueue.jobs WHERE queue = $1`, [q]);
+      expect(n.n).toBe(5);
+    });
+
+    it('cancel: waiting jobs are cancelled, running ones flagged; remove: waiting and finished jobs', async () => {
+      const q = `cancel-${platform}`;
+      const [w1, w2, running] = await seedWaiting(q, [{}, {}, {}]);
+      await sql.query(`UPDATE pgqueue.jobs SET state = 'active', locked_by = 'n', locked_until = now() + interval '1 minute', attempt = 1 WHERE id = $1`, [running]);
+      const c = await post('/queues/api/jobs/cancel', { ids: [w1, running] });
+      expect(c.status).toBe(200);
+      expect(c.body).toEqual({ cancelled: [w1], cancelling: [running] });
+      const { rows: [h] } = await sql.query(`SELECT state FROM pgqueue.job_history WHERE id = $1`, [w1]);
+      expect(h.state).toBe('cancelled');
+      const r = await post('/queues/api/jobs/remove', { ids: [w2, w1, running] });
+      // The running job is never removed.
+      expect(r.body.removed.sort()).toEqual([w1, w2].sort());
+      const { rows } = await sql.query(`SELECT id::text FROM pgqueue.jobs WHERE queue = $1 UNION ALL SELECT id::text FROM pgqueue.job_history WHERE queue = $1`, [q]);
+      expect(rows).toEqual([{ id: running }]);
+    });
+
+    it('pause and resume a queue', async () => {
+      const p = await post(`/queues/api/queues/${Q}/pause`, {});
+      expect(p.status).toBe(200);
+      expect(p.body).toEqual({ paused: true });
+      expect((await http().get(`/queues/api/queues/${Q}`)).body.paused).toBe(true);
+      const r = await post(`/queues/api/queues/${Q}/resume`, {});
+      expect(r.body).toEqual({ paused: false });
+      expect((await http().get(`/queues/api/queues/${Q}`)).body.paused).toBe(false);
+    });
+
+    it('enqueue: a job with options, and the same validation as add()', async () => {
+      const ok = await post(`/queues/api/queues/${Q}/jobs`, { name: 'ship', payload: { orderId: 1 }, options: { priority: 3, runAt: '2099-01-01T00:00:00Z' } });
+      expect(ok.status).toBe(200);
+      expect(ok.body.job).toMatchObject({ queue: Q, name: 'ship', payload: { orderId: 1 }, priority: 3, state: 'delayed', runAt: '2099-01-01T00:00:00.000Z' });
+      const { rows: [row] } = await sql.query(`SELECT name, priority FROM pgqueue.jobs WHERE id = $1`, [ok.body.job.id]);
+      expect(row).toEqual({ name: 'ship', priority: 3 });
+      const cases: [unknown, string, RegExp][] = [
+        [{ name: 'ship', payload: {}, options: { attempts: 0 } }, Q, /attempts/],
+        [{ name: 'ship', payload: {}, options: { manager: {} } }, Q, /Unknown job option\(s\) manager/],
+        [{ name: 'ship', payload: {}, options: { runAt: 'tomorrow' } }, Q, /not a date/],
+        [{ name: '', payload: {} }, Q, /job name/],
+        [{ payload: {} }, Q, /needs "name"/],
+        [{ name: 'ship' }, Q, /needs "payload"/],
+        [{ name: 'ship', payload: {} }, `unregistered-${platform}`, /not registered in this app/],
+      ];
+      for (const [body, queue, message] of cases) {
+        const res = await post(`/queues/api/queues/${queue}/jobs`, body);
+        expect([JSON.stringify(body), res.status]).toEqual([JSON.stringify(body), 400]);
+        expect(res.body.error).toMatch(message);
+      }
+    });
+
+    it('an action without the custom header is refused (400), one without a JSON content type too (415)', async () => {
+      const [id] = await seedHistory(`csrf-${platform}`, 'failed', 1);
+      const noHeader = await http().post('/queues/api/jobs/retry').set('Content-Type', 'application/json').send(JSON.stringify({ ids: [id] }));
+      expect(noHeader.status).toBe(400);
+      expect(noHeader.body.error).toMatch(/X-PgQueue-Dashboard: 1/);
+      const form = await http().post('/queues/api/jobs/retry').set('X-PgQueue-Dashboard', '1').set('Content-Type', 'text/plain').send(JSON.stringify({ ids: [id] }));
+      expect(form.status).toBe(415);
+      const urlencoded = await http().post('/queues/api/jobs/retry').set('X-PgQueue-Dashboard', '1').type('form').send({ ids: id });
+      expect(urlencoded.status).toBe(415);
+      const { rows } = await sql.query(`SELECT state FROM pgqueue.job_history WHERE id = $1`, [id]);
+      expect(rows).toEqual([{ state: 'failed' }]);
+    });
+  });
+
+  describe('access', () => {
+    const POSTS: [string, unknown][] = [
+      ['/queues/api/jobs/retry', { ids: ['1'] }],
+      ['/queues/api/jobs/cancel', { ids: ['1'] }],
+      ['/queues/api/jobs/remove', { ids: ['1'] }],
+      [`/queues/api/queues/q/retry-failed`, {}],
+      [`/queues/api/queues/q/pause`, {}],
+      [`/queues/api/queues/q/resume`, {}],
+      [`/queues/api/queues/q/jobs`, { name: 'x', payload: {} }],
+    ];
+
+    it('readOnly: every POST answers 403, reads work, the page says read-only', async () => {
+      const ro = await boot({ public: true, readOnly: true, path: '/ro' });
+      const [id] = await seedHistory(`ro-${platform}`, 'failed', 1);
+      for (const [url, body] of POSTS) {
+        const res = await request(ro.getHttpServer()).post(url.replace('/queues/', '/ro/')).set(HDR).send(JSON.stringify(url.includes('/jobs/') ? { ids: [id] } : body));
+        expect([url, res.status]).toEqual([url, 403]);
+        expect(res.body.error).toMatch(/read-only/);
+      }
+      expect((await request(ro.getHttpServer()).get('/ro/api/overview')).body.readOnly).toBe(true);
+      expect((await request(ro.getHttpServer()).get('/ro')).text).toContain('<meta name="pgq-read-only" content="true">');
+      const { rows } = await sql.query(`SELECT state FROM pgqueue.job_history WHERE id = $1`, [id]);
+      expect(rows).toEqual([{ state: 'failed' }]);
+    });
+
+    it('authorize(req, action): false answers 403, with the action it was asked about', async () => {
+      const asked: string[] = [];
+      const au = await boot({
+        path: '/au',
+        authorize: (req, action) => {
+          asked.push(`${req.method} ${action}`);
+          return action === 'read' && req.headers['x-user'] === 'ops';
+        },
+      });
+      const srv = () => request(au.getHttpServer());
+      expect((await srv().get('/au/api/overview')).status).toBe(403);
+      expect((await srv().get('/au')).status).toBe(403);
+      expect((await srv().get('/au/api/overview').set('x-user', 'ops')).status).toBe(200);
+      for (const [url, body] of POSTS) {
+        const res = await srv().post(url.replace('/queues/', '/au/')).set(HDR).set('x-user', 'ops').send(JSON.stringify(body));
+        expect([url, res.status]).toEqual([url, 403]);
+      }
+      expect(asked).toEqual(expect.arrayContaining(['GET read', 'POST retry', 'POST cancel', 'POST remove', 'POST pause', 'POST resume', 'POST enqueue']));
+    });
+
+    it('guards run on the page, the assets and the API', async () => {
+      const g = await boot({ path: '/g', guards: [DenyUnlessHeader] });
+      const srv = () => request(g.getHttpServer());
+      for (const url of ['/g', '/g/jobs/1', '/g/assets/app.js', '/g/api/overview', '/g/api/jobs/1', '/g/api/nodes']) {
+        expect([url, (await srv().get(url)).status]).toEqual([url, 403]);
+      }
+      expect((await srv().post('/g/api/queues/q/pause').set(HDR).send('{}')).status).toBe(403);
+      expect((await srv().get('/g/api/overview').set('x-test-auth', 'yes')).status).toBe(200);
+      expect((await srv().get('/g').set('x-test-auth', 'yes')).status).toBe(200);
+    });
+
+    it('refuses to boot without guards, authorize or public: true, saying what to pass', async () => {
+      expect(() => PgQueueDashboardModule.register({})).toThrow(PgQueueConfigError);
+      expect(() => PgQueueDashboardModule.register({ guards: [] })).toThrow(/Pass guards: \[YourAuthGuard\].*authorize: \(req, action\) => boolean.*public: true/);
+      await expect(
+        bootHttpApp(platform, {
+          options: { connection: db.url, workers: false },
+          imports: [PgQueueDashboardModule.registerAsync({ path: '/async', useFactory: async () => ({ readOnly: true }) })],
+        }),
+      ).rejects.toThrow(/serves nothing until you decide who may use it/);
+      expect(() => PgQueueDashboardModule.register({ public: true, path: 'queues' })).toThrow(/path "queues" is not valid/);
+    });
+
+    it('registerAsync mounts with options from a factory', async () => {
+      const app2 = await bootHttpApp(platform, {
+        options: { connection: db.url, workers: false },
+        imports: [PgQueueDashboardModule.registerAsync({ path: '/admin/queues', useFactory: async () => ({ public: true, readOnly: true }) })],
+      });
+      apps.push(app2);
+      const res = await request(app2.getHttpServer()).get('/admin/queues/api/overview');
+      expect(res.status).toBe(200);
+      expect(res.body.readOnly).toBe(true);
+    });
+  });
+});
