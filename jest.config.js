@@ -19,7 +19,9 @@ module.exports = {
   testPathIgnorePatterns: [
     '/node_modules/',
     ...(pgBouncerMode
-      ? Object.keys(require('./test/pgbouncer/suite').excluded(pgBouncerMode)).map((f) => `/test/integration/${f.replace(/\./g, '\\.')}$`)
+      ? Object.keys(require('./test/pgbouncer/suite').excluded(pgBouncerMode)).map(
+          (f) => `/test/integration/${f.replace(/\./g, '\\.')}$`,
+        )
       : []),
   ],
   transform: {

@@ -56,7 +56,9 @@ try {
   console.log(`seeded ${WAITING} live and ${HISTORY} finished jobs in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
 
   const store = new DashboardStore(pool, 'pgqueue', 'pgqueue_jobs');
-  const { rows: [{ id: liveId }] } = await pool.query(`SELECT id::text FROM pgqueue.jobs ORDER BY id DESC LIMIT 1`);
+  const {
+    rows: [{ id: liveId }],
+  } = await pool.query(`SELECT id::text FROM pgqueue.jobs ORDER BY id DESC LIMIT 1`);
   const page1 = await store.listJobs('email', 'failed', {}, null, 50);
   const reads = {
     'overview: counts': () => store.counts(['email', 'reports']),
@@ -94,7 +96,11 @@ try {
   await explain('counts', q.counts, [['email', 'reports'], null]);
   await explain('throughput (later polls)', q.throughput, [new Date(Date.now() - 120_000)]);
   await explain('names', q.names, ['email']);
-  for (const [state, filters] of [['waiting', {}], ['failed', {}], ['completed', { payloadJson: '{"orderId":424242}' }]]) {
+  for (const [state, filters] of [
+    ['waiting', {}],
+    ['failed', {}],
+    ['completed', { payloadJson: '{"orderId":424242}' }],
+  ]) {
     const { text, values } = buildJobList('pgqueue', state, { queue: 'email', cursor: null, filters, limit: 50 });
     await explain(`job list ${state} ${JSON.stringify(filters)}`, text, values);
   }

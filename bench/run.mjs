@@ -46,7 +46,17 @@ const root = path.resolve(here, '..');
 const require = createRequire(import.meta.url);
 
 function parseArgs(argv) {
-  const opts = { smoke: false, reps: null, only: null, libOptions: {}, rawBatch: undefined, pgss: false, scaleJobs: null, scaleProcesses: [1, 2, 4, 8, 16], poolSize: 8 };
+  const opts = {
+    smoke: false,
+    reps: null,
+    only: null,
+    libOptions: {},
+    rawBatch: undefined,
+    pgss: false,
+    scaleJobs: null,
+    scaleProcesses: [1, 2, 4, 8, 16],
+    poolSize: 8,
+  };
   for (const a of argv) {
     if (a === '--smoke') opts.smoke = true;
     else if (a === '--pgss') opts.pgss = true;
@@ -59,14 +69,29 @@ function parseArgs(argv) {
     else if (a.startsWith('--pool-size=')) opts.poolSize = Number(a.slice(12));
     else throw new Error(`unknown argument ${a}; see the header of bench/run.mjs`);
   }
-  opts.partial = opts.reps !== null || opts.only !== null || opts.pgss || opts.rawBatch !== undefined || Object.keys(opts.libOptions).length > 0;
+  opts.partial =
+    opts.reps !== null ||
+    opts.only !== null ||
+    opts.pgss ||
+    opts.rawBatch !== undefined ||
+    Object.keys(opts.libOptions).length > 0;
   opts.reps ??= opts.smoke ? 1 : 3;
   if (!Number.isInteger(opts.reps) || opts.reps < 1) throw new Error('--reps must be a whole number >= 1');
   return opts;
 }
 
 const SIZES = {
-  full: { single: 5000, bulk: 100_000, batch: 1000, drain: 50_000, rate: 200, seconds: 10, history: 1_000_000, rss: 200_000, scale: 200_000 },
+  full: {
+    single: 5000,
+    bulk: 100_000,
+    batch: 1000,
+    drain: 50_000,
+    rate: 200,
+    seconds: 10,
+    history: 1_000_000,
+    rss: 200_000,
+    scale: 200_000,
+  },
   smoke: { single: 300, bulk: 300, batch: 100, drain: 300, rate: 200, seconds: 1, history: 2000, rss: 500, scale: 300 },
 };
 
@@ -77,37 +102,52 @@ function plan(size, opts) {
     [`scale/pgbouncer-${p}p`, (c) => scale(c, { processes: p, jobs: size.scale, bouncer: c.bouncer })],
   ]);
   return [
-    ['enqueue-single', [
-      ['enqueue-single/lib', (c) => enqueue(c, { kind: 'lib', mode: 'single', total: size.single, callers: 10 })],
-      ['enqueue-single/raw', (c) => enqueue(c, { kind: 'raw', mode: 'single', total: size.single, callers: 10 })],
-    ]],
-    ['enqueue-bulk', [
-      ['enqueue-bulk/lib', (c) => enqueue(c, { kind: 'lib', mode: 'bulk', total: size.bulk, batch: size.batch })],
-      ['enqueue-bulk/raw', (c) => enqueue(c, { kind: 'raw', mode: 'bulk', total: size.bulk, batch: size.batch })],
-    ]],
-    ['drain', [
-      ['drain/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain })],
-      ['drain/lib-2p', (c) => drain(c, { kind: 'lib', processes: 2, jobs: size.drain })],
-      ['drain/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.drain })],
-    ]],
-    ['latency', [
-      ['latency/lib', (c) => latency(c, { kind: 'lib', rate: size.rate, seconds: size.seconds })],
-      ['latency/raw', (c) => latency(c, { kind: 'raw', rate: size.rate, seconds: size.seconds })],
-    ]],
-    ['history', [
-      ['history/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history })],
-    ]],
-    ['rss', [
-      ['rss/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.rss })],
-      ['rss/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.rss })],
-    ]],
+    [
+      'enqueue-single',
+      [
+        ['enqueue-single/lib', (c) => enqueue(c, { kind: 'lib', mode: 'single', total: size.single, callers: 10 })],
+        ['enqueue-single/raw', (c) => enqueue(c, { kind: 'raw', mode: 'single', total: size.single, callers: 10 })],
+      ],
+    ],
+    [
+      'enqueue-bulk',
+      [
+        ['enqueue-bulk/lib', (c) => enqueue(c, { kind: 'lib', mode: 'bulk', total: size.bulk, batch: size.batch })],
+        ['enqueue-bulk/raw', (c) => enqueue(c, { kind: 'raw', mode: 'bulk', total: size.bulk, batch: size.batch })],
+      ],
+    ],
+    [
+      'drain',
+      [
+        ['drain/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain })],
+        ['drain/lib-2p', (c) => drain(c, { kind: 'lib', processes: 2, jobs: size.drain })],
+        ['drain/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.drain })],
+      ],
+    ],
+    [
+      'latency',
+      [
+        ['latency/lib', (c) => latency(c, { kind: 'lib', rate: size.rate, seconds: size.seconds })],
+        ['latency/raw', (c) => latency(c, { kind: 'raw', rate: size.rate, seconds: size.seconds })],
+      ],
+    ],
+    ['history', [['history/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history })]]],
+    [
+      'rss',
+      [
+        ['rss/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.rss })],
+        ['rss/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.rss })],
+      ],
+    ],
     ['scale', scaleRuns],
   ];
 }
 
 function git(...args) {
   try {
-    return execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    return execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
   } catch {
     return null;
   }
@@ -150,7 +190,9 @@ async function main() {
   try {
     pkg = require('../dist');
   } catch (err) {
-    console.error(`bench: cannot load the built package from ${path.join(root, 'dist')} (${err.message}). Run \`npm run build\` (npm run bench does).`);
+    console.error(
+      `bench: cannot load the built package from ${path.join(root, 'dist')} (${err.message}). Run \`npm run build\` (npm run bench does).`,
+    );
     return 2;
   }
   const size = { ...(opts.smoke ? SIZES.smoke : SIZES.full) };
@@ -160,9 +202,14 @@ async function main() {
   const started = Date.now();
   const server = await startPostgres({
     durable: !opts.smoke,
-    settings: opts.pgss || withScale
-      ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all', 'pg_stat_statements.track_planning': 'on' }
-      : {},
+    settings:
+      opts.pgss || withScale
+        ? {
+            shared_preload_libraries: 'pg_stat_statements',
+            'pg_stat_statements.track': 'all',
+            'pg_stat_statements.track_planning': 'on',
+          }
+        : {},
   });
   let code = 1;
   let bouncer = null;
@@ -173,7 +220,10 @@ async function main() {
       await c.connect();
       const { rows } = await c.query(`SELECT current_setting('shared_preload_libraries') AS l`);
       await c.end();
-      if (!rows[0].l.includes('pg_stat_statements')) throw new Error('--only=scale needs pg_stat_statements in shared_preload_libraries (or no DATABASE_URL: the embedded server loads it)');
+      if (!rows[0].l.includes('pg_stat_statements'))
+        throw new Error(
+          '--only=scale needs pg_stat_statements in shared_preload_libraries (or no DATABASE_URL: the embedded server loads it)',
+        );
     }
     if (withScale) bouncer = await startBouncer(server.url, opts.poolSize);
     const meta = {
@@ -206,12 +256,23 @@ async function main() {
           const t = Date.now();
           process.stderr.write(`[bench] rep ${rep}/${opts.reps} ${key} ... `);
           try {
-            const r = await fn({ adminUrl: server.url, dbName, libOptions: opts.libOptions, rawBatch: opts.rawBatch, pkg, pgss: opts.pgss, bouncer });
+            const r = await fn({
+              adminUrl: server.url,
+              dbName,
+              libOptions: opts.libOptions,
+              rawBatch: opts.rawBatch,
+              pkg,
+              pgss: opts.pgss,
+              bouncer,
+            });
             (runs[key] ??= []).push({ rep, ...r });
             if (!r.check.ok) failures.push(`${key} rep ${rep}: ${r.check.detail}`);
             const m = r.metrics;
-            const shown = m.rate != null ? `${Math.round(m.rate)} jobs/s` : `p50 ${m.p50?.toFixed(2)} ms, p99 ${m.p99?.toFixed(2)} ms`;
-            process.stderr.write(`${shown}; ${r.check.detail}${r.check.ok ? '' : ' <- WRONG'} (${((Date.now() - t) / 1000).toFixed(1)} s)\n`);
+            const shown =
+              m.rate != null ? `${Math.round(m.rate)} jobs/s` : `p50 ${m.p50?.toFixed(2)} ms, p99 ${m.p99?.toFixed(2)} ms`;
+            process.stderr.write(
+              `${shown}; ${r.check.detail}${r.check.ok ? '' : ' <- WRONG'} (${((Date.now() - t) / 1000).toFixed(1)} s)\n`,
+            );
           } catch (err) {
             failures.push(`${key} rep ${rep}: ${err.message}`);
             process.stderr.write(`FAILED: ${err.stack ?? err}\n`);
@@ -222,10 +283,16 @@ async function main() {
     const { rows, markdown } = buildTable(runs, size, { judge: !opts.smoke });
     let scaleText = '';
     if (withScale) {
-      const st = scaleTable(runs, { processes: opts.scaleProcesses, jobs: size.scale, poolSize: opts.poolSize, judge: !opts.smoke });
+      const st = scaleTable(runs, {
+        processes: opts.scaleProcesses,
+        jobs: size.scale,
+        poolSize: opts.poolSize,
+        judge: !opts.smoke,
+      });
       scaleText = `\n\n${st.markdown}`;
       meta.scale = { rows: st.rows, best: st.best, met: st.met, poolSize: opts.poolSize, jobs: size.scale };
-      if (st.met === false && !opts.smoke) failures.push('scale: the target (16 processes through PgBouncer >= 90% of the best direct) was missed');
+      if (st.met === false && !opts.smoke)
+        failures.push('scale: the target (16 processes through PgBouncer >= 90% of the best direct) was missed');
     }
     const durationS = (Date.now() - started) / 1000;
     const text = `${header(meta)}\n\n${rows.length ? markdown : ''}${scaleText}\n\nTotal time ${durationS.toFixed(0)} s.${failures.length ? `\n\nFAILED:\n${failures.map((f) => `- ${f}`).join('\n')}` : ''}\n`;
@@ -235,7 +302,10 @@ async function main() {
     const outDir = path.join(here, 'results');
     fs.mkdirSync(outDir, { recursive: true });
     const { url: _url, ...metaOut } = meta;
-    fs.writeFileSync(path.join(outDir, `${base}.json`), JSON.stringify({ meta: { ...metaOut, url: redactUrl(meta.url) }, durationS, rows, runs, failures }, null, 2));
+    fs.writeFileSync(
+      path.join(outDir, `${base}.json`),
+      JSON.stringify({ meta: { ...metaOut, url: redactUrl(meta.url) }, durationS, rows, runs, failures }, null, 2),
+    );
     fs.writeFileSync(path.join(outDir, `${base}.md`), text);
     console.error(`[bench] wrote ${path.relative(root, outDir)}/${base}.json and ${base}.md`);
     code = failures.length ? 1 : 0;

@@ -60,7 +60,11 @@ function sampler(url) {
     async stop() {
       on = false;
       await done;
-      return { maxConnections: s.maxConnections, meanLockWaits: s.samples ? s.lockWaitSum / s.samples : 0, maxLockWaits: s.maxLockWaits };
+      return {
+        maxConnections: s.maxConnections,
+        meanLockWaits: s.samples ? s.lockWaitSum / s.samples : 0,
+        maxLockWaits: s.maxLockWaits,
+      };
     },
   };
 }
@@ -119,7 +123,10 @@ export function scale(ctx, { processes, jobs, bouncer }) {
       };
       await client.query('SELECT pg_stat_statements_reset()');
       const xBefore = await committedXacts(url);
-      const a = await counters(client, roles.map((r) => r.pid));
+      const a = await counters(
+        client,
+        roles.map((r) => r.pid),
+      );
       const server = sampler(url);
       const bouncerCpu0 = bouncer ? cpuSeconds(bouncer.pid) : null;
       const t0 = now();
@@ -127,12 +134,17 @@ export function scale(ctx, { processes, jobs, bouncer }) {
       const startedAll = async () =>
         (await Promise.all(roles.map((r) => r.request({ type: 'progress' })))).reduce((n, m) => n + m.handled, 0) >= jobs;
       const done = await waitEmpty(url, TABLE, Math.max(120_000, jobs * 2), { startedAll });
-      const b = await counters(client, roles.map((r) => r.pid));
+      const b = await counters(
+        client,
+        roles.map((r) => r.pid),
+      );
       const bouncerCpuS = bouncer && bouncerCpu0 !== null ? cpuSeconds(bouncer.pid) - bouncerCpu0 : null;
       const seen = await server.stop();
       const claims = await claimCalls(client);
       const pool = bouncer ? (await bouncerAdmin(bouncer, 'SHOW POOLS')).find((p) => p.database === ctx.dbName) : null;
-      const reports = (await Promise.all(roles.map((r) => r.request({ type: 'report' })))).map(({ starts: _s, rss: _r, ...r }) => r);
+      const reports = (await Promise.all(roles.map((r) => r.request({ type: 'report' })))).map(
+        ({ starts: _s, rss: _r, ...r }) => r,
+      );
       await Promise.all(roles.map((r) => r.stop()));
       const use = await usage(client, a, b, jobs);
       const xacts = (await committedXacts(url)) - xBefore - done.polls;
@@ -141,10 +153,17 @@ export function scale(ctx, { processes, jobs, bouncer }) {
         `SELECT count(*)::int AS n, count(DISTINCT (payload->>'i'))::int AS distinct_jobs, max(attempt)::int AS max_attempt
          FROM pgqueue.job_history WHERE state = 'completed'`,
       );
-      const { rows: failed } = await client.query(`SELECT count(*)::int AS n FROM pgqueue.job_history WHERE state <> 'completed'`);
+      const { rows: failed } = await client.query(
+        `SELECT count(*)::int AS n FROM pgqueue.job_history WHERE state <> 'completed'`,
+      );
       const wallMs = done.at - t0;
       const h = rows[0];
-      const ok = handled === jobs && h.n === jobs && h.distinct_jobs === jobs && h.max_attempt === 1 && failed[0].n === 0 &&
+      const ok =
+        handled === jobs &&
+        h.n === jobs &&
+        h.distinct_jobs === jobs &&
+        h.max_attempt === 1 &&
+        failed[0].n === 0 &&
         (!bouncer || seen.maxConnections <= bouncer.poolSize + processes); // pool + one direct LISTEN per process
       return {
         metrics: {
@@ -207,7 +226,7 @@ export function scaleTable(runs, { processes, jobs, poolSize, judge }) {
       if (rate == null) continue;
       rows.push({ processes: p, path, rate, share: best ? rate / best : null });
       lines.push(
-        `| ${p} | ${path} | ${n(rate)} | ${best ? `${(100 * rate / best).toFixed(0)}%` : '-'} | ${n(fig(key, 'postgresCpuPct'))}% | ${n(sum(key, 'workerCpuPct'))}% | ${path === 'direct' ? '-' : `${n(fig(key, 'bouncerCpuPct'))}%`} | ` +
+        `| ${p} | ${path} | ${n(rate)} | ${best ? `${((100 * rate) / best).toFixed(0)}%` : '-'} | ${n(fig(key, 'postgresCpuPct'))}% | ${n(sum(key, 'workerCpuPct'))}% | ${path === 'direct' ? '-' : `${n(fig(key, 'bouncerCpuPct'))}%`} | ` +
           `${n(fig(key, 'machineBusyPct'))}% | ${n(fig(key, 'serverConnections'))} | ${n(fig(key, 'claimsPerS'))} | ${n(fig(key, 'jobsPerClaim'), 1)} | ` +
           `${n(fig(key, 'meanLockWaits'), 2)} / ${n(fig(key, 'maxLockWaits'))} | ${n(fig(key, 'xactsPer100'), 1)} |`,
       );
@@ -218,8 +237,9 @@ export function scaleTable(runs, { processes, jobs, poolSize, judge }) {
   let verdict = '';
   if (through != null && best) {
     const ok = through >= 0.9 * best;
-    verdict = `\nTarget: ${top} processes through PgBouncer >= 90% of the best direct figure (${n(best)} jobs/s): ` +
-      `${(100 * through / best).toFixed(0)}%, ${!judge ? 'not judged (smoke)' : ok ? 'met' : '**missed**'}.`;
+    verdict =
+      `\nTarget: ${top} processes through PgBouncer >= 90% of the best direct figure (${n(best)} jobs/s): ` +
+      `${((100 * through) / best).toFixed(0)}%, ${!judge ? 'not judged (smoke)' : ok ? 'met' : '**missed**'}.`;
   }
   return { rows, best, markdown: lines.join('\n') + verdict, met: through == null || !best ? null : through >= 0.9 * best };
 }

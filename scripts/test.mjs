@@ -89,9 +89,7 @@ async function describeServer(url) {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const { rows } = await client.query(
-      `SELECT version() AS version, current_setting('server_version_num')::int AS num`,
-    );
+    const { rows } = await client.query(`SELECT version() AS version, current_setting('server_version_num')::int AS num`);
     return rows[0];
   } finally {
     await client.end();
@@ -128,9 +126,7 @@ async function main() {
   const bouncers = [];
   try {
     const { version, num } = await describeServer(server.url);
-    console.log(
-      `[test] PostgreSQL (${server.label}): ${version}`,
-    );
+    console.log(`[test] PostgreSQL (${server.label}): ${version}`);
     console.log(`[test] admin URL: ${redactUrl(server.url)}`);
     if (server.binariesNote) console.log(`[test] ${server.binariesNote}`);
     if (num < 140000) console.warn(`[test] WARNING: server_version_num ${num} < 140000 (unsupported)`);
@@ -152,7 +148,8 @@ async function main() {
         console.log(`[test] not run through PgBouncer: ${file}: ${why}`);
       }
       for (const [file, tests] of Object.entries(testsByNature[pgBouncerMode] ?? {})) {
-        for (const [title, why] of Object.entries(tests)) console.log(`[test] not run ${pgBouncerMode}: ${file} "${title}": ${why}`);
+        for (const [title, why] of Object.entries(tests))
+          console.log(`[test] not run ${pgBouncerMode}: ${file} "${title}": ${why}`);
       }
       const pattern = namePattern(pgBouncerMode);
       if (pattern && !jestArgs.some((a) => /^(-t|--testNamePattern)/.test(a))) jestArgs.push(`--testNamePattern=${pattern}`);

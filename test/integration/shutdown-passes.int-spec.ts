@@ -13,7 +13,9 @@ describe('shutdown with a maintenance pass in flight', () => {
   it('close() waits for the pass, which finishes without an error', async () => {
     // LISTEN set here on purpose (even poll-only through PgBouncer): its connection closing is
     // how the test sees that close() got past the listener, right before the pool is ended.
-    const app = await bootApp({ options: { connection: t.db.url, listenConnection: t.db.url, rescueIntervalMs: 100, pollIntervalMs: 100 } });
+    const app = await bootApp({
+      options: { connection: t.db.url, listenConnection: t.db.url, rescueIntervalMs: 100, pollIntervalMs: 100 },
+    });
     await app.init();
     const errors: Error[] = [];
     runtimeOf(app).supervisor.on('error', (err: Error) => errors.push(err));
@@ -26,14 +28,18 @@ describe('shutdown with a maintenance pass in flight', () => {
       await locker.query('LOCK TABLE pgqueue.job_history IN ACCESS EXCLUSIVE MODE');
       await waitFor(
         async () =>
-          (await t.pool.query(`SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'pgqueue.job_history'::regclass`)).rowCount! > 0,
+          (await t.pool.query(`SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'pgqueue.job_history'::regclass`))
+            .rowCount! > 0,
         { message: 'a maintenance pass to wait on the job_history lock' },
       );
       closing = app.close();
       await waitFor(
         async () =>
-          (await t.pool.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'nestjs-pg-queue:listen'`))
-            .rowCount === 0,
+          (
+            await t.pool.query(
+              `SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'nestjs-pg-queue:listen'`,
+            )
+          ).rowCount === 0,
         { message: 'close() to stop the listener' },
       );
       await locker.query('COMMIT');

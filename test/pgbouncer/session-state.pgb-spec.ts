@@ -67,7 +67,8 @@ describe('two nodes through a PgBouncer pool of 2: no session state leaks betwee
   let defaults: { synchronousCommit: string; searchPath: string };
 
   beforeAll(async () => {
-    if (!tightUrl) throw new Error('PGQUEUE_TEST_PGBOUNCER_TIGHT_URL is not set: run through `npm test` with PGQUEUE_TEST_PGBOUNCER');
+    if (!tightUrl)
+      throw new Error('PGQUEUE_TEST_PGBOUNCER_TIGHT_URL is not set: run through `npm test` with PGQUEUE_TEST_PGBOUNCER');
     const { rows } = await t.pool.query<{ synchronousCommit: string; searchPath: string }>(
       `SELECT current_setting('synchronous_commit') AS "synchronousCommit", current_setting('search_path') AS "searchPath"`,
     );
@@ -131,18 +132,33 @@ describe('two nodes through a PgBouncer pool of 2: no session state leaks betwee
           const adds = Array.from({ length: PER_NODE }, (_, i) =>
             q.add('plain', 'p', { n, i }, i % 3 === 0 ? { uniqueKey: `k-${n}-${i}` } : {}).then((j) => plain.push(j.id)),
           );
-          const bulk = q.addBulk('limited', Array.from({ length: PER_NODE / 2 }, (_, i) => ({ name: 'l', payload: { n, i } })));
+          const bulk = q.addBulk(
+            'limited',
+            Array.from({ length: PER_NODE / 2 }, (_, i) => ({ name: 'l', payload: { n, i } })),
+          );
           await Promise.all(adds);
           limited.push(...(await bulk).map((j) => j.id));
         }),
       );
       const ticksBefore = async () =>
-        (await t.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pgqueue.job_history WHERE queue = 'ticks' AND state = 'completed'`)).rows[0].n;
+        (
+          await t.pool.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pgqueue.job_history WHERE queue = 'ticks' AND state = 'completed'`,
+          )
+        ).rows[0].n;
       await waitFor(
         async () =>
-          (await t.pool.query<{ n: number }>(`SELECT count(*)::int AS n FROM pgqueue.job_history WHERE queue IN ('plain', 'limited') AND state = 'completed'`))
-            .rows[0].n === plain.length + limited.length && (await ticksBefore()) >= 2,
-        { timeoutMs: 60_000, message: async () => `all ${plain.length + limited.length} jobs and two cron ticks to complete (runs so far: ${runs.size})` },
+          (
+            await t.pool.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pgqueue.job_history WHERE queue IN ('plain', 'limited') AND state = 'completed'`,
+            )
+          ).rows[0].n ===
+            plain.length + limited.length && (await ticksBefore()) >= 2,
+        {
+          timeoutMs: 60_000,
+          message: async () =>
+            `all ${plain.length + limited.length} jobs and two cron ticks to complete (runs so far: ${runs.size})`,
+        },
       );
       expect(plain).toHaveLength(2 * PER_NODE);
       expect(limited).toHaveLength(PER_NODE);
@@ -150,7 +166,11 @@ describe('two nodes through a PgBouncer pool of 2: no session state leaks betwee
       // Maintenance ran through the pool too: the vacuum threshold was crossed and someone won the election.
       await waitFor(
         async () =>
-          (await t.pool.query<{ n: number }>(`SELECT vacuum_count::int AS n FROM pg_stat_user_tables WHERE schemaname = 'pgqueue' AND relname = 'jobs'`)).rows[0].n > 0,
+          (
+            await t.pool.query<{ n: number }>(
+              `SELECT vacuum_count::int AS n FROM pg_stat_user_tables WHERE schemaname = 'pgqueue' AND relname = 'jobs'`,
+            )
+          ).rows[0].n > 0,
         { timeoutMs: 30_000, message: 'the maintenance node to vacuum the jobs table (through the pool)' },
       );
     } finally {
@@ -165,7 +185,11 @@ describe('two nodes through a PgBouncer pool of 2: no session state leaks betwee
     // Between transactions, every server connection looked like a fresh one.
     expect(samples.length).toBeGreaterThan(10);
     const dirty = samples.filter(
-      (s) => s.prepared !== 0 || s.advisoryHeld !== 0 || s.synchronousCommit !== defaults.synchronousCommit || s.searchPath !== defaults.searchPath,
+      (s) =>
+        s.prepared !== 0 ||
+        s.advisoryHeld !== 0 ||
+        s.synchronousCommit !== defaults.synchronousCommit ||
+        s.searchPath !== defaults.searchPath,
     );
     expect(dirty).toEqual([]);
 

@@ -7,12 +7,14 @@
 
 /** @type {Record<string, string>} */
 const notRouted = {
-  'connections.int-spec.ts': 'the queue takes its settings from a TypeORM DataSource; it counts pool and LISTEN connections on the server',
+  'connections.int-spec.ts':
+    'the queue takes its settings from a TypeORM DataSource; it counts pool and LISTEN connections on the server',
   'transactional.int-spec.ts': "the queue takes its settings from a TypeORM DataSource and enqueues in the app's transactions",
   'cls-transactional.int-spec.ts': 'the queue takes its settings from a TypeORM DataSource (enqueue in @Transactional())',
   'module.int-spec.ts': 'forRoot/forRootAsync wiring with its own modules and a TypeORM DataSource, not bootApp',
   'multi-process.int-spec.ts': 'the workers are child processes (test/fixtures/worker-process.js) with their own options',
-  'backend-kill.int-spec.ts': 'the worker is a child process with its own options, and it kills that process\'s server backends by pid',
+  'backend-kill.int-spec.ts':
+    "the worker is a child process with its own options, and it kills that process's server backends by pid",
   'readme-app.int-spec.ts': "the README's example app, with its own module",
   'optional-peers.int-spec.ts': 'child processes that load entry points; no queue SQL',
   'infra.int-spec.ts': 'tests the test harness (createTestDatabase, waitFor), no queue',
@@ -23,7 +25,8 @@ const notRouted = {
 const byNature = {
   'direct-listen': {},
   'poll-only': {
-    'wakeup.int-spec.ts': 'it tests the LISTEN/NOTIFY wake-up itself (60 s polls); poll-only has its own test in it, run in the plain suite',
+    'wakeup.int-spec.ts':
+      'it tests the LISTEN/NOTIFY wake-up itself (60 s polls); poll-only has its own test in it, run in the plain suite',
   },
 };
 
@@ -39,21 +42,26 @@ const testsByNature = {
     'cancel-pause.int-spec.ts': {
       'a running job on another node gets its signal fired with CancelJobError and ends cancelled, not retried':
         "the cancel reaches the running node by NOTIFY; without LISTEN it comes with the next heartbeat (leaseMs / 3, 10 s), after the test's 5 s wait",
-      'a handler that completes despite the cancel wins: the job is completed': 'the same: its handler waits for the cancel signal, which comes with the next heartbeat',
+      'a handler that completes despite the cancel wins: the job is completed':
+        'the same: its handler waits for the cancel signal, which comes with the next heartbeat',
     },
     'shutdown.int-spec.ts': {
-      'a job handed back at shutdown wakes another worker at once, by NOTIFY, not at its poll': 'it tests the NOTIFY wake-up (10 min polls)',
+      'a job handed back at shutdown wakes another worker at once, by NOTIFY, not at its poll':
+        'it tests the NOTIFY wake-up (10 min polls)',
     },
     'metrics.int-spec.ts': {
       'counts enqueued, completed, retried, failed and stalled jobs, times handlers and waits, and reports the listener':
         'it waits for listener_connected = 1; poll-only has no listener',
     },
     'run-at.int-spec.ts': {
-      'a job enqueued with runAt runs at that time, not before (by the database clock)': 'the NOTIFY carries the due time (60 s polls); poll-only finds the job at its next poll',
+      'a job enqueued with runAt runs at that time, not before (by the database clock)':
+        'the NOTIFY carries the due time (60 s polls); poll-only finds the job at its next poll',
     },
     'pause.int-spec.ts': {
-      'hands back the jobs a node had prefetched, and they do not run when its slot frees': "pause and resume reach other nodes by NOTIFY (60 s polls); it waits for each node's listener",
-      'holds across a node restart and for a node that boots while the queue is paused; resume runs the jobs': "the same: it waits for each node's listener (60 s polls)",
+      'hands back the jobs a node had prefetched, and they do not run when its slot frees':
+        "pause and resume reach other nodes by NOTIFY (60 s polls); it waits for each node's listener",
+      'holds across a node restart and for a node that boots while the queue is paused; resume runs the jobs':
+        "the same: it waits for each node's listener (60 s polls)",
     },
   },
 };

@@ -19,11 +19,18 @@ export interface TestAppOptions {
  */
 export async function bootApp(t: TestAppOptions): Promise<INestApplicationContext> {
   @Module({
-    imports: [...(t.imports ?? []), PgQueueModule.forRoot(pooledOptions(t.options)), PgQueueModule.registerQueue(...(t.queues ?? []))],
+    imports: [
+      ...(t.imports ?? []),
+      PgQueueModule.forRoot(pooledOptions(t.options)),
+      PgQueueModule.registerQueue(...(t.queues ?? [])),
+    ],
     providers: t.providers ?? [],
   })
   class TestAppModule {}
-  return NestFactory.createApplicationContext(TestAppModule, { logger: process.env.PGQUEUE_TEST_LOGS ? new Logger() : false, abortOnError: false });
+  return NestFactory.createApplicationContext(TestAppModule, {
+    logger: process.env.PGQUEUE_TEST_LOGS ? new Logger() : false,
+    abortOnError: false,
+  });
 }
 
 export function runtimeOf(app: INestApplicationContext): PgQueueRuntime {
