@@ -1,14 +1,28 @@
+const pgBouncerMode = process.env.PGQUEUE_TEST_PGBOUNCER;
+
 /** @type {import('jest').Config} */
 module.exports = {
   preset: 'ts-jest',
   testEnvironment: 'node',
   rootDir: __dirname,
-  testMatch: [
-    '<rootDir>/test/unit/**/*.spec.ts',
-    '<rootDir>/test/integration/**/*.int-spec.ts',
-    '<rootDir>/test/e2e/**/*.e2e-spec.ts',
-    // The dashboard in Debian's Chromium (playwright-core), against the built package: `npm test` builds first.
-    '<rootDir>/test/browser/**/*.browser-spec.ts',
+  // Through PgBouncer (scripts/test.mjs, PGQUEUE_TEST_PGBOUNCER): the integration suite less the
+  // files test/pgbouncer/suite.js names with their reasons, plus the PgBouncer-only tests.
+  testMatch: pgBouncerMode
+    ? ['<rootDir>/test/integration/**/*.int-spec.ts', '<rootDir>/test/pgbouncer/**/*.pgb-spec.ts']
+    : [
+        '<rootDir>/test/unit/**/*.spec.ts',
+        '<rootDir>/test/integration/**/*.int-spec.ts',
+        '<rootDir>/test/e2e/**/*.e2e-spec.ts',
+        // The dashboard in Debian's Chromium (playwright-core), against the built package: `npm test` builds first.
+        '<rootDir>/test/browser/**/*.browser-spec.ts',
+      ],
+  testPathIgnorePatterns: [
+    '/node_modules/',
+    ...(pgBouncerMode
+      ? Object.keys(require('./test/pgbouncer/suite').excluded(pgBouncerMode)).map(
+          (f) => `/test/integration/${f.replace(/\./g, '\\.')}$`,
+        )
+      : []),
   ],
   transform: {
     '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.json' }],

@@ -14,10 +14,14 @@
 //   --smoke          a few hundred jobs per workload, one repetition; exits non-zero unless
 //                    every workload completed with the expected job counts (never on timing)
 //   --reps=N         repetitions (default 3; smoke 1)
-//   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, latency, history, rss
+//   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, latency, history, rss,
+//                    scale (not in a default run: --only=scale; see bench/scale.mjs)
 //   --lib-options=J  JSON merged into PgQueueModule.forRoot() of every library process, e.g.
 //                    '{"poolSize":10}' or '{"retention":{"completedMs":0}}' (diagnostics)
 //   --raw-batch=N    claim size of the raw reference's worker (default 100; diagnostics)
+//   --scale-jobs=N   jobs per scale run (default 200,000)
+//   --scale-processes=1,2,4,8,16   worker process counts of the scale workload
+//   --pool-size=N    PgBouncer's default_pool_size in the scale workload (default 8)
 //   --pgss           load pg_stat_statements (embedded server only) and store each run's top
 //                    statements (calls, rows per call, time) in the JSON; off by default, as it
 //                    costs a little
@@ -35,13 +39,24 @@ import pg from 'pg';
 import { redactUrl, startPostgres } from '../scripts/pg-server.mjs';
 import { buildTable } from './report.mjs';
 import { drain, enqueue, latency } from './workloads.mjs';
+import { scale, scaleTable, startBouncer } from './scale.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..');
 const require = createRequire(import.meta.url);
 
 function parseArgs(argv) {
-  const opts = { smoke: false, reps: null, only: null, libOptions: {}, rawBatch: undefined, pgss: false };
+  const opts = {
+    smoke: false,
+    reps: null,
+    only: null,
+    libOptions: {},
+    rawBatch: undefined,
+    pgss: false,
+    scaleJobs: null,
+    scaleProcesses: [1, 2, 4, 8, 16],
+    poolSize: 8,
+  };
   for (const a of argv) {
     if (a === '--smoke') opts.smoke = true;
     else if (a === '--pgss') opts.pgss = true;
@@ -49,6 +64,9 @@ function parseArgs(argv) {
     else if (a.startsWith('--only=')) opts.only = a.slice(7).split(',');
     else if (a.startsWith('--lib-options=')) opts.libOptions = JSON.parse(a.slice(14));
     else if (a.startsWith('--raw-batch=')) opts.rawBatch = Number(a.slice(12));
+    else if (a.startsWith('--scale-jobs=')) opts.scaleJobs = Number(a.slice(13));
+    else if (a.startsWith('--scale-processes=')) opts.scaleProcesses = a.slice(18).split(',').map(Number);
+    else if (a.startsWith('--pool-size=')) opts.poolSize = Number(a.slice(12));
     else throw new Error(`unknown argument ${a}; see the header of bench/run.mjs`);
   }
   opts.partial =
@@ -63,12 +81,26 @@ function parseArgs(argv) {
 }
 
 const SIZES = {
-  full: { single: 5000, bulk: 100_000, batch: 1000, drain: 50_000, rate: 200, seconds: 10, history: 1_000_000, rss: 200_000 },
-  smoke: { single: 300, bulk: 300, batch: 100, drain: 300, rate: 200, seconds: 1, history: 2000, rss: 500 },
+  full: {
+    single: 5000,
+    bulk: 100_000,
+    batch: 1000,
+    drain: 50_000,
+    rate: 200,
+    seconds: 10,
+    history: 1_000_000,
+    rss: 200_000,
+    scale: 200_000,
+  },
+  smoke: { single: 300, bulk: 300, batch: 100, drain: 300, rate: 200, seconds: 1, history: 2000, rss: 500, scale: 300 },
 };
 
 /** Workloads, each with its runs (library and raw); a run is [key, fn(ctx)]. */
-function plan(size) {
+function plan(size, opts) {
+  const scaleRuns = opts.scaleProcesses.flatMap((p) => [
+    [`scale/direct-${p}p`, (c) => scale(c, { processes: p, jobs: size.scale, bouncer: null })],
+    [`scale/pgbouncer-${p}p`, (c) => scale(c, { processes: p, jobs: size.scale, bouncer: c.bouncer })],
+  ]);
   return [
     [
       'enqueue-single',
@@ -107,6 +139,7 @@ function plan(size) {
         ['rss/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.rss })],
       ],
     ],
+    ['scale', scaleRuns],
   ];
 }
 
@@ -162,20 +195,37 @@ async function main() {
     );
     return 2;
   }
-  const size = opts.smoke ? SIZES.smoke : SIZES.full;
+  const size = { ...(opts.smoke ? SIZES.smoke : SIZES.full) };
+  if (opts.scaleJobs) size.scale = opts.scaleJobs;
+  // The scale workload is long (ten drains) and needs pgbouncer: only when asked for by name.
+  const withScale = opts.only?.includes('scale') ?? false;
   const started = Date.now();
   const server = await startPostgres({
     durable: !opts.smoke,
-    settings: opts.pgss
-      ? {
-          shared_preload_libraries: 'pg_stat_statements',
-          'pg_stat_statements.track': 'all',
-          'pg_stat_statements.track_planning': 'on',
-        }
-      : {},
+    settings:
+      opts.pgss || withScale
+        ? {
+            shared_preload_libraries: 'pg_stat_statements',
+            'pg_stat_statements.track': 'all',
+            'pg_stat_statements.track_planning': 'on',
+          }
+        : {},
   });
   let code = 1;
+  let bouncer = null;
   try {
+    // Claim statements per second in the scale workload come from pg_stat_statements.
+    if (withScale && !server.embedded) {
+      const c = new pg.Client({ connectionString: server.url });
+      await c.connect();
+      const { rows } = await c.query(`SELECT current_setting('shared_preload_libraries') AS l`);
+      await c.end();
+      if (!rows[0].l.includes('pg_stat_statements'))
+        throw new Error(
+          '--only=scale needs pg_stat_statements in shared_preload_libraries (or no DATABASE_URL: the embedded server loads it)',
+        );
+    }
+    if (withScale) bouncer = await startBouncer(server.url, opts.poolSize);
     const meta = {
       smoke: opts.smoke,
       reps: opts.reps,
@@ -195,7 +245,7 @@ async function main() {
       },
       server: await serverInfo(server.url),
     };
-    const workloads = plan(size).filter(([name]) => !opts.only || opts.only.includes(name));
+    const workloads = plan(size, opts).filter(([name]) => (opts.only ? opts.only.includes(name) : name !== 'scale'));
     const runs = {};
     const failures = [];
     for (let rep = 1; rep <= opts.reps; rep++) {
@@ -213,6 +263,7 @@ async function main() {
               rawBatch: opts.rawBatch,
               pkg,
               pgss: opts.pgss,
+              bouncer,
             });
             (runs[key] ??= []).push({ rep, ...r });
             if (!r.check.ok) failures.push(`${key} rep ${rep}: ${r.check.detail}`);
@@ -230,8 +281,21 @@ async function main() {
       }
     }
     const { rows, markdown } = buildTable(runs, size, { judge: !opts.smoke });
+    let scaleText = '';
+    if (withScale) {
+      const st = scaleTable(runs, {
+        processes: opts.scaleProcesses,
+        jobs: size.scale,
+        poolSize: opts.poolSize,
+        judge: !opts.smoke,
+      });
+      scaleText = `\n\n${st.markdown}`;
+      meta.scale = { rows: st.rows, best: st.best, met: st.met, poolSize: opts.poolSize, jobs: size.scale };
+      if (st.met === false && !opts.smoke)
+        failures.push('scale: the target (16 processes through PgBouncer >= 90% of the best direct) was missed');
+    }
     const durationS = (Date.now() - started) / 1000;
-    const text = `${header(meta)}\n\n${markdown}\n\nTotal time ${durationS.toFixed(0)} s.${failures.length ? `\n\nFAILED:\n${failures.map((f) => `- ${f}`).join('\n')}` : ''}\n`;
+    const text = `${header(meta)}\n\n${rows.length ? markdown : ''}${scaleText}\n\nTotal time ${durationS.toFixed(0)} s.${failures.length ? `\n\nFAILED:\n${failures.map((f) => `- ${f}`).join('\n')}` : ''}\n`;
     console.log(text);
     // Only a full, default run is `latest`; smoke and diagnostic runs must not overwrite it.
     const base = opts.smoke ? 'smoke' : opts.partial ? 'partial' : 'latest';
@@ -246,6 +310,7 @@ async function main() {
     console.error(`[bench] wrote ${path.relative(root, outDir)}/${base}.json and ${base}.md`);
     code = failures.length ? 1 : 0;
   } finally {
+    await bouncer?.stop();
     await server.stop();
   }
   return code;

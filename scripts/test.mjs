@@ -7,6 +7,13 @@
 //                        (image: PGQUEUE_TEST_IMAGE, default postgres:17-alpine).
 // - otherwise         -> a throwaway embedded PostgreSQL in a temp dir.
 // PGQUEUE_TEST_SERVER=embedded|testcontainers forces one of the last two.
+// PGQUEUE_TEST_PGBOUNCER=direct-listen|poll-only: PgBouncer (scripts/pgbouncer.mjs, transaction
+// mode) in front of that server, and jest runs the integration suite through it (the files
+// test/pgbouncer/suite.js leaves out, with its reasons, are printed), plus test/pgbouncer/*.pgb-spec.ts;
+// no unit, e2e or ESM runs (they do not change). Children then also get PGQUEUE_TEST_PGBOUNCER,
+// PGQUEUE_TEST_PGBOUNCER_URL (the admin URL through PgBouncer, pool size 5 per database) and
+// PGQUEUE_TEST_PGBOUNCER_TIGHT_URL (a second PgBouncer with a pool of 2). Fails if pgbouncer
+// is not installed or does not start.
 // Children get PGQUEUE_TEST_URL (admin URL; test/support/database.ts creates a
 // database per test file from it) and PGQUEUE_TEST_RUN_ID (prefix of those
 // databases, so leftovers of this run are dropped at the end).
@@ -21,9 +28,19 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { dropDatabasesWithPrefix, redactUrl, startPostgres } from './pg-server.mjs';
 import { DEFAULT_IMAGE, dockerAnswers, startContainer } from './pg-container.mjs';
+import { startPgBouncer } from './pgbouncer.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
+
+const PGBOUNCER_MODES = ['direct-listen', 'poll-only'];
+const pgBouncerMode = process.env.PGQUEUE_TEST_PGBOUNCER || '';
+if (pgBouncerMode && !PGBOUNCER_MODES.includes(pgBouncerMode)) {
+  console.error(`[test] PGQUEUE_TEST_PGBOUNCER must be ${PGBOUNCER_MODES.join(' or ')}, not "${pgBouncerMode}"`);
+  process.exit(2);
+}
+/** Server connections per database (and user) of the run's PgBouncer: fewer than the queue's clients of a test with two nodes. */
+const PGBOUNCER_POOL_SIZE = 5;
 
 const jestArgs = process.argv.slice(2);
 if (!jestArgs.some((a) => /^(--maxWorkers|-w|--runInBand|-i$)/.test(a))) {
@@ -106,6 +123,7 @@ async function main() {
   const server = await pickServer();
   let exitCode = 1;
   const runId = randomBytes(3).toString('hex');
+  const bouncers = [];
   try {
     const { version, num } = await describeServer(server.url);
     console.log(`[test] PostgreSQL (${server.label}): ${version}`);
@@ -114,13 +132,36 @@ async function main() {
     if (num < 140000) console.warn(`[test] WARNING: server_version_num ${num} < 140000 (unsupported)`);
 
     const env = { ...process.env, PGQUEUE_TEST_URL: server.url, PGQUEUE_TEST_RUN_ID: runId };
+    if (pgBouncerMode) {
+      const main = await startPgBouncer({ serverUrl: server.url, poolSize: PGBOUNCER_POOL_SIZE });
+      bouncers.push(main);
+      const tight = await startPgBouncer({ serverUrl: server.url, poolSize: 2 });
+      bouncers.push(tight);
+      env.PGQUEUE_TEST_PGBOUNCER_URL = main.urlFor(server.url);
+      env.PGQUEUE_TEST_PGBOUNCER_TIGHT_URL = tight.urlFor(server.url);
+      console.log(
+        `[test] PgBouncer (${pgBouncerMode}, transaction mode, pool ${PGBOUNCER_POOL_SIZE} per database) on port ${main.port}, ` +
+          `a second one with a pool of 2 on port ${tight.port}`,
+      );
+      const { excluded, testsByNature, namePattern } = require('../test/pgbouncer/suite.js');
+      for (const [file, why] of Object.entries(excluded(pgBouncerMode))) {
+        console.log(`[test] not run through PgBouncer: ${file}: ${why}`);
+      }
+      for (const [file, tests] of Object.entries(testsByNature[pgBouncerMode] ?? {})) {
+        for (const [title, why] of Object.entries(tests))
+          console.log(`[test] not run ${pgBouncerMode}: ${file} "${title}": ${why}`);
+      }
+      const pattern = namePattern(pgBouncerMode);
+      if (pattern && !jestArgs.some((a) => /^(-t|--testNamePattern)/.test(a))) jestArgs.push(`--testNamePattern=${pattern}`);
+      console.log('[test] unit, e2e and ESM runs are not repeated through PgBouncer (no queue connection of their own to route)');
+    }
     const results = [];
 
     const jestBin = require.resolve('jest/bin/jest');
     results.push(['jest', await run(`jest ${jestArgs.join(' ')}`, jestBin, jestArgs, env)]);
 
     const esmDir = path.join(root, 'test', 'esm');
-    if (fs.existsSync(esmDir)) {
+    if (!pgBouncerMode && fs.existsSync(esmDir)) {
       const scripts = fs
         .readdirSync(esmDir, { withFileTypes: true })
         .filter((d) => d.isDirectory())
@@ -154,6 +195,7 @@ async function main() {
         console.warn(`[test] could not clean up test databases: ${err.message}`);
       }
     }
+    for (const b of bouncers) await b.stop();
     await server.stop();
   }
   return exitCode;

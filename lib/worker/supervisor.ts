@@ -62,6 +62,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private listener: Listener | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private maintenanceTimer: NodeJS.Timeout | null = null;
+  /** The heartbeat and maintenance passes running now: stop() waits for them before the pool closes. */
+  private readonly passes = new Set<Promise<void>>();
   private started = false;
   private beat: Promise<void> | null = null;
   /** This process in the nodes registry. */
@@ -231,14 +233,20 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     for (const w of this.workers.values()) w.start();
     if (this.workers.size > 0) {
       // The first beat at once: the node shows in the registry from its start, not a heartbeat later.
-      void this.heartbeat();
-      this.heartbeatTimer = setInterval(() => void this.heartbeat(), this.opts.heartbeatIntervalMs);
+      void this.track(this.heartbeat());
+      this.heartbeatTimer = setInterval(() => void this.track(this.heartbeat()), this.opts.heartbeatIntervalMs);
       this.heartbeatTimer.unref();
     }
-    this.maintenanceTimer = setInterval(() => void this.maintain(), this.opts.rescueIntervalMs);
+    this.maintenanceTimer = setInterval(() => void this.track(this.maintain()), this.opts.rescueIntervalMs);
     this.maintenanceTimer.unref();
     // Not awaited: a database that is down at boot must not hold the boot; maintenance retries.
     void this.cron?.start();
+  }
+
+  /** Keeps `pass` in `passes` while it runs (it never rejects: each pass reports its own errors). */
+  private track(pass: Promise<void>): Promise<void> {
+    this.passes.add(pass);
+    return pass.finally(() => this.passes.delete(pass));
   }
 
   /**
@@ -403,6 +411,10 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       });
     }
     await this.listener?.stop();
+    // A pass the timers started may still run (a vacuum check after the rescue, say): the pool
+    // closes after stop() returns, and a pass that outlived it logged "Cannot use a pool after
+    // calling end on the pool" (seen in the scale benchmark's shutdowns).
+    await Promise.all([...this.passes]);
     // Last: handlers still ran until the jobs were abandoned above.
     if (this.catchingRejections) process.off('unhandledRejection', this.onUnhandledRejection);
     this.catchingRejections = false;

@@ -4,6 +4,7 @@ import { NestFactory } from '@nestjs/core';
 import { PgQueueModule, type PgQueueModuleOptions, type RegisterQueueOptions } from '../../lib';
 import type { PgQueueRuntime } from '../../lib/module/pg-queue.runtime';
 import { PG_QUEUE_RUNTIME } from '../../lib/module/pg-queue.constants';
+import { pooledOptions } from './pgbouncer';
 
 export interface TestAppOptions {
   readonly options: PgQueueModuleOptions;
@@ -12,10 +13,17 @@ export interface TestAppOptions {
   readonly imports?: ModuleMetadata['imports'];
 }
 
-/** Boots a Nest application context with the queue module, as an app would. */
+/**
+ * Boots a Nest application context with the queue module, as an app would. Under `npm test` with
+ * PGQUEUE_TEST_PGBOUNCER, the queue's connection goes through PgBouncer (see ./pgbouncer.ts).
+ */
 export async function bootApp(t: TestAppOptions): Promise<INestApplicationContext> {
   @Module({
-    imports: [...(t.imports ?? []), PgQueueModule.forRoot(t.options), PgQueueModule.registerQueue(...(t.queues ?? []))],
+    imports: [
+      ...(t.imports ?? []),
+      PgQueueModule.forRoot(pooledOptions(t.options)),
+      PgQueueModule.registerQueue(...(t.queues ?? [])),
+    ],
     providers: t.providers ?? [],
   })
   class TestAppModule {}

@@ -1,12 +1,13 @@
 import { randomBytes } from 'crypto';
 import { Client, Pool } from 'pg';
+import { dropThroughPgBouncers } from './pgbouncer';
 
 export interface TestDatabase {
   /** Connection URL of the fresh, empty database. */
   url: string;
   /** Database name (`pgq_t_...`). */
   name: string;
-  /** DROP DATABASE ... WITH (FORCE); safe to call more than once. */
+  /** DROP DATABASE ... WITH (FORCE) (through PgBouncer: its connections to it too); safe to call more than once. */
   drop(): Promise<void>;
 }
 
@@ -53,9 +54,11 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     url: urlFor(adminUrl, name),
     name,
     drop() {
-      dropped ??= withAdmin(adminUrl, async (c) => {
-        await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
-      });
+      dropped ??= dropThroughPgBouncers(name, () =>
+        withAdmin(adminUrl, async (c) => {
+          await c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`);
+        }),
+      );
       return dropped;
     },
   };

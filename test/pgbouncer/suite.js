@@ -1,0 +1,82 @@
+'use strict';
+// What `npm test` runs through PgBouncer (PGQUEUE_TEST_PGBOUNCER=direct-listen|poll-only): every
+// test/integration file, plus test/pgbouncer/*.pgb-spec.ts, except the files named here, each with
+// the reason. jest.config.js reads it; scripts/test.mjs prints it, so nothing is left out silently.
+// A file listed under `notRouted` would run exactly as in the plain run (its queue does not take
+// its connection from test/support/app.ts bootApp), so running it again would prove nothing.
+
+/** @type {Record<string, string>} */
+const notRouted = {
+  'connections.int-spec.ts':
+    'the queue takes its settings from a TypeORM DataSource; it counts pool and LISTEN connections on the server',
+  'transactional.int-spec.ts': "the queue takes its settings from a TypeORM DataSource and enqueues in the app's transactions",
+  'cls-transactional.int-spec.ts': 'the queue takes its settings from a TypeORM DataSource (enqueue in @Transactional())',
+  'module.int-spec.ts': 'forRoot/forRootAsync wiring with its own modules and a TypeORM DataSource, not bootApp',
+  'multi-process.int-spec.ts': 'the workers are child processes (test/fixtures/worker-process.js) with their own options',
+  'backend-kill.int-spec.ts':
+    "the worker is a child process with its own options, and it kills that process's server backends by pid",
+  'readme-app.int-spec.ts': "the README's example app, with its own module",
+  'optional-peers.int-spec.ts': 'child processes that load entry points; no queue SQL',
+  'infra.int-spec.ts': 'tests the test harness (createTestDatabase, waitFor), no queue',
+};
+
+/** Files that cannot pass through PgBouncer in a mode by nature, with the reason. */
+/** @type {Record<'direct-listen' | 'poll-only', Record<string, string>>} */
+const byNature = {
+  'direct-listen': {},
+  'poll-only': {
+    'wakeup.int-spec.ts':
+      'it tests the LISTEN/NOTIFY wake-up itself (60 s polls); poll-only has its own test in it, run in the plain suite',
+  },
+};
+
+/**
+ * Single tests that cannot pass in a mode by nature, by file and test title, with the reason.
+ * scripts/test.mjs leaves them out with jest's --testNamePattern (a title that no longer matches
+ * simply runs again, and fails loudly if it still cannot pass); jest reports them as skipped.
+ */
+/** @type {Record<'direct-listen' | 'poll-only', Record<string, Record<string, string>>>} */
+const testsByNature = {
+  'direct-listen': {},
+  'poll-only': {
+    'cancel-pause.int-spec.ts': {
+      'a running job on another node gets its signal fired with CancelJobError and ends cancelled, not retried':
+        "the cancel reaches the running node by NOTIFY; without LISTEN it comes with the next heartbeat (leaseMs / 3, 10 s), after the test's 5 s wait",
+      'a handler that completes despite the cancel wins: the job is completed':
+        'the same: its handler waits for the cancel signal, which comes with the next heartbeat',
+    },
+    'shutdown.int-spec.ts': {
+      'a job handed back at shutdown wakes another worker at once, by NOTIFY, not at its poll':
+        'it tests the NOTIFY wake-up (10 min polls)',
+    },
+    'metrics.int-spec.ts': {
+      'counts enqueued, completed, retried, failed and stalled jobs, times handlers and waits, and reports the listener':
+        'it waits for listener_connected = 1; poll-only has no listener',
+    },
+    'run-at.int-spec.ts': {
+      'a job enqueued with runAt runs at that time, not before (by the database clock)':
+        'the NOTIFY carries the due time (60 s polls); poll-only finds the job at its next poll',
+    },
+    'pause.int-spec.ts': {
+      'hands back the jobs a node had prefetched, and they do not run when its slot frees':
+        "pause and resume reach other nodes by NOTIFY (60 s polls); it waits for each node's listener",
+      'holds across a node restart and for a node that boots while the queue is paused; resume runs the jobs':
+        "the same: it waits for each node's listener (60 s polls)",
+    },
+  },
+};
+
+const escapeRegExp = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** A --testNamePattern that runs every test but the mode's `testsByNature`, or null when there are none. */
+function namePattern(mode) {
+  const titles = Object.values(testsByNature[mode] ?? {}).flatMap((tests) => Object.keys(tests));
+  return titles.length ? `^(?!.*(?:${titles.map(escapeRegExp).join('|')}))` : null;
+}
+
+/** The files a mode leaves out, with the reasons. */
+function excluded(mode) {
+  return { ...notRouted, ...(byNature[mode] ?? {}) };
+}
+
+module.exports = { notRouted, byNature, testsByNature, excluded, namePattern };
