@@ -14,7 +14,7 @@
 //   --smoke          a few hundred jobs per workload, one repetition; exits non-zero unless
 //                    every workload completed with the expected job counts (never on timing)
 //   --reps=N         repetitions (default 3; smoke 1)
-//   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, latency, history, rss
+//   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, latency, history, dashboard, rss
 //   --lib-options=J  JSON merged into PgQueueModule.forRoot() of every library process, e.g.
 //                    '{"poolSize":10}' or '{"retention":{"completedMs":0}}' (diagnostics)
 //   --raw-batch=N    claim size of the raw reference's worker (default 100; diagnostics)
@@ -84,6 +84,10 @@ function plan(size) {
     ]],
     ['history', [
       ['history/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history })],
+    ]],
+    ['dashboard', [
+      ['dashboard/open', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history, dashboard: { open: true } })],
+      ['dashboard/closed', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history, dashboard: { open: false } })],
     ]],
     ['rss', [
       ['rss/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.rss })],
