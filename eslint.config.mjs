@@ -26,7 +26,18 @@ const NO_SQL = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', '**/node_modules/**', 'lib/db/migrations.generated.ts', 'coverage/**', '.data/**', 'test/.readme-app-*/**', 'dist-sample/**'] },
+  {
+    ignores: [
+      'dist/**',
+      'node_modules/**',
+      '**/node_modules/**',
+      'lib/db/migrations.generated.ts',
+      'coverage/**',
+      '.data/**',
+      'test/.readme-app-*/**',
+      'dist-sample/**',
+    ],
+  },
   { linterOptions: { reportUnusedDisableDirectives: 'off' } },
   js.configs.recommended,
   ...tseslint.configs.recommended,
@@ -65,9 +76,20 @@ export default tseslint.config(
     files: ['**/*.{js,cjs,mjs}'],
     languageOptions: {
       globals: {
-        require: 'readonly', module: 'writable', __dirname: 'readonly', __filename: 'readonly', exports: 'writable',
-        setInterval: 'readonly', clearInterval: 'readonly', setImmediate: 'readonly', URL: 'readonly', performance: 'readonly',
-        AbortController: 'readonly', structuredClone: 'readonly', fetch: 'readonly', queueMicrotask: 'readonly',
+        require: 'readonly',
+        module: 'writable',
+        __dirname: 'readonly',
+        __filename: 'readonly',
+        exports: 'writable',
+        setInterval: 'readonly',
+        clearInterval: 'readonly',
+        setImmediate: 'readonly',
+        URL: 'readonly',
+        performance: 'readonly',
+        AbortController: 'readonly',
+        structuredClone: 'readonly',
+        fetch: 'readonly',
+        queueMicrotask: 'readonly',
       },
     },
     rules: { '@typescript-eslint/no-require-imports': 'off' },

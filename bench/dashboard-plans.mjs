@@ -78,7 +78,9 @@ try {
   console.log(`seeded ${WAITING} live and ${HISTORY} finished jobs in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
 
   const store = new DashboardStore(pool, 'pgqueue', 'pgqueue_jobs');
-  const { rows: [{ id: liveId }] } = await pool.query(`SELECT id::text FROM pgqueue.jobs ORDER BY id DESC LIMIT 1`);
+  const {
+    rows: [{ id: liveId }],
+  } = await pool.query(`SELECT id::text FROM pgqueue.jobs ORDER BY id DESC LIMIT 1`);
   const page1 = await store.listJobs('email', 'failed', {}, null, 50);
   const reads = {
     'overview: counts': () => store.counts(['email', 'reports']),
@@ -119,10 +121,18 @@ try {
     console.log('\n| page API call over HTTP | p50 ms | p95 ms |\n| --- | --- | --- |');
     const first = performance.now();
     await get('/overview');
-    console.log(`| GET api/overview, first call after boot (counts the whole hour) | ${(performance.now() - first).toFixed(2)} | - |`);
+    console.log(
+      `| GET api/overview, first call after boot (counts the whole hour) | ${(performance.now() - first).toFixed(2)} | - |`,
+    );
     row('GET api/overview', await time(() => get('/overview'), REPS));
-    row('GET api/queues/email + its first jobs page (waiting)', await time(() => Promise.all([get('/queues/email'), get('/queues/email/jobs?state=waiting')]), REPS));
-    row('GET api/queues/email + its first jobs page (failed)', await time(() => Promise.all([get('/queues/email'), get('/queues/email/jobs?state=failed')]), REPS));
+    row(
+      'GET api/queues/email + its first jobs page (waiting)',
+      await time(() => Promise.all([get('/queues/email'), get('/queues/email/jobs?state=waiting')]), REPS),
+    );
+    row(
+      'GET api/queues/email + its first jobs page (failed)',
+      await time(() => Promise.all([get('/queues/email'), get('/queues/email/jobs?state=failed')]), REPS),
+    );
     row('GET api/jobs/:id (live)', await time(() => get(`/jobs/${liveId}`), REPS));
     row('GET api/jobs/:id (history)', await time(() => get('/jobs/10500000'), REPS));
   } finally {
@@ -139,7 +149,11 @@ try {
   await explain('throughput (first poll)', q.throughput, [null]);
   await explain('throughput (later polls)', q.throughput, [new Date(Date.now() - 120_000)]);
   await explain('names', q.names, ['email']);
-  for (const [state, filters] of [['waiting', {}], ['failed', {}], ['completed', { payloadJson: '{"orderId":424242}' }]]) {
+  for (const [state, filters] of [
+    ['waiting', {}],
+    ['failed', {}],
+    ['completed', { payloadJson: '{"orderId":424242}' }],
+  ]) {
     const { text, values } = buildJobList('pgqueue', state, { queue: 'email', cursor: null, filters, limit: 50 });
     await explain(`job list ${state} ${JSON.stringify(filters)}`, text, values);
   }

@@ -35,7 +35,8 @@ export async function startRole(script, arg, { readyTimeoutMs = 60_000 } = {}) {
     }
   });
   child.on('exit', (code, signal) => {
-    if (!role.stopping || code !== 0) rejectAll(dead ?? new Error(`${script} (pid ${child.pid}) exited early: code ${code}, signal ${signal}`));
+    if (!role.stopping || code !== 0)
+      rejectAll(dead ?? new Error(`${script} (pid ${child.pid}) exited early: code ${code}, signal ${signal}`));
   });
   const wait = (type, timeoutMs) =>
     new Promise((resolve, reject) => {
@@ -112,7 +113,9 @@ export async function lockTable(url, table) {
   return {
     /** How many sessions wait on a lock (the workers' first claims). */
     async waiters() {
-      const { rows } = await c.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`);
+      const { rows } = await c.query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()`,
+      );
       return rows[0].n;
     },
     async open() {
@@ -181,7 +184,9 @@ function machineCpu() {
  */
 export async function counters(client, rolePids) {
   const { rows: procs } = await client.query('SELECT pid FROM pg_stat_activity');
-  const { rows: [w] } = await client.query('SELECT pg_current_wal_insert_lsn()::text AS lsn');
+  const {
+    rows: [w],
+  } = await client.query('SELECT pg_current_wal_insert_lsn()::text AS lsn');
   const pgCpu = new Map(procs.map((p) => [p.pid, cpuSeconds(p.pid)]).filter(([, s]) => s !== null));
   return { t: now(), roles: rolePids.map(cpuSeconds), pgCpu, machine: machineCpu(), lsn: w.lsn };
 }
@@ -189,7 +194,9 @@ export async function counters(client, rolePids) {
 /** What happened between two `counters` readings: CPU as % of one core, WAL bytes per job. */
 export async function usage(client, a, b, jobs) {
   const wallS = (b.t - a.t) / 1000;
-  const { rows: [w] } = await client.query('SELECT pg_wal_lsn_diff($1, $2)::bigint AS bytes', [b.lsn, a.lsn]);
+  const {
+    rows: [w],
+  } = await client.query('SELECT pg_wal_lsn_diff($1, $2)::bigint AS bytes', [b.lsn, a.lsn]);
   let pgS = 0;
   for (const [pid, s] of b.pgCpu) pgS += s - (a.pgCpu.get(pid) ?? 0); // a process born meanwhile counts whole
   const pct = (s) => Math.round((100 * s) / wallS);

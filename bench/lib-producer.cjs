@@ -26,7 +26,10 @@ async function main() {
         const calls = Math.ceil(m.total / m.batch);
         const elapsedMs = await closedLoop(calls, 1, (c) => {
           const n = Math.min(m.batch, m.total - c * m.batch);
-          return queues.addBulk(QUEUE, Array.from({ length: n }, (_, k) => ({ name: 'noop', payload: { i: c * m.batch + k } })));
+          return queues.addBulk(
+            QUEUE,
+            Array.from({ length: n }, (_, k) => ({ name: 'noop', payload: { i: c * m.batch + k } })),
+          );
         });
         return { elapsedMs, sent: m.total };
       }

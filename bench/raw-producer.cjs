@@ -16,14 +16,19 @@ async function main() {
   serve({
     go: async (m) => {
       if (m.mode === 'single') {
-        const elapsedMs = await closedLoop(m.total, m.callers, (i) => pool.query(raw.insertOne, ['bench', JSON.stringify({ i })]));
+        const elapsedMs = await closedLoop(m.total, m.callers, (i) =>
+          pool.query(raw.insertOne, ['bench', JSON.stringify({ i })]),
+        );
         return { elapsedMs, sent: m.total };
       }
       if (m.mode === 'bulk') {
         const calls = Math.ceil(m.total / m.batch);
         const elapsedMs = await closedLoop(calls, 1, (c) => {
           const n = Math.min(m.batch, m.total - c * m.batch);
-          return pool.query(raw.insertMany, ['bench', Array.from({ length: n }, (_, k) => JSON.stringify({ i: c * m.batch + k }))]);
+          return pool.query(raw.insertMany, [
+            'bench',
+            Array.from({ length: n }, (_, k) => JSON.stringify({ i: c * m.batch + k })),
+          ]);
         });
         return { elapsedMs, sent: m.total };
       }

@@ -29,42 +29,119 @@ const vs = (l, ref, share) => (ref == null ? null : l >= share * ref);
 export function rowSpecs(size) {
   const n = (x) => x.toLocaleString('en-US');
   return [
-    { label: `enqueue, 1 job per call, 10 concurrent callers (${n(size.single)} jobs)`, unit: 'jobs/s',
-      lib: ['enqueue-single/lib', 'rate'], raw: ['enqueue-single/raw', 'rate'],
-      target: { text: '>= 90% of raw', ok: (l, r) => (r == null ? null : l >= 0.9 * r) } },
-    { label: `bulk enqueue, addBulk of ${n(size.batch)} (${n(size.bulk)} jobs)`, unit: 'jobs/s',
-      lib: ['enqueue-bulk/lib', 'rate'], raw: ['enqueue-bulk/raw', 'rate'],
-      target: { text: '>= 80% of raw and >= 50,000/s', ok: (l, r) => (r == null ? null : l >= 0.8 * r && l >= 50_000) } },
-    { label: `drain ${n(size.drain)} no-op jobs, 1 process (concurrency 10)`, unit: 'jobs/s',
-      lib: ['drain/lib-1p', 'rate'], raw: ['drain/raw', 'rate'], notes: true,
-      target: { text: '>= 80% of raw', ok: (l, r) => (r == null ? null : l >= 0.8 * r) } },
-    { label: `drain ${n(size.drain)}, 2 processes (raw: 1 process)`, unit: 'jobs/s',
-      lib: ['drain/lib-2p', 'rate'], raw: ['drain/raw', 'rate'], notes: true,
-      target: { text: '>= 90% of 1 process', ok: (l, _r, fig) => vs(l, fig('drain/lib-1p', 'rate'), 0.9) } },
-    { label: `enqueue-to-start latency p50 (${size.rate}/s for ${size.seconds} s, open loop)`, unit: 'ms', lowerIsBetter: true,
-      lib: ['latency/lib', 'p50'], raw: ['latency/raw', 'p50'], notes: 'sendP50',
-      target: { text: '<= 3 ms', ok: (l) => l <= 3 } },
+    {
+      label: `enqueue, 1 job per call, 10 concurrent callers (${n(size.single)} jobs)`,
+      unit: 'jobs/s',
+      lib: ['enqueue-single/lib', 'rate'],
+      raw: ['enqueue-single/raw', 'rate'],
+      target: { text: '>= 90% of raw', ok: (l, r) => (r == null ? null : l >= 0.9 * r) },
+    },
+    {
+      label: `bulk enqueue, addBulk of ${n(size.batch)} (${n(size.bulk)} jobs)`,
+      unit: 'jobs/s',
+      lib: ['enqueue-bulk/lib', 'rate'],
+      raw: ['enqueue-bulk/raw', 'rate'],
+      target: { text: '>= 80% of raw and >= 50,000/s', ok: (l, r) => (r == null ? null : l >= 0.8 * r && l >= 50_000) },
+    },
+    {
+      label: `drain ${n(size.drain)} no-op jobs, 1 process (concurrency 10)`,
+      unit: 'jobs/s',
+      lib: ['drain/lib-1p', 'rate'],
+      raw: ['drain/raw', 'rate'],
+      notes: true,
+      target: { text: '>= 80% of raw', ok: (l, r) => (r == null ? null : l >= 0.8 * r) },
+    },
+    {
+      label: `drain ${n(size.drain)}, 2 processes (raw: 1 process)`,
+      unit: 'jobs/s',
+      lib: ['drain/lib-2p', 'rate'],
+      raw: ['drain/raw', 'rate'],
+      notes: true,
+      target: { text: '>= 90% of 1 process', ok: (l, _r, fig) => vs(l, fig('drain/lib-1p', 'rate'), 0.9) },
+    },
+    {
+      label: `enqueue-to-start latency p50 (${size.rate}/s for ${size.seconds} s, open loop)`,
+      unit: 'ms',
+      lowerIsBetter: true,
+      lib: ['latency/lib', 'p50'],
+      raw: ['latency/raw', 'p50'],
+      notes: 'sendP50',
+      target: { text: '<= 3 ms', ok: (l) => l <= 3 },
+    },
     { label: 'latency p95', unit: 'ms', lowerIsBetter: true, lib: ['latency/lib', 'p95'], raw: ['latency/raw', 'p95'] },
-    { label: 'latency p99', unit: 'ms', lowerIsBetter: true, lib: ['latency/lib', 'p99'], raw: ['latency/raw', 'p99'], notes: 'sendP99',
-      target: { text: '<= 20 ms', ok: (l) => l <= 20 } },
-    { label: 'latency max', unit: 'ms', lowerIsBetter: true, lib: ['latency/lib', 'max'], raw: ['latency/raw', 'max'], notes: 'sendMax' },
-    { label: `drain ${n(size.drain)}, 1 process, ${n(size.history)} finished jobs in history (raw: empty)`, unit: 'jobs/s',
-      lib: ['history/lib-1p', 'rate'], raw: ['drain/raw', 'rate'], notes: true,
-      target: { text: '>= 90% of empty-history drain', ok: (l, _r, fig) => vs(l, fig('drain/lib-1p', 'rate'), 0.9) } },
-    { label: `drain ${n(size.drain)}, 1 process, ${n(size.history)} in history, the app mounting the dashboard, its overview and a queue page open (polled every 2 s) (raw: same, no page open)`,
-      unit: 'jobs/s', lib: ['dashboard/open', 'rate'], raw: ['dashboard/closed', 'rate'], notes: true,
-      target: { text: '>= 95% of no page open', ok: (l, r) => (r == null ? null : l >= 0.95 * r) } },
-    { label: 'dashboard poll (overview + queue page + its first jobs page) during that drain', unit: 'ms', lowerIsBetter: true,
-      lib: ['dashboard/open', 'pollP95'], raw: ['-', '-'], notes: 'polls' },
-    { label: `drain ${n(size.rss)} (the RSS run), 1 process`, unit: 'jobs/s',
-      lib: ['rss/lib-1p', 'rate'], raw: ['rss/raw', 'rate'], notes: true },
-    { label: 'worker RSS after warm-up (20% of the drain)', unit: 'MB', lowerIsBetter: true, digits: 1,
-      lib: ['rss/lib-1p', 'rssWarmMB'], raw: ['rss/raw', 'rssWarmMB'] },
-    { label: 'worker RSS at the end of the drain', unit: 'MB', lowerIsBetter: true, digits: 1,
-      lib: ['rss/lib-1p', 'rssEndMB'], raw: ['rss/raw', 'rssEndMB'] },
-    { label: 'worker RSS, largest deviation from warm-up', unit: '%', lowerIsBetter: true, digits: 1,
-      lib: ['rss/lib-1p', 'rssMaxDevPct'], raw: ['rss/raw', 'rssMaxDevPct'],
-      target: { text: 'flat within 20%', ok: (l) => l <= 20 } },
+    {
+      label: 'latency p99',
+      unit: 'ms',
+      lowerIsBetter: true,
+      lib: ['latency/lib', 'p99'],
+      raw: ['latency/raw', 'p99'],
+      notes: 'sendP99',
+      target: { text: '<= 20 ms', ok: (l) => l <= 20 },
+    },
+    {
+      label: 'latency max',
+      unit: 'ms',
+      lowerIsBetter: true,
+      lib: ['latency/lib', 'max'],
+      raw: ['latency/raw', 'max'],
+      notes: 'sendMax',
+    },
+    {
+      label: `drain ${n(size.drain)}, 1 process, ${n(size.history)} finished jobs in history (raw: empty)`,
+      unit: 'jobs/s',
+      lib: ['history/lib-1p', 'rate'],
+      raw: ['drain/raw', 'rate'],
+      notes: true,
+      target: { text: '>= 90% of empty-history drain', ok: (l, _r, fig) => vs(l, fig('drain/lib-1p', 'rate'), 0.9) },
+    },
+    {
+      label: `drain ${n(size.drain)}, 1 process, ${n(size.history)} in history, the app mounting the dashboard, its overview and a queue page open (polled every 2 s) (raw: same, no page open)`,
+      unit: 'jobs/s',
+      lib: ['dashboard/open', 'rate'],
+      raw: ['dashboard/closed', 'rate'],
+      notes: true,
+      target: { text: '>= 95% of no page open', ok: (l, r) => (r == null ? null : l >= 0.95 * r) },
+    },
+    {
+      label: 'dashboard poll (overview + queue page + its first jobs page) during that drain',
+      unit: 'ms',
+      lowerIsBetter: true,
+      lib: ['dashboard/open', 'pollP95'],
+      raw: ['-', '-'],
+      notes: 'polls',
+    },
+    {
+      label: `drain ${n(size.rss)} (the RSS run), 1 process`,
+      unit: 'jobs/s',
+      lib: ['rss/lib-1p', 'rate'],
+      raw: ['rss/raw', 'rate'],
+      notes: true,
+    },
+    {
+      label: 'worker RSS after warm-up (20% of the drain)',
+      unit: 'MB',
+      lowerIsBetter: true,
+      digits: 1,
+      lib: ['rss/lib-1p', 'rssWarmMB'],
+      raw: ['rss/raw', 'rssWarmMB'],
+    },
+    {
+      label: 'worker RSS at the end of the drain',
+      unit: 'MB',
+      lowerIsBetter: true,
+      digits: 1,
+      lib: ['rss/lib-1p', 'rssEndMB'],
+      raw: ['rss/raw', 'rssEndMB'],
+    },
+    {
+      label: 'worker RSS, largest deviation from warm-up',
+      unit: '%',
+      lowerIsBetter: true,
+      digits: 1,
+      lib: ['rss/lib-1p', 'rssMaxDevPct'],
+      raw: ['rss/raw', 'rssMaxDevPct'],
+      target: { text: 'flat within 20%', ok: (l) => l <= 20 },
+    },
   ];
 }
 
@@ -84,11 +161,20 @@ function drainNotes(runs, key) {
 function notesFor(spec, runs) {
   if (spec.notes === 'polls') {
     const m = (name) => summary((runs[spec.lib[0]] ?? []).map((r) => r.metrics[name]));
-    return m('polls') ? `p95 in the library column; p50 ${fmt(m('pollP50'))} ms, max ${fmt(m('pollMax'))} ms, ${fmt(m('polls'), 0)} polls per drain` : '';
+    return m('polls')
+      ? `p95 in the library column; p50 ${fmt(m('pollP50'))} ms, max ${fmt(m('pollMax'))} ms, ${fmt(m('polls'), 0)} polls per drain`
+      : '';
   }
-  const who = [['lib', spec.lib[0]], ['raw', spec.raw[0]]];
+  const who = [
+    ['lib', spec.lib[0]],
+    ['raw', spec.raw[0]],
+  ];
   if (spec.notes === true) {
-    return who.map(([w, key]) => [w, drainNotes(runs, key)]).filter(([, n]) => n).map(([w, n]) => `${w}: ${n}`).join('; ');
+    return who
+      .map(([w, key]) => [w, drainNotes(runs, key)])
+      .filter(([, n]) => n)
+      .map(([w, n]) => `${w}: ${n}`)
+      .join('; ');
   }
   if (typeof spec.notes === 'string') {
     const m = who.map(([w, key]) => [w, summary((runs[key] ?? []).map((r) => r.metrics[spec.notes]))]).filter(([, v]) => v);
@@ -100,21 +186,29 @@ function notesFor(spec, runs) {
 /** Builds the rows (numbers for the JSON) and the markdown table. */
 export function buildTable(runs, size, { judge }) {
   const fig = (key, metric) => summary((runs[key] ?? []).map((r) => r.metrics[metric]))?.median;
-  const rows = rowSpecs(size).map((spec) => {
-    const lib = summary((runs[spec.lib[0]] ?? []).map((r) => r.metrics[spec.lib[1]]));
-    const raw = summary((runs[spec.raw[0]] ?? []).map((r) => r.metrics[spec.raw[1]]));
-    const ratio = lib && raw && raw.median ? lib.median / raw.median : null;
-    let met = null;
-    // A target whose reference figure was not measured in this run (--only) is not judged.
-    if (spec.target && lib) {
-      const ok = spec.target.ok(lib.median, raw?.median, fig);
-      met = ok === null ? null : ok;
-    }
-    return {
-      label: spec.label, unit: spec.unit, lib, raw, ratio, target: spec.target?.text ?? null, met,
-      notes: notesFor(spec, runs),
-    };
-  }).filter((r) => r.lib || r.raw);
+  const rows = rowSpecs(size)
+    .map((spec) => {
+      const lib = summary((runs[spec.lib[0]] ?? []).map((r) => r.metrics[spec.lib[1]]));
+      const raw = summary((runs[spec.raw[0]] ?? []).map((r) => r.metrics[spec.raw[1]]));
+      const ratio = lib && raw && raw.median ? lib.median / raw.median : null;
+      let met = null;
+      // A target whose reference figure was not measured in this run (--only) is not judged.
+      if (spec.target && lib) {
+        const ok = spec.target.ok(lib.median, raw?.median, fig);
+        met = ok === null ? null : ok;
+      }
+      return {
+        label: spec.label,
+        unit: spec.unit,
+        lib,
+        raw,
+        ratio,
+        target: spec.target?.text ?? null,
+        met,
+        notes: notesFor(spec, runs),
+      };
+    })
+    .filter((r) => r.lib || r.raw);
   const specs = rowSpecs(size);
   const lines = [
     '| workload | unit | library | raw SQL | library / raw | target | met? | evidence (CPU as % of one core) |',
@@ -124,7 +218,9 @@ export function buildTable(runs, size, { judge }) {
     const spec = specs.find((s) => s.label === r.label);
     const ratio = r.ratio == null ? '-' : `${(100 * r.ratio).toFixed(0)}%`;
     const met = r.met == null ? '' : !judge ? 'not judged (smoke)' : r.met ? 'met' : '**missed**';
-    lines.push(`| ${r.label} | ${r.unit} | ${fmt(r.lib, spec.digits)} | ${fmt(r.raw, spec.digits)} | ${ratio} | ${r.target ?? ''} | ${met} | ${r.notes} |`);
+    lines.push(
+      `| ${r.label} | ${r.unit} | ${fmt(r.lib, spec.digits)} | ${fmt(r.raw, spec.digits)} | ${ratio} | ${r.target ?? ''} | ${met} | ${r.notes} |`,
+    );
   }
   return { rows, markdown: lines.join('\n') };
 }

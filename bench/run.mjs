@@ -51,7 +51,12 @@ function parseArgs(argv) {
     else if (a.startsWith('--raw-batch=')) opts.rawBatch = Number(a.slice(12));
     else throw new Error(`unknown argument ${a}; see the header of bench/run.mjs`);
   }
-  opts.partial = opts.reps !== null || opts.only !== null || opts.pgss || opts.rawBatch !== undefined || Object.keys(opts.libOptions).length > 0;
+  opts.partial =
+    opts.reps !== null ||
+    opts.only !== null ||
+    opts.pgss ||
+    opts.rawBatch !== undefined ||
+    Object.keys(opts.libOptions).length > 0;
   opts.reps ??= opts.smoke ? 1 : 3;
   if (!Number.isInteger(opts.reps) || opts.reps < 1) throw new Error('--reps must be a whole number >= 1');
   return opts;
@@ -65,40 +70,64 @@ const SIZES = {
 /** Workloads, each with its runs (library and raw); a run is [key, fn(ctx)]. */
 function plan(size) {
   return [
-    ['enqueue-single', [
-      ['enqueue-single/lib', (c) => enqueue(c, { kind: 'lib', mode: 'single', total: size.single, callers: 10 })],
-      ['enqueue-single/raw', (c) => enqueue(c, { kind: 'raw', mode: 'single', total: size.single, callers: 10 })],
-    ]],
-    ['enqueue-bulk', [
-      ['enqueue-bulk/lib', (c) => enqueue(c, { kind: 'lib', mode: 'bulk', total: size.bulk, batch: size.batch })],
-      ['enqueue-bulk/raw', (c) => enqueue(c, { kind: 'raw', mode: 'bulk', total: size.bulk, batch: size.batch })],
-    ]],
-    ['drain', [
-      ['drain/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain })],
-      ['drain/lib-2p', (c) => drain(c, { kind: 'lib', processes: 2, jobs: size.drain })],
-      ['drain/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.drain })],
-    ]],
-    ['latency', [
-      ['latency/lib', (c) => latency(c, { kind: 'lib', rate: size.rate, seconds: size.seconds })],
-      ['latency/raw', (c) => latency(c, { kind: 'raw', rate: size.rate, seconds: size.seconds })],
-    ]],
-    ['history', [
-      ['history/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history })],
-    ]],
-    ['dashboard', [
-      ['dashboard/open', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history, dashboard: { open: true } })],
-      ['dashboard/closed', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history, dashboard: { open: false } })],
-    ]],
-    ['rss', [
-      ['rss/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.rss })],
-      ['rss/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.rss })],
-    ]],
+    [
+      'enqueue-single',
+      [
+        ['enqueue-single/lib', (c) => enqueue(c, { kind: 'lib', mode: 'single', total: size.single, callers: 10 })],
+        ['enqueue-single/raw', (c) => enqueue(c, { kind: 'raw', mode: 'single', total: size.single, callers: 10 })],
+      ],
+    ],
+    [
+      'enqueue-bulk',
+      [
+        ['enqueue-bulk/lib', (c) => enqueue(c, { kind: 'lib', mode: 'bulk', total: size.bulk, batch: size.batch })],
+        ['enqueue-bulk/raw', (c) => enqueue(c, { kind: 'raw', mode: 'bulk', total: size.bulk, batch: size.batch })],
+      ],
+    ],
+    [
+      'drain',
+      [
+        ['drain/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain })],
+        ['drain/lib-2p', (c) => drain(c, { kind: 'lib', processes: 2, jobs: size.drain })],
+        ['drain/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.drain })],
+      ],
+    ],
+    [
+      'latency',
+      [
+        ['latency/lib', (c) => latency(c, { kind: 'lib', rate: size.rate, seconds: size.seconds })],
+        ['latency/raw', (c) => latency(c, { kind: 'raw', rate: size.rate, seconds: size.seconds })],
+      ],
+    ],
+    ['history', [['history/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history })]]],
+    [
+      'dashboard',
+      [
+        [
+          'dashboard/open',
+          (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history, dashboard: { open: true } }),
+        ],
+        [
+          'dashboard/closed',
+          (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history, dashboard: { open: false } }),
+        ],
+      ],
+    ],
+    [
+      'rss',
+      [
+        ['rss/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.rss })],
+        ['rss/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.rss })],
+      ],
+    ],
   ];
 }
 
 function git(...args) {
   try {
-    return execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] }).toString().trim();
+    return execFileSync('git', args, { cwd: root, stdio: ['ignore', 'pipe', 'ignore'] })
+      .toString()
+      .trim();
   } catch {
     return null;
   }
@@ -141,7 +170,9 @@ async function main() {
   try {
     pkg = require('../dist');
   } catch (err) {
-    console.error(`bench: cannot load the built package from ${path.join(root, 'dist')} (${err.message}). Run \`npm run build\` (npm run bench does).`);
+    console.error(
+      `bench: cannot load the built package from ${path.join(root, 'dist')} (${err.message}). Run \`npm run build\` (npm run bench does).`,
+    );
     return 2;
   }
   const size = opts.smoke ? SIZES.smoke : SIZES.full;
@@ -149,7 +180,11 @@ async function main() {
   const server = await startPostgres({
     durable: !opts.smoke,
     settings: opts.pgss
-      ? { shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'all', 'pg_stat_statements.track_planning': 'on' }
+      ? {
+          shared_preload_libraries: 'pg_stat_statements',
+          'pg_stat_statements.track': 'all',
+          'pg_stat_statements.track_planning': 'on',
+        }
       : {},
   });
   let code = 1;
@@ -184,12 +219,22 @@ async function main() {
           const t = Date.now();
           process.stderr.write(`[bench] rep ${rep}/${opts.reps} ${key} ... `);
           try {
-            const r = await fn({ adminUrl: server.url, dbName, libOptions: opts.libOptions, rawBatch: opts.rawBatch, pkg, pgss: opts.pgss });
+            const r = await fn({
+              adminUrl: server.url,
+              dbName,
+              libOptions: opts.libOptions,
+              rawBatch: opts.rawBatch,
+              pkg,
+              pgss: opts.pgss,
+            });
             (runs[key] ??= []).push({ rep, ...r });
             if (!r.check.ok) failures.push(`${key} rep ${rep}: ${r.check.detail}`);
             const m = r.metrics;
-            const shown = m.rate != null ? `${Math.round(m.rate)} jobs/s` : `p50 ${m.p50?.toFixed(2)} ms, p99 ${m.p99?.toFixed(2)} ms`;
-            process.stderr.write(`${shown}; ${r.check.detail}${r.check.ok ? '' : ' <- WRONG'} (${((Date.now() - t) / 1000).toFixed(1)} s)\n`);
+            const shown =
+              m.rate != null ? `${Math.round(m.rate)} jobs/s` : `p50 ${m.p50?.toFixed(2)} ms, p99 ${m.p99?.toFixed(2)} ms`;
+            process.stderr.write(
+              `${shown}; ${r.check.detail}${r.check.ok ? '' : ' <- WRONG'} (${((Date.now() - t) / 1000).toFixed(1)} s)\n`,
+            );
           } catch (err) {
             failures.push(`${key} rep ${rep}: ${err.message}`);
             process.stderr.write(`FAILED: ${err.stack ?? err}\n`);
@@ -206,7 +251,10 @@ async function main() {
     const outDir = path.join(here, 'results');
     fs.mkdirSync(outDir, { recursive: true });
     const { url: _url, ...metaOut } = meta;
-    fs.writeFileSync(path.join(outDir, `${base}.json`), JSON.stringify({ meta: { ...metaOut, url: redactUrl(meta.url) }, durationS, rows, runs, failures }, null, 2));
+    fs.writeFileSync(
+      path.join(outDir, `${base}.json`),
+      JSON.stringify({ meta: { ...metaOut, url: redactUrl(meta.url) }, durationS, rows, runs, failures }, null, 2),
+    );
     fs.writeFileSync(path.join(outDir, `${base}.md`), text);
     console.error(`[bench] wrote ${path.relative(root, outDir)}/${base}.json and ${base}.md`);
     code = failures.length ? 1 : 0;

@@ -3,17 +3,7 @@
 // job was accounted for (the only thing the smoke mode asserts).
 
 import { createRequire } from 'node:module';
-import {
-  committedXacts,
-  counters,
-  lockTable,
-  now,
-  sleep,
-  startRoles,
-  usage,
-  waitEmpty,
-  withDatabase,
-} from './harness.mjs';
+import { committedXacts, counters, lockTable, now, sleep, startRoles, usage, waitEmpty, withDatabase } from './harness.mjs';
 
 const require = createRequire(import.meta.url);
 const raw = require('./raw-sql.cjs');
@@ -124,14 +114,18 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
     const gate = await lockTable(url, table);
     let roles = [];
     try {
-      const spec = kind === 'lib'
-        ? ['lib-worker.cjs', { url, concurrency: 10, libOptions: ctx.libOptions, dashboard: !!dashboard }]
-        : ['raw-worker.cjs', { url, batch: ctx.rawBatch }];
+      const spec =
+        kind === 'lib'
+          ? ['lib-worker.cjs', { url, concurrency: 10, libOptions: ctx.libOptions, dashboard: !!dashboard }]
+          : ['raw-worker.cjs', { url, batch: ctx.rawBatch }];
       roles = await startRoles(Array.from({ length: processes }, () => spec));
       const gateDeadline = now() + 10_000;
       while ((await gate.waiters()) < processes && now() < gateDeadline) await sleep(20);
       const xBefore = await committedXacts(url);
-      const a = await counters(client, roles.map((r) => r.pid));
+      const a = await counters(
+        client,
+        roles.map((r) => r.pid),
+      );
       const dashUrl = dashboard?.open ? (await roles[0].request({ type: 'dashboard' })).url : null;
       const t0 = now();
       await gate.open();
@@ -140,7 +134,10 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
         (await Promise.all(roles.map((r) => r.request({ type: 'progress' })))).reduce((n, m) => n + m.handled, 0) >= jobs;
       const done = await waitEmpty(url, table, Math.max(120_000, jobs * 2), { startedAll }).finally(() => poller?.stop());
       const polled = poller ? await poller.done : null;
-      const b = await counters(client, roles.map((r) => r.pid));
+      const b = await counters(
+        client,
+        roles.map((r) => r.pid),
+      );
       const reports = (await Promise.all(roles.map((r) => r.request({ type: 'report' })))).map(({ starts: _starts, ...r }) => r);
       await Promise.all(roles.map((r) => r.stop()));
       const use = await usage(client, a, b, jobs);
@@ -243,7 +240,13 @@ function rssFigures(samples, t0, t1) {
   // About one point a second for the JSON: [s since the start, RSS MB, V8 heap used MB].
   const every = Math.max(1, Math.round(during.length / Math.max(1, (t1 - t0) / 1000)));
   const timeline = during.filter((_, i) => i % every === 0).map(([t, r, h]) => [Math.round((t - t0) / 100) / 10, mb(r), mb(h)]);
-  return { rssWarmMB: warm / 2 ** 20, rssEndMB: end / 2 ** 20, rssMaxDevPct: 100 * maxDev, rssSamples: after.length, rssTimeline: timeline };
+  return {
+    rssWarmMB: warm / 2 ** 20,
+    rssEndMB: end / 2 ** 20,
+    rssMaxDevPct: 100 * maxDev,
+    rssSamples: after.length,
+    rssTimeline: timeline,
+  };
 }
 
 /**
@@ -263,7 +266,9 @@ export function latency(ctx, { kind, rate, seconds }) {
           ? ['lib-worker.cjs', { url, concurrency: 10, recordStarts: true, libOptions: ctx.libOptions }]
           : ['raw-worker.cjs', { url, recordStarts: true, batch: ctx.rawBatch }],
       ]);
-      roles.push(...(await startRoles([[kind === 'lib' ? 'lib-producer.cjs' : 'raw-producer.cjs', { url, libOptions: ctx.libOptions }]])));
+      roles.push(
+        ...(await startRoles([[kind === 'lib' ? 'lib-producer.cjs' : 'raw-producer.cjs', { url, libOptions: ctx.libOptions }]])),
+      );
       const [worker, producer] = roles;
       await client.query('CHECKPOINT');
       const sent = await producer.request({ type: 'go', mode: 'latency', total, rate });

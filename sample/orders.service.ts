@@ -63,7 +63,12 @@ export class OrdersService {
     return {
       order,
       job: job && { id: job.id, state: job.state, attempt: job.attempt },
-      warehouseJob: reserve && { id: reserve.id, state: reserve.state, attempt: reserve.attempt, errors: reserve.errors.map((e) => e.message) },
+      warehouseJob: reserve && {
+        id: reserve.id,
+        state: reserve.state,
+        attempt: reserve.attempt,
+        errors: reserve.errors.map((e) => e.message),
+      },
       email,
     };
   }

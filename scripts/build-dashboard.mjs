@@ -65,7 +65,8 @@ const js = outputs.find((f) => f.endsWith('.js'));
 const css = outputs.find((f) => f.endsWith('.css'));
 if (!js || !css) throw new Error(`esbuild wrote ${outputs.join(', ')}: expected one .js and one .css`);
 const template = fs.readFileSync(path.join(UI, 'index.html'), 'utf8');
-if (!template.includes('{{js}}') || !template.includes('{{css}}')) throw new Error('lib/dashboard/ui/index.html must name {{js}} and {{css}}');
+if (!template.includes('{{js}}') || !template.includes('{{css}}'))
+  throw new Error('lib/dashboard/ui/index.html must name {{js}} and {{css}}');
 fs.writeFileSync(path.join(OUT, 'index.html'), template.replace('{{js}}', js).replace('{{css}}', css));
 
 const size = (f) => {

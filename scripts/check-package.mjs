@@ -91,9 +91,9 @@ function consumerSource(c) {
     '})',
     'export class AppModule {}',
     // The connection options are typed, not `any`: a wrong type and a misspelt option fail.
-    "// @ts-expect-error port is a number",
+    '// @ts-expect-error port is a number',
     "PgQueueModule.forRoot({ connection: { port: '5432' } });",
-    "// @ts-expect-error no such pg option",
+    '// @ts-expect-error no such pg option',
     "PgQueueModule.forRoot({ connection: { hots: 'localhost' } });",
   ];
   if (c.pgTypes) {
@@ -103,9 +103,9 @@ function consumerSource(c) {
       "const clientConfig: ClientConfig = { host: 'localhost', keepAlive: true, statement_timeout: false };",
       'PgQueueModule.forRoot({ connection: poolConfig, listenConnection: clientConfig });',
       "import type { PgQueueModuleOptions } from 'nestjs-pg-queue';",
-      'type OurPoolConfig = Exclude<PgQueueModuleOptions[\'connection\'], string | undefined>;',
+      "type OurPoolConfig = Exclude<PgQueueModuleOptions['connection'], string | undefined>;",
       'type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;',
-      '// lib/core/pg-types.ts must name every option of pg\'s PoolConfig: one that @types/pg added, or we lost, fails here',
+      "// lib/core/pg-types.ts must name every option of pg's PoolConfig: one that @types/pg added, or we lost, fails here",
       'export const sameOptions: Same<keyof PoolConfig, keyof OurPoolConfig> = true;',
       'export async function enqueueWithPg(queue: Queue<EmailJobs>, pool: Pool, client: Client): Promise<void> {',
       '  const poolClient = await pool.connect();',
@@ -157,12 +157,17 @@ function checkContents(files, unpacked) {
     const base = `dist/${e.dir ? `${e.dir}/` : ''}index`;
     required.push(`${base}.js`, `${base}.d.ts`);
     if (!fs.existsSync(path.join(root, 'lib', e.dir, 'index.ts'))) {
-      problem('entry points', `${e.subpath} is listed in scripts/entry-points.mjs but lib/${e.dir ? `${e.dir}/` : ''}index.ts does not exist.`);
+      problem(
+        'entry points',
+        `${e.subpath} is listed in scripts/entry-points.mjs but lib/${e.dir ? `${e.dir}/` : ''}index.ts does not exist.`,
+      );
     }
   }
   for (const f of required) if (!has.has(f)) problem('contents', `the tarball lacks ${f}.`);
-  const forbidden = /(^|\/)(test|tests|bench|sample|coverage|\.ci|scripts)\/|\.(spec|int-spec|e2e-spec|test)\.|(^|\/)tsconfig[^/]*\.json$|^dist-sample\//;
-  for (const f of files) if (forbidden.test(f)) problem('contents', `the tarball should not contain ${f} (test, bench, sample or build file).`);
+  const forbidden =
+    /(^|\/)(test|tests|bench|sample|coverage|\.ci|scripts)\/|\.(spec|int-spec|e2e-spec|test)\.|(^|\/)tsconfig[^/]*\.json$|^dist-sample\//;
+  for (const f of files)
+    if (forbidden.test(f)) problem('contents', `the tarball should not contain ${f} (test, bench, sample or build file).`);
 
   let maps = 0;
   for (const f of files.filter((x) => x.endsWith('.map'))) {
@@ -171,7 +176,8 @@ function checkContents(files, unpacked) {
     (map.sources ?? []).forEach((src, i) => {
       if (typeof map.sourcesContent?.[i] === 'string') return;
       const rel = path.posix.normalize(path.posix.join(path.posix.dirname(f), map.sourceRoot ?? '', src));
-      if (!has.has(rel)) problem('source maps', `${f} points at ${src}, which is neither inlined (sourcesContent) nor in the tarball.`);
+      if (!has.has(rel))
+        problem('source maps', `${f} points at ${src}, which is neither inlined (sourcesContent) nor in the tarball.`);
     });
   }
   return maps;
@@ -185,7 +191,10 @@ async function checkConsumer(c, tarball, dir) {
   const peers = new Set([...BASE_PEERS, ...ENTRY_POINTS.flatMap((e) => e.peers), ...TOOLING, ...dependencies()]);
   if (c.pgTypes) peers.add('@types/pg');
   for (const name of peers) linkPackage(nodeModules, name);
-  fs.writeFileSync(path.join(home, 'package.json'), JSON.stringify({ name: `consumer-${c.name}`, private: true, type: c.type }, null, 2));
+  fs.writeFileSync(
+    path.join(home, 'package.json'),
+    JSON.stringify({ name: `consumer-${c.name}`, private: true, type: c.type }, null, 2),
+  );
   fs.writeFileSync(path.join(home, 'tsconfig.json'), JSON.stringify(tsconfig(c), null, 2));
   fs.writeFileSync(path.join(home, 'index.ts'), consumerSource(c));
   const tsc = path.join(root, 'node_modules', 'typescript', 'bin', 'tsc');
@@ -198,7 +207,10 @@ async function checkConsumer(c, tarball, dir) {
       const above = source[n - 2]?.trim().startsWith('//') ? `\n  | ${source[n - 2].trim()}` : '';
       return `${line}${above}\n  | ${source[n - 1].trim()}`;
     });
-    problem(`consumer ${c.name}`, `tsc (moduleResolution ${c.moduleResolution}, module ${c.module}, "type": "${c.type}") failed:\n${indent(out)}`);
+    problem(
+      `consumer ${c.name}`,
+      `tsc (moduleResolution ${c.moduleResolution}, module ${c.module}, "type": "${c.type}") failed:\n${indent(out)}`,
+    );
   }
 }
 
@@ -222,7 +234,10 @@ async function checkRuntime(dir) {
 
 async function runTool(label, bin, args) {
   try {
-    const { stdout } = await execFile(process.execPath, [path.join(root, 'node_modules', ...bin), ...args], { cwd: root, maxBuffer: 16 << 20 });
+    const { stdout } = await execFile(process.execPath, [path.join(root, 'node_modules', ...bin), ...args], {
+      cwd: root,
+      maxBuffer: 16 << 20,
+    });
     return stdout;
   } catch (err) {
     problem(label, `failed:\n${indent(`${err.stdout ?? ''}${err.stderr ?? ''}`.trim() || err.message)}`);
@@ -235,19 +250,24 @@ const indent = (s) => String(s).replace(/^/gm, '    ');
 /** Runs `fns` at most `n` at a time (the machine has 2 cores). */
 async function pool(n, fns) {
   const queue = [...fns];
-  await Promise.all(Array.from({ length: n }, async () => {
-    while (queue.length) await queue.shift()();
-  }));
+  await Promise.all(
+    Array.from({ length: n }, async () => {
+      while (queue.length) await queue.shift()();
+    }),
+  );
 }
 
 async function main() {
   const keep = process.argv.includes('--keep');
   for (const p of packageJsonProblems(pkg)) problem('entry points', p);
-  if (!fs.existsSync(path.join(root, 'dist', 'index.js'))) throw new Error('dist/ is missing: run `npm run build` (npm run check:package does).');
+  if (!fs.existsSync(path.join(root, 'dist', 'index.js')))
+    throw new Error('dist/ is missing: run `npm run build` (npm run check:package does).');
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgq-package-'));
   try {
-    const [packed] = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: root, encoding: 'utf8' }));
+    const [packed] = JSON.parse(
+      execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: root, encoding: 'utf8' }),
+    );
     const tarball = path.join(dir, packed.filename);
     const files = packed.files.map((f) => f.path);
     step(`packed ${packed.filename}: ${files.length} files, ${(packed.size / 1024).toFixed(0)} kB`);
@@ -258,13 +278,20 @@ async function main() {
     const maps = checkContents(files, unpacked);
     step(`contents checked (${maps} source maps)`);
 
-    await pool(2, CONSUMERS.map((c) => () => checkConsumer(c, tarball, dir)));
+    await pool(
+      2,
+      CONSUMERS.map((c) => () => checkConsumer(c, tarball, dir)),
+    );
     step(`${CONSUMERS.length} consumer projects type-checked`);
     await checkRuntime(dir);
     step('entry points loaded with require() and import()');
 
     // --no-definitely-typed: the package ships its own types, and this check must not need the network.
-    const attw = await runTool('attw', ['@arethetypeswrong', 'cli', 'dist', 'index.js'], [tarball, '--no-definitely-typed', '--format', 'ascii']);
+    const attw = await runTool(
+      'attw',
+      ['@arethetypeswrong', 'cli', 'dist', 'index.js'],
+      [tarball, '--no-definitely-typed', '--format', 'ascii'],
+    );
     if (attw !== null) step('attw: no problems');
     const publint = await runTool('publint', ['publint', 'src', 'cli.js'], ['--strict', tarball]);
     if (publint !== null) {

@@ -59,8 +59,10 @@ async function main() {
   let sampleDataParent = null;
   try {
     for (const d of [outer, inner]) fs.chmodSync(d, 0o700);
-    log(`${asRoot ? 'as root' : `as uid ${process.getuid?.()} (not root: the postgres user is not involved)`}, ` +
-      `clone of ${head.slice(0, 12)} in ${clone} (${outer} and ${inner} are mode 700)`);
+    log(
+      `${asRoot ? 'as root' : `as uid ${process.getuid?.()} (not root: the postgres user is not involved)`}, ` +
+        `clone of ${head.slice(0, 12)} in ${clone} (${outer} and ${inner} are mode 700)`,
+    );
     execFileSync('git', ['clone', '--quiet', '--no-checkout', root, clone], { stdio: 'inherit' });
     execFileSync('git', ['-C', clone, 'checkout', '--quiet', head], { stdio: 'inherit' });
 
@@ -71,7 +73,8 @@ async function main() {
     const testEnv = { ...envWithoutDatabase, PGQUEUE_TEST_SERVER: 'embedded' };
     const testOut = await runStep(`npm test -- ${TEST_FILE}`, clone, ['test', '--', TEST_FILE], testEnv);
     const binLine = testOut.match(/^\[test\] PostgreSQL binaries in .*$/m);
-    if (asRoot && !binLine) throw new Error(`npm test ran as root in a private clone but did not say where the binaries are:\n${testOut}`);
+    if (asRoot && !binLine)
+      throw new Error(`npm test ran as root in a private clone but did not say where the binaries are:\n${testOut}`);
     if (binLine) log(`  ${binLine[0]}`);
 
     const t = Date.now();

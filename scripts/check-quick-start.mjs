@@ -118,15 +118,21 @@ async function main() {
   const text = fs.readFileSync(DOC, 'utf8');
   const { lines, blocks } = parseDoc(text);
   for (const b of blocks) {
-    if ((b.lang === 'text' || b.lang === 'console') && !b.kind) fail(b.line, 'a ```' + b.lang + ' block without a `<!-- check: ... -->` marker');
+    if ((b.lang === 'text' || b.lang === 'console') && !b.kind)
+      fail(b.line, 'a ```' + b.lang + ' block without a `<!-- check: ... -->` marker');
     if (b.kind && !['start-output', 'curl', 'stop-output', 'none'].includes(b.kind)) fail(b.line, `unknown marker "${b.kind}"`);
   }
   for (const kind of ['start-output', 'stop-output']) {
-    if (blocks.filter((b) => b.kind === kind).length !== 1) failures.push(`docs/quick-start.md: needs exactly one "${kind}" block`);
+    if (blocks.filter((b) => b.kind === kind).length !== 1)
+      failures.push(`docs/quick-start.md: needs exactly one "${kind}" block`);
   }
   if (failures.length) return report(); // the page's markers are wrong: nothing to compare against
-  for (const file of fs.readdirSync(path.join(root, 'sample')).filter((f) => f.endsWith('.ts')).sort()) {
-    if (!text.includes('`sample/' + file + '`')) proseFailures.push(`docs/quick-start.md: the table of sample files does not name sample/${file}`);
+  for (const file of fs
+    .readdirSync(path.join(root, 'sample'))
+    .filter((f) => f.endsWith('.ts'))
+    .sort()) {
+    if (!text.includes('`sample/' + file + '`'))
+      proseFailures.push(`docs/quick-start.md: the table of sample files does not name sample/${file}`);
   }
 
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'pgq-quick-start-'));
@@ -142,8 +148,10 @@ async function main() {
   // What the page should show instead of this run's temp dir and ports.
   const forPage = (s) =>
     s
-      .split(tmp).join('.data')
-      .split(base).join(DOC_BASE)
+      .split(tmp)
+      .join('.data')
+      .split(base)
+      .join(DOC_BASE)
       .replace(new RegExp(`127\\.0\\.0\\.1:${pgPort}/`, 'g'), `127.0.0.1:${DOC_PG_PORT}/`);
   try {
     [, base] = await app.waitFor(/Listening on (http:\/\/127\.0\.0\.1:\d+)\. Try:/, START_DEADLINE_MS);
@@ -154,11 +162,17 @@ async function main() {
     const startBlock = blocks.find((b) => b.kind === 'start-output');
     compareLines(startBlock.start + 1, startBlock.lines, printed, { skip: (l) => TRIMMABLE.test(l) });
     const hintEnd = printed.findIndex((l) => /curl -s http:\/\/127\.0\.0\.1:\d+\/metrics/.test(l));
-    replacements.set(startBlock, printed.slice(0, hintEnd + 1).filter((l) => !TRIMMABLE.test(l)).map(forPage));
+    replacements.set(
+      startBlock,
+      printed
+        .slice(0, hintEnd + 1)
+        .filter((l) => !TRIMMABLE.test(l))
+        .map(forPage),
+    );
 
     for (const block of blocks.filter((b) => b.kind === 'curl')) {
       const out = [];
-      for (let i = 0; i < block.lines.length; ) {
+      for (let i = 0; i < block.lines.length;) {
         const cmd = block.lines[i].match(/^\$ (.*)$/)?.[1];
         if (!cmd) {
           fail(block.start + i + 1, `expected a "$ command" line, found: ${block.lines[i]}`);

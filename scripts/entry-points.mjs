@@ -54,8 +54,10 @@ export function packageJsonProblems(pkg) {
       );
     }
   }
-  if (pkg.main !== dist(ENTRY_POINTS[0], 'js').slice(2)) problems.push(`package.json "main" should be ${dist(ENTRY_POINTS[0], 'js').slice(2)}.`);
-  if (pkg.types !== dist(ENTRY_POINTS[0], 'd.ts').slice(2)) problems.push(`package.json "types" should be ${dist(ENTRY_POINTS[0], 'd.ts').slice(2)}.`);
+  if (pkg.main !== dist(ENTRY_POINTS[0], 'js').slice(2))
+    problems.push(`package.json "main" should be ${dist(ENTRY_POINTS[0], 'js').slice(2)}.`);
+  if (pkg.types !== dist(ENTRY_POINTS[0], 'd.ts').slice(2))
+    problems.push(`package.json "types" should be ${dist(ENTRY_POINTS[0], 'd.ts').slice(2)}.`);
   return problems;
 }
 

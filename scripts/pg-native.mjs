@@ -220,7 +220,13 @@ export function embeddedServerClass(EmbeddedPostgres, { initdb, postgres, ids })
       try {
         if (ids) await fsp.chown(pwFile, ids.uid, ids.gid);
         await ensureExecutable(initdb);
-        const args = [`--pgdata=${databaseDir}`, `--auth=${authMethod}`, `--username=${user}`, `--pwfile=${pwFile}`, ...initdbFlags];
+        const args = [
+          `--pgdata=${databaseDir}`,
+          `--auth=${authMethod}`,
+          `--username=${user}`,
+          `--pwfile=${pwFile}`,
+          ...initdbFlags,
+        ];
         await new Promise((resolve, reject) => {
           const child = spawnChecked(initdb, args, ids, reject);
           child.stdout.on('data', (chunk) => onLog(chunk.toString('utf8')));

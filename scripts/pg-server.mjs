@@ -140,7 +140,7 @@ export async function startPostgres({
 
   let logText = '';
   const onLog = (chunk) => {
-    const text = String(chunk instanceof Error ? chunk.stack ?? chunk.message : chunk);
+    const text = String(chunk instanceof Error ? (chunk.stack ?? chunk.message) : chunk);
     logText += text;
     try {
       fs.appendFileSync(logFile, text.endsWith('\n') ? text : text + '\n');
@@ -152,9 +152,7 @@ export async function startPostgres({
   };
   const failWith = (message, cause) => {
     const tail = tailOf(logFile, 40);
-    process.stderr.write(
-      `\n${message}\n--- last lines of ${logFile} ---\n${tail || '(empty)'}\n--- end of log ---\n`,
-    );
+    process.stderr.write(`\n${message}\n--- last lines of ${logFile} ---\n${tail || '(empty)'}\n--- end of log ---\n`);
     const err = new Error(`${message} (server log: ${logFile})`);
     if (cause !== undefined) err.cause = cause;
     return err;
@@ -171,15 +169,16 @@ export async function startPostgres({
 
     const initialised = fs.existsSync(path.join(dataDir, 'PG_VERSION'));
     if (initialised && !persistent) {
-      throw new Error(
-        `startPostgres: ${dataDir} already holds a cluster; pass persistent: true to reuse it or remove it`,
-      );
+      throw new Error(`startPostgres: ${dataDir} already holds a cluster; pass persistent: true to reuse it or remove it`);
     }
 
     const postgresFlags = [
-      '-c', 'listen_addresses=127.0.0.1',
-      '-c', 'unix_socket_directories=', // TCP only: no socket-path length/permission surprises
-      '-c', 'max_connections=300', // parallel jest workers each open pools
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=', // TCP only: no socket-path length/permission surprises
+      '-c',
+      'max_connections=300', // parallel jest workers each open pools
     ];
     if (!persistent && !durable) {
       // Throwaway server: durability is irrelevant, speed is not.
@@ -329,7 +328,7 @@ function killProcessTree(rootPid) {
     }
   }
   const tree = [];
-  for (const queue = [rootPid]; queue.length; ) {
+  for (const queue = [rootPid]; queue.length;) {
     const pid = queue.shift();
     tree.push(pid);
     queue.push(...(childrenOf.get(pid) ?? []));
@@ -349,10 +348,7 @@ async function startWithTimeout(instance) {
     await Promise.race([
       instance.start(),
       new Promise((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`server not ready after ${START_TIMEOUT_MS} ms`)),
-          START_TIMEOUT_MS,
-        );
+        timer = setTimeout(() => reject(new Error(`server not ready after ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
       }),
     ]);
   } finally {
@@ -398,18 +394,13 @@ export async function createDatabase(baseUrl, name) {
 
 /** DROP DATABASE IF EXISTS `name` WITH (FORCE) (terminates its connections; PG 13+). */
 export async function dropDatabase(baseUrl, name) {
-  await withAdminClient(baseUrl, (c) =>
-    c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`),
-  );
+  await withAdminClient(baseUrl, (c) => c.query(`DROP DATABASE IF EXISTS ${c.escapeIdentifier(name)} WITH (FORCE)`));
 }
 
 /** Drops every database whose name starts with `prefix`; returns the names dropped. */
 export async function dropDatabasesWithPrefix(baseUrl, prefix) {
   const names = await withAdminClient(baseUrl, async (c) => {
-    const { rows } = await c.query(
-      `SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1`,
-      [prefix],
-    );
+    const { rows } = await c.query(`SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1`, [prefix]);
     return rows.map((r) => r.datname);
   });
   for (const name of names) await dropDatabase(baseUrl, name);

@@ -47,7 +47,14 @@ export function startInGroup(command, args, { cwd, env, echo = false }) {
         const check = () => {
           const m = text().match(pattern);
           if (m) finish(() => resolve(m));
-          else if (done) finish(() => reject(new Error(`${describe()} ended (${done.code ?? done.signal ?? done.error?.message}) before printing ${pattern}:\n${text()}`)));
+          else if (done)
+            finish(() =>
+              reject(
+                new Error(
+                  `${describe()} ended (${done.code ?? done.signal ?? done.error?.message}) before printing ${pattern}:\n${text()}`,
+                ),
+              ),
+            );
         };
         const timer = setTimeout(
           () => finish(() => reject(new Error(`${describe()}: no ${pattern} within ${deadlineMs} ms:\n${text()}`))),

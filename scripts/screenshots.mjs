@@ -21,7 +21,16 @@ import { createDatabase, databaseUrl, dropDatabase, startPostgres } from './pg-s
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const APP = path.join(root, 'dist-sample', 'sample', 'main.js');
 const CHROMIUM = process.env.PGQUEUE_CHROMIUM ?? '/usr/bin/chromium';
-const ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--disable-quic'];
+const ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--disable-quic',
+];
 const DEADLINE_MS = 30_000;
 const log = (m) => console.log(`[screenshots] ${m}`);
 
@@ -37,7 +46,11 @@ async function waitFor(what, fn) {
 
 /** Runs the sample on `url`; resolves with its base URL once it prints where it listens. */
 function startSample(url) {
-  const child = spawn(process.execPath, [APP], { cwd: root, env: { ...process.env, DATABASE_URL: url, PORT: '0' }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [APP], {
+    cwd: root,
+    env: { ...process.env, DATABASE_URL: url, PORT: '0' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const listening = new Promise((resolve, reject) => {
     let out = '';
     child.stdout.on('data', (d) => {
@@ -51,7 +64,8 @@ function startSample(url) {
 }
 
 async function main() {
-  if (!fs.existsSync(APP)) throw new Error('dist-sample/ is missing: run `npm run build && npm run build:sample` (the npm script does).');
+  if (!fs.existsSync(APP))
+    throw new Error('dist-sample/ is missing: run `npm run build && npm run build:sample` (the npm script does).');
   if (!fs.existsSync(CHROMIUM)) throw new Error(`No Chromium at ${CHROMIUM}: \`apt-get install chromium\`.`);
   const server = await startPostgres({ persistent: false });
   const dbName = `pgqueue_screens_${randomBytes(3).toString('hex')}`;
@@ -64,7 +78,11 @@ async function main() {
     const base = await sample.listening;
     log(`sample at ${base}`);
     const post = (body) =>
-      fetch(`${base}/orders`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) }).then((r) => r.json());
+      fetch(`${base}/orders`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      }).then((r) => r.json());
     const items = ['book', 'lamp', 'pen', 'desk', 'mug', 'chair', 'notebook', 'cable'];
     for (const item of items) await post({ item });
     const failing = await post({ item: 'unobtainium' });

@@ -72,9 +72,7 @@ async function describeServer(url) {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
-    const { rows } = await client.query(
-      `SELECT version() AS version, current_setting('server_version_num')::int AS num`,
-    );
+    const { rows } = await client.query(`SELECT version() AS version, current_setting('server_version_num')::int AS num`);
     return rows[0];
   } finally {
     await client.end();
@@ -110,9 +108,7 @@ async function main() {
   const runId = randomBytes(3).toString('hex');
   try {
     const { version, num } = await describeServer(server.url);
-    console.log(
-      `[test] PostgreSQL (${server.label}): ${version}`,
-    );
+    console.log(`[test] PostgreSQL (${server.label}): ${version}`);
     console.log(`[test] admin URL: ${redactUrl(server.url)}`);
     if (server.binariesNote) console.log(`[test] ${server.binariesNote}`);
     if (num < 140000) console.warn(`[test] WARNING: server_version_num ${num} < 140000 (unsupported)`);

@@ -31,7 +31,9 @@ export interface ResolvedSchedule {
 /** Parses and checks a schedule (the cron library reads the expression and the time zone). */
 export function resolveSchedule(queue: string, r: RepeatOptions, where: string): ResolvedSchedule {
   if (typeof r !== 'object' || r === null || typeof r.name !== 'string' || typeof r.cron !== 'string') {
-    throw new PgQueueConfigError(`${where}: a recurring job needs { name, cron }, for example { name: 'nightly-report', cron: '0 3 * * *' }.`);
+    throw new PgQueueConfigError(
+      `${where}: a recurring job needs { name, cron }, for example { name: 'nightly-report', cron: '0 3 * * *' }.`,
+    );
   }
   try {
     validateJobName(r.name);

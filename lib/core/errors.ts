@@ -113,7 +113,9 @@ export class SnoozeJobError extends PgQueueError {
   constructor(readonly delayMs: number) {
     super(`Job snoozed for ${delayMs} ms.`);
     if (!Number.isInteger(delayMs) || delayMs < 0 || delayMs > 2 ** 31 - 1) {
-      throw new PgQueueConfigError(`SnoozeJobError delayMs must be a whole number of milliseconds from 0 to 2^31-1 (about 24.8 days), got ${quote(delayMs)}.`);
+      throw new PgQueueConfigError(
+        `SnoozeJobError delayMs must be a whole number of milliseconds from 0 to 2^31-1 (about 24.8 days), got ${quote(delayMs)}.`,
+      );
     }
   }
 }
@@ -131,6 +133,9 @@ export class PgQueueMissingPeerError extends PgQueueError {
     readonly neededBy: string,
     options?: { cause?: unknown },
   ) {
-    super(`${neededBy} needs the package "${peer}", which is not installed (or not where nestjs-pg-queue can resolve it). Install it: npm install ${peer}`, options);
+    super(
+      `${neededBy} needs the package "${peer}", which is not installed (or not where nestjs-pg-queue can resolve it). Install it: npm install ${peer}`,
+      options,
+    );
   }
 }

@@ -17,7 +17,9 @@ export function quote(value: unknown, max = QUOTE_MAX): string {
   try {
     switch (typeof value) {
       case 'string':
-        return value.length <= max ? JSON.stringify(value) : `${JSON.stringify(value.slice(0, max))}… (${value.length} characters)`;
+        return value.length <= max
+          ? JSON.stringify(value)
+          : `${JSON.stringify(value.slice(0, max))}… (${value.length} characters)`;
       case 'number':
         return Object.is(value, -0) ? '-0' : String(value);
       case 'bigint':

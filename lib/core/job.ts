@@ -146,7 +146,10 @@ export interface ActiveJob<TPayload = unknown> extends Job<TPayload> {
    * back instead of writing twice. Call it last; the handler's return value is then ignored.
    * @example await dataSource.transaction(async (manager) => { await manager.save(invoice); await job.completeWith({ manager }); });
    */
-  completeWith(target: { readonly manager?: TransactionManager; readonly client?: TransactionClient }, result?: unknown): Promise<void>;
+  completeWith(
+    target: { readonly manager?: TransactionManager; readonly client?: TransactionClient },
+    result?: unknown,
+  ): Promise<void>;
 }
 
 /** A `@Process` handler. What it returns is stored as the job's result. */

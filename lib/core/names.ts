@@ -33,7 +33,9 @@ export function validateQueueName(name: unknown): string {
   if (typeof name !== 'string' || !QUEUE_RE.test(name)) {
     const why =
       nameProblem(name, 100) ??
-      (/^[_.:-]/.test(name as string) ? `it starts with ${quote((name as string)[0])}` : badCharacter(name as string, /[A-Za-z0-9_.:-]/));
+      (/^[_.:-]/.test(name as string)
+        ? `it starts with ${quote((name as string)[0])}`
+        : badCharacter(name as string, /[A-Za-z0-9_.:-]/));
     throw new PgQueueConfigError(
       `Invalid queue name ${quote(name)}: ${why}. Use 1-100 characters of letters, digits, "_", "-", ` +
         `"." or ":", starting with a letter or digit (for example "email").`,
@@ -48,7 +50,7 @@ export function validateQueueName(name: unknown): string {
  */
 export function validateJobName(name: unknown): string {
   const why = nameProblem(name, 200);
-  if (why) throw new PgQueueConfigError(`Invalid job name ${quote(name)}: ${why}. Use a non-empty string of at most 200 characters.`);
+  if (why)
+    throw new PgQueueConfigError(`Invalid job name ${quote(name)}: ${why}. Use a non-empty string of at most 200 characters.`);
   return name as string;
 }
-

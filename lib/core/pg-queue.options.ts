@@ -190,7 +190,6 @@ export interface ResolvedQueueOptions {
   readonly repeat: readonly ResolvedSchedule[];
 }
 
-
 /** Every default in one place. */
 export const DEFAULTS = {
   schema: 'pgqueue',
@@ -266,7 +265,7 @@ const BULLMQ_NAMES: Readonly<Record<string, string>> = {
   removeOnComplete: 'the module option retention.completedMs (PgQueueModule.forRoot)',
   removeOnFail: 'the module option retention.failedMs (PgQueueModule.forRoot)',
   lifo: 'nothing: jobs run in priority, then runAt order; give a job a lower priority to run it first',
-  repeat: "registerQueue({ name, repeat: [{ name, cron }] }) or @Process({ name, cron })",
+  repeat: 'registerQueue({ name, repeat: [{ name, cron }] }) or @Process({ name, cron })',
   timeout: 'timeoutMs',
   sizeLimit: 'the module option maxPayloadBytes',
   parent: 'nothing: flows (parent and child jobs) are not supported',
@@ -274,8 +273,8 @@ const BULLMQ_NAMES: Readonly<Record<string, string>> = {
   ignoreDependencyOnFailure: 'nothing: flows are not supported',
   removeDependencyOnFailure: 'nothing: flows are not supported',
   continueParentOnFailure: 'nothing: flows are not supported',
-  keepLogs: 'nothing: there are no job logs; every attempt\'s error is kept in job.errors',
-  stackTraceLimit: 'nothing: every attempt\'s error is kept with its stack',
+  keepLogs: "nothing: there are no job logs; every attempt's error is kept in job.errors",
+  stackTraceLimit: "nothing: every attempt's error is kept with its stack",
   timestamp: 'nothing: createdAt is set by the database',
   prevMillis: 'nothing',
   telemetry: 'nothing',
@@ -285,7 +284,12 @@ const BULLMQ_NAMES: Readonly<Record<string, string>> = {
  * Throws on keys of `o` that are not in `known`, naming what to use instead: the option of the
  * same name in other casing, or ours for a `@nestjs/bullmq` option. `extra` says more about some keys.
  */
-function refuseUnknownKeys(where: string, o: object, known: readonly string[], extra: Readonly<Record<string, string>> = {}): void {
+function refuseUnknownKeys(
+  where: string,
+  o: object,
+  known: readonly string[],
+  extra: Readonly<Record<string, string>> = {},
+): void {
   let unknown: string[] | undefined;
   for (const k in o) if (Object.prototype.hasOwnProperty.call(o, k) && !known.includes(k)) (unknown ??= []).push(k);
   if (!unknown) return;
@@ -312,7 +316,9 @@ function oneOf<T extends string>(where: string, value: unknown, allowed: readonl
 function resolveBackoff(where: string, b: BackoffOptions | undefined, base: ResolvedBackoff): ResolvedBackoff {
   if (b === undefined) return base;
   if (typeof b === 'number') {
-    throw new PgQueueConfigError(`Invalid ${where}.backoff: ${quote(b)}. A backoff is an object: { type: 'fixed', delayMs: ${quote(b)} }.`);
+    throw new PgQueueConfigError(
+      `Invalid ${where}.backoff: ${quote(b)}. A backoff is an object: { type: 'fixed', delayMs: ${quote(b)} }.`,
+    );
   }
   if (typeof b !== 'object' || b === null || (b.type !== 'fixed' && b.type !== 'exponential')) {
     throw new PgQueueConfigError(
@@ -357,7 +363,12 @@ const NOT_HERE: Readonly<Record<JobOptionsSource, Readonly<Record<string, string
  * field given replaces the base's; a `backoff` given takes the fields it leaves out from the
  * base's backoff. Keys `source` does not accept are refused, saying what to use instead.
  */
-export function resolveJobDefaults(where: string, opts: JobOptions | undefined, base: ResolvedJobDefaults, source: JobOptionsSource = 'defaults'): ResolvedJobDefaults {
+export function resolveJobDefaults(
+  where: string,
+  opts: JobOptions | undefined,
+  base: ResolvedJobDefaults,
+  source: JobOptionsSource = 'defaults',
+): ResolvedJobDefaults {
   if (opts === undefined) return base;
   if (typeof opts !== 'object' || opts === null) {
     throw new PgQueueConfigError(`Invalid ${where}: ${quote(opts)}; expected an object of job options.`);
@@ -404,20 +415,49 @@ export function resolveRunAt(where: string, opts: JobOptions | undefined): { run
 }
 
 const KNOWN_MODULE_KEYS = [
-  'dataSource', 'connection', 'listenConnection', 'schema', 'migrate', 'workers', 'listen',
-  'pollIntervalMs', 'leaseMs', 'heartbeatIntervalMs', 'rescueIntervalMs', 'vacuumAtDeadTuples', 'cronCatchUpMs', 'shutdownTimeoutMs',
-  'poolSize', 'maxPayloadBytes', 'asyncCommit', 'preparedStatements', 'handleUnhandledRejections', 'logJobFailures', 'retention',
+  'dataSource',
+  'connection',
+  'listenConnection',
+  'schema',
+  'migrate',
+  'workers',
+  'listen',
+  'pollIntervalMs',
+  'leaseMs',
+  'heartbeatIntervalMs',
+  'rescueIntervalMs',
+  'vacuumAtDeadTuples',
+  'cronCatchUpMs',
+  'shutdownTimeoutMs',
+  'poolSize',
+  'maxPayloadBytes',
+  'asyncCommit',
+  'preparedStatements',
+  'handleUnhandledRejections',
+  'logJobFailures',
+  'retention',
   'defaultJobOptions',
 ] as const;
 const RETENTION_KEYS = ['completedMs', 'cancelledMs', 'failedMs'] as const;
-const QUEUE_KEYS = ['name', 'concurrency', 'defaultJobOptions', 'deadLetterQueue', 'globalConcurrency', 'limiter', 'repeat'] as const;
+const QUEUE_KEYS = [
+  'name',
+  'concurrency',
+  'defaultJobOptions',
+  'deadLetterQueue',
+  'globalConcurrency',
+  'limiter',
+  'repeat',
+] as const;
 
 /** Validates module options once, at boot, and fills in every default. */
 export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOptions {
   if (typeof o !== 'object' || o === null) {
     throw new PgQueueConfigError('PgQueueModule.forRoot() expects an options object (it may be empty).');
   }
-  refuseUnknownKeys('PgQueueModule options', o, KNOWN_MODULE_KEYS, { removeOnComplete: 'retention.completedMs', removeOnFail: 'retention.failedMs' });
+  refuseUnknownKeys('PgQueueModule options', o, KNOWN_MODULE_KEYS, {
+    removeOnComplete: 'retention.completedMs',
+    removeOnFail: 'retention.failedMs',
+  });
   if (o.retention !== undefined) {
     if (typeof o.retention !== 'object' || o.retention === null) {
       throw new PgQueueConfigError(`Invalid retention: ${quote(o.retention)}. Use { completedMs?, cancelledMs?, failedMs? }.`);
@@ -453,7 +493,8 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     retention: {
       completedMs: int('retention.completedMs', o.retention?.completedMs, DEFAULTS.retention.completedMs, 0, MAX_RETENTION_MS),
       cancelledMs: int('retention.cancelledMs', o.retention?.cancelledMs, DEFAULTS.retention.cancelledMs, 0, MAX_RETENTION_MS),
-      failedMs: o.retention?.failedMs === undefined ? null : int('retention.failedMs', o.retention.failedMs, 0, 0, MAX_RETENTION_MS),
+      failedMs:
+        o.retention?.failedMs === undefined ? null : int('retention.failedMs', o.retention.failedMs, 0, 0, MAX_RETENTION_MS),
     },
     defaultJobOptions: resolveJobDefaults('defaultJobOptions', o.defaultJobOptions, DEFAULTS.job),
   };
@@ -471,7 +512,8 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
     concurrency: int(`queue "${name}" concurrency`, q.concurrency, DEFAULTS.concurrency, 1, 1000),
     defaultJobOptions: resolveJobDefaults(`queue "${name}" defaultJobOptions`, q.defaultJobOptions, base),
     deadLetterQueue: deadLetter(name, q.deadLetterQueue),
-    globalConcurrency: q.globalConcurrency === undefined ? null : int(`queue "${name}" globalConcurrency`, q.globalConcurrency, 1, 1, 100_000),
+    globalConcurrency:
+      q.globalConcurrency === undefined ? null : int(`queue "${name}" globalConcurrency`, q.globalConcurrency, 1, 1, 100_000),
     limiter: limiter(name, q.limiter),
     repeat: resolveRepeat(name, q.repeat),
   };
@@ -479,7 +521,8 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
 
 function resolveRepeat(name: string, repeat: unknown): ResolvedSchedule[] {
   if (repeat === undefined) return [];
-  if (!Array.isArray(repeat)) throw new PgQueueConfigError(`queue "${name}" repeat must be an array of { name, cron, tz?, payload? }.`);
+  if (!Array.isArray(repeat))
+    throw new PgQueueConfigError(`queue "${name}" repeat must be an array of { name, cron, tz?, payload? }.`);
   const out = repeat.map((r: RepeatOptions, i) => resolveSchedule(name, r, `queue "${name}" repeat[${i}]`));
   const names = out.map((r) => r.name);
   const twice = names.find((n, i) => names.indexOf(n) !== i);
@@ -490,12 +533,16 @@ function resolveRepeat(name: string, repeat: unknown): ResolvedSchedule[] {
 function limiter(name: string, l: unknown): { max: number; durationMs: number } | null {
   if (l === undefined) return null;
   if (typeof l !== 'object' || l === null) {
-    throw new PgQueueConfigError(`queue "${name}" limiter must be { max, durationMs }, for example { max: 10, durationMs: 1000 }.`);
+    throw new PgQueueConfigError(
+      `queue "${name}" limiter must be { max, durationMs }, for example { max: 10, durationMs: 1000 }.`,
+    );
   }
   refuseUnknownKeys(`queue "${name}" limiter`, l, ['max', 'durationMs'], { duration: 'durationMs (milliseconds)' });
   const { max, durationMs } = l as { max?: unknown; durationMs?: unknown };
   if (max === undefined || durationMs === undefined) {
-    throw new PgQueueConfigError(`queue "${name}" limiter needs both max and durationMs, for example { max: 10, durationMs: 1000 }.`);
+    throw new PgQueueConfigError(
+      `queue "${name}" limiter needs both max and durationMs, for example { max: 10, durationMs: 1000 }.`,
+    );
   }
   return {
     max: int(`queue "${name}" limiter.max`, max, 1, 1, 10_000),

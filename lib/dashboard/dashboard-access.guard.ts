@@ -1,6 +1,20 @@
-import { ForbiddenException, HttpException, HttpStatus, Inject, Injectable, SetMetadata, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import {
+  ForbiddenException,
+  HttpException,
+  HttpStatus,
+  Inject,
+  Injectable,
+  SetMetadata,
+  type CanActivate,
+  type ExecutionContext,
+} from '@nestjs/common';
 import { Reflector } from '@nestjs/core';
-import { PG_QUEUE_DASHBOARD_OPTIONS, type DashboardAction, type DashboardRequest, type ResolvedDashboardOptions } from './dashboard.options';
+import {
+  PG_QUEUE_DASHBOARD_OPTIONS,
+  type DashboardAction,
+  type DashboardRequest,
+  type ResolvedDashboardOptions,
+} from './dashboard.options';
 
 const ACTION = 'nestjs-pg-queue:dashboard-action';
 
@@ -32,12 +46,19 @@ export class DashboardAccessGuard implements CanActivate {
     const req = context.switchToHttp().getRequest<DashboardRequest>();
     if (action !== 'read') {
       if (header(req, ACTION_HEADER) !== '1') {
-        throw new HttpException({ error: `Dashboard actions need the header "X-PgQueue-Dashboard: 1" (a cross-site form cannot send it).` }, HttpStatus.BAD_REQUEST);
+        throw new HttpException(
+          { error: `Dashboard actions need the header "X-PgQueue-Dashboard: 1" (a cross-site form cannot send it).` },
+          HttpStatus.BAD_REQUEST,
+        );
       }
       if (!/^application\/json\s*(;|$)/i.test(header(req, 'content-type') ?? '')) {
-        throw new HttpException({ error: 'Dashboard actions take a JSON body: send "Content-Type: application/json".' }, HttpStatus.UNSUPPORTED_MEDIA_TYPE);
+        throw new HttpException(
+          { error: 'Dashboard actions take a JSON body: send "Content-Type: application/json".' },
+          HttpStatus.UNSUPPORTED_MEDIA_TYPE,
+        );
       }
-      if (this.options.readOnly) throw new ForbiddenException({ error: `The dashboard is read-only (readOnly: true): "${action}" is not allowed.` });
+      if (this.options.readOnly)
+        throw new ForbiddenException({ error: `The dashboard is read-only (readOnly: true): "${action}" is not allowed.` });
     }
     if (this.options.authorize && !(await this.options.authorize(req, action))) {
       throw new ForbiddenException({ error: `Not allowed: authorize() refused "${action}".` });

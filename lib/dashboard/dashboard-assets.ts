@@ -31,7 +31,9 @@ const TYPES: Readonly<Record<string, string>> = {
 
 /** A file name the assets route serves: one path segment of safe characters with a known extension. */
 export function isSafeAssetName(file: string): boolean {
-  return /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(file) && !file.includes('..') && TYPES[extname(file).toLowerCase()] !== undefined;
+  return (
+    /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(file) && !file.includes('..') && TYPES[extname(file).toLowerCase()] !== undefined
+  );
 }
 
 /** A name with a content hash (`app-3F9A1C2B.js`, `app.3f9a1c2b.js`): cached for a year, never revalidated. */

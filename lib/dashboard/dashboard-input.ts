@@ -19,7 +19,8 @@ export const DEFAULT_LIMIT = 50;
 function one(query: Record<string, unknown>, key: string): string | undefined {
   const v = query[key];
   if (v === undefined) return undefined;
-  if (typeof v !== 'string') throw new DashboardInputError(`Query parameter "${key}" was given more than once (or as an object); pass it once.`);
+  if (typeof v !== 'string')
+    throw new DashboardInputError(`Query parameter "${key}" was given more than once (or as an object); pass it once.`);
   return v;
 }
 
@@ -47,7 +48,9 @@ const RUN_AT_KEY_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}$/;
 
 export function decodeCursor(raw: string, state: ListState): ListKey {
   const bad = () =>
-    new DashboardInputError(`Cursor "before" is not valid for state "${state}": pass the "next" value of the previous page unchanged (or leave it out for the first page).`);
+    new DashboardInputError(
+      `Cursor "before" is not valid for state "${state}": pass the "next" value of the previous page unchanged (or leave it out for the first page).`,
+    );
   if (!/^[A-Za-z0-9_-]{1,400}$/.test(raw)) throw bad();
   let v: unknown;
   try {
@@ -59,7 +62,13 @@ export function decodeCursor(raw: string, state: ListState): ListKey {
   const k = v as Record<string, unknown>;
   if (typeof k.id !== 'string' || !isJobId(k.id)) throw bad();
   if (state === 'waiting' || state === 'delayed') {
-    if (!Number.isInteger(k.priority) || Math.abs(k.priority as number) > 2147483647 || typeof k.runAt !== 'string' || !RUN_AT_KEY_RE.test(k.runAt)) throw bad();
+    if (
+      !Number.isInteger(k.priority) ||
+      Math.abs(k.priority as number) > 2147483647 ||
+      typeof k.runAt !== 'string' ||
+      !RUN_AT_KEY_RE.test(k.runAt)
+    )
+      throw bad();
     return { priority: k.priority as number, runAt: k.runAt, id: k.id };
   }
   if (Object.keys(k).length !== 1) throw bad();
@@ -80,11 +89,13 @@ const LIST_KEYS = ['state', 'name', 'uniqueKey', 'payload', 'before', 'limit', '
 
 export function parseJobListQuery(query: Record<string, unknown>): JobListQuery {
   const unknown = Object.keys(query).filter((k) => !LIST_KEYS.includes(k));
-  if (unknown.length) throw new DashboardInputError(`Unknown query parameter(s) ${unknown.join(', ')}; known: ${LIST_KEYS.join(', ')}.`);
+  if (unknown.length)
+    throw new DashboardInputError(`Unknown query parameter(s) ${unknown.join(', ')}; known: ${LIST_KEYS.join(', ')}.`);
   const idRaw = one(query, 'id');
   const id = idRaw === undefined || idRaw === '' ? null : parseJobId(idRaw);
   const stateRaw = one(query, 'state');
-  if (stateRaw === undefined && id === null) throw new DashboardInputError(`Query parameter "state" is required: one of ${STATES.join(', ')}.`);
+  if (stateRaw === undefined && id === null)
+    throw new DashboardInputError(`Query parameter "state" is required: one of ${STATES.join(', ')}.`);
   if (stateRaw !== undefined && !STATES.includes(stateRaw as ListState)) {
     throw new DashboardInputError(`State ${JSON.stringify(stateRaw)} is not one of ${STATES.join(', ')}.`);
   }
@@ -93,7 +104,8 @@ export function parseJobListQuery(query: Record<string, unknown>): JobListQuery 
   let limit = DEFAULT_LIMIT;
   if (limitRaw !== undefined) {
     limit = Number(limitRaw);
-    if (!/^\d+$/.test(limitRaw) || limit < 1 || limit > MAX_LIMIT) throw new DashboardInputError(`limit must be an integer from 1 to ${MAX_LIMIT} (got ${JSON.stringify(limitRaw)}).`);
+    if (!/^\d+$/.test(limitRaw) || limit < 1 || limit > MAX_LIMIT)
+      throw new DashboardInputError(`limit must be an integer from 1 to ${MAX_LIMIT} (got ${JSON.stringify(limitRaw)}).`);
   }
   const filters: { name?: string; uniqueKey?: string; payloadJson?: string } = {};
   const name = one(query, 'name');
@@ -104,7 +116,9 @@ export function parseJobListQuery(query: Record<string, unknown>): JobListQuery 
   const uniqueKey = one(query, 'uniqueKey');
   if (uniqueKey !== undefined && uniqueKey !== '') {
     if (!(state === 'waiting' || state === 'delayed' || state === 'active')) {
-      throw new DashboardInputError('uniqueKey finds live jobs only (waiting, delayed or active): finished jobs do not keep their key.');
+      throw new DashboardInputError(
+        'uniqueKey finds live jobs only (waiting, delayed or active): finished jobs do not keep their key.',
+      );
     }
     filters.uniqueKey = uniqueKey;
   }
@@ -114,9 +128,12 @@ export function parseJobListQuery(query: Record<string, unknown>): JobListQuery 
     try {
       v = JSON.parse(payload);
     } catch (err) {
-      throw new DashboardInputError(`payload must be JSON to match by containment, for example {"orderId":42} (${(err as Error).message}).`);
+      throw new DashboardInputError(
+        `payload must be JSON to match by containment, for example {"orderId":42} (${(err as Error).message}).`,
+      );
     }
-    if (typeof v !== 'object' || v === null) throw new DashboardInputError('payload must be a JSON object or array, for example {"orderId":42}.');
+    if (typeof v !== 'object' || v === null)
+      throw new DashboardInputError('payload must be a JSON object or array, for example {"orderId":42}.');
     if (payload.length > 10_000) throw new DashboardInputError('payload filter must be at most 10000 characters.');
     filters.payloadJson = JSON.stringify(v);
   }
@@ -126,9 +143,13 @@ export function parseJobListQuery(query: Record<string, unknown>): JobListQuery 
 }
 
 function body(b: unknown, allowed: readonly string[]): Record<string, unknown> {
-  if (typeof b !== 'object' || b === null || Array.isArray(b)) throw new DashboardInputError('The request body must be a JSON object.');
+  if (typeof b !== 'object' || b === null || Array.isArray(b))
+    throw new DashboardInputError('The request body must be a JSON object.');
   const unknown = Object.keys(b).filter((k) => !allowed.includes(k));
-  if (unknown.length) throw new DashboardInputError(`Unknown field(s) ${unknown.join(', ')} in the body; known: ${allowed.length ? allowed.join(', ') : '(none)'}.`);
+  if (unknown.length)
+    throw new DashboardInputError(
+      `Unknown field(s) ${unknown.join(', ')} in the body; known: ${allowed.length ? allowed.join(', ') : '(none)'}.`,
+    );
   return b as Record<string, unknown>;
 }
 
@@ -145,7 +166,8 @@ export function parseIdsBody(b: unknown): string[] {
 export function parseRetryFailedBody(b: unknown): string | null {
   const { name } = body(b ?? {}, ['name']);
   if (name === undefined || name === null) return null;
-  if (typeof name !== 'string' || name.length === 0 || name.length > 200) throw new DashboardInputError('"name" must be a job name (a non-empty string of at most 200 characters).');
+  if (typeof name !== 'string' || name.length === 0 || name.length > 200)
+    throw new DashboardInputError('"name" must be a job name (a non-empty string of at most 200 characters).');
   return name;
 }
 
@@ -159,16 +181,25 @@ const JOB_OPTION_KEYS = ['delayMs', 'runAt', 'priority', 'attempts', 'backoff', 
 /** `{ name, payload, options? }` of enqueue; the queue's add() validates the rest. */
 export function parseEnqueueBody(b: unknown): { name: string; payload: unknown; options: Record<string, unknown> } {
   const o = body(b, ['name', 'payload', 'options']);
-  if (typeof o.name !== 'string') throw new DashboardInputError('The body needs "name": the job name, for example {"name":"send","payload":{}}.');
-  if (!('payload' in o)) throw new DashboardInputError('The body needs "payload" (any JSON value), for example {"name":"send","payload":{"to":"a@b.c"}}.');
+  if (typeof o.name !== 'string')
+    throw new DashboardInputError('The body needs "name": the job name, for example {"name":"send","payload":{}}.');
+  if (!('payload' in o))
+    throw new DashboardInputError(
+      'The body needs "payload" (any JSON value), for example {"name":"send","payload":{"to":"a@b.c"}}.',
+    );
   const options = o.options === undefined ? {} : o.options;
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new DashboardInputError('"options" must be an object of job options.');
+  if (typeof options !== 'object' || options === null || Array.isArray(options))
+    throw new DashboardInputError('"options" must be an object of job options.');
   const unknown = Object.keys(options).filter((k) => !JOB_OPTION_KEYS.includes(k));
-  if (unknown.length) throw new DashboardInputError(`Unknown job option(s) ${unknown.join(', ')}; known: ${JOB_OPTION_KEYS.join(', ')}.`);
+  if (unknown.length)
+    throw new DashboardInputError(`Unknown job option(s) ${unknown.join(', ')}; known: ${JOB_OPTION_KEYS.join(', ')}.`);
   const out: Record<string, unknown> = { ...options };
   if (typeof out.runAt === 'string') {
     const d = new Date(out.runAt);
-    if (Number.isNaN(d.getTime())) throw new DashboardInputError(`options.runAt ${JSON.stringify(out.runAt)} is not a date: use ISO 8601, for example "2030-01-01T00:00:00Z".`);
+    if (Number.isNaN(d.getTime()))
+      throw new DashboardInputError(
+        `options.runAt ${JSON.stringify(out.runAt)} is not a date: use ISO 8601, for example "2030-01-01T00:00:00Z".`,
+      );
     out.runAt = d;
   }
   return { name: o.name, payload: o.payload, options: out };

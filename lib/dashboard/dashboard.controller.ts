@@ -1,12 +1,31 @@
 import {
-  Body, Controller, Get, HttpCode, Inject, NotFoundException, Param, Post, Query, Res, StreamableFile, UseFilters, UseGuards,
-  type CanActivate, type Type,
+  Body,
+  Controller,
+  Get,
+  HttpCode,
+  Inject,
+  NotFoundException,
+  Param,
+  Post,
+  Query,
+  Res,
+  StreamableFile,
+  UseFilters,
+  UseGuards,
+  type CanActivate,
+  type Type,
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { DashboardAccessGuard, DashboardRoute } from './dashboard-access.guard';
 import { DashboardAssets, HTML_HEADERS } from './dashboard-assets';
 import {
-  parseEmptyBody, parseEnqueueBody, parseIdsBody, parseJobId, parseJobListQuery, parseQueue, parseRetryFailedBody,
+  parseEmptyBody,
+  parseEnqueueBody,
+  parseIdsBody,
+  parseJobId,
+  parseJobListQuery,
+  parseQueue,
+  parseRetryFailedBody,
 } from './dashboard-input';
 import { DashboardInputFilter } from './dashboard-input.filter';
 import { DashboardService } from './dashboard.service';
@@ -88,7 +107,10 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
     @Get('api/jobs/:id')
     async job(@Param('id') id: string) {
       const found = await this.svc.job(parseJobId(id));
-      if (!found) throw new NotFoundException({ error: `No job ${id}: it never existed, or it was removed or pruned after its retention.` });
+      if (!found)
+        throw new NotFoundException({
+          error: `No job ${id}: it never existed, or it was removed or pruned after its retention.`,
+        });
       return found;
     }
 

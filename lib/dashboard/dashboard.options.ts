@@ -63,7 +63,13 @@ export interface ResolvedDashboardOptions {
 }
 
 /** Every default in one place. */
-export const DASHBOARD_DEFAULTS = { path: '/queues', readOnly: false, public: false, refreshIntervalMs: 2000, title: 'nestjs-pg-queue' } as const;
+export const DASHBOARD_DEFAULTS = {
+  path: '/queues',
+  readOnly: false,
+  public: false,
+  refreshIntervalMs: 2000,
+  title: 'nestjs-pg-queue',
+} as const;
 
 const KEYS = ['path', 'authorize', 'guards', 'readOnly', 'public', 'refreshIntervalMs', 'title'];
 
@@ -82,21 +88,30 @@ export function resolveDashboardPath(path: unknown): string {
 
 /** Validates the options once, at boot, with messages that say what to change. */
 export function resolveDashboardOptions(o: PgQueueDashboardOptions): ResolvedDashboardOptions {
-  if (typeof o !== 'object' || o === null) throw new PgQueueConfigError('PgQueueDashboardModule options must be an object, for example { guards: [AdminGuard] }.');
+  if (typeof o !== 'object' || o === null)
+    throw new PgQueueConfigError('PgQueueDashboardModule options must be an object, for example { guards: [AdminGuard] }.');
   const unknown = Object.keys(o).filter((k) => !KEYS.includes(k));
-  if (unknown.length) throw new PgQueueConfigError(`PgQueueDashboardModule got unknown option(s) ${unknown.join(', ')}; known: ${KEYS.join(', ')}.`);
+  if (unknown.length)
+    throw new PgQueueConfigError(
+      `PgQueueDashboardModule got unknown option(s) ${unknown.join(', ')}; known: ${KEYS.join(', ')}.`,
+    );
   if (o.authorize !== undefined && typeof o.authorize !== 'function') {
-    throw new PgQueueConfigError('PgQueueDashboardModule authorize must be a function (req, action) => boolean | Promise<boolean>.');
+    throw new PgQueueConfigError(
+      'PgQueueDashboardModule authorize must be a function (req, action) => boolean | Promise<boolean>.',
+    );
   }
   if (o.guards !== undefined && (!Array.isArray(o.guards) || o.guards.some((g) => typeof g !== 'function'))) {
     throw new PgQueueConfigError('PgQueueDashboardModule guards must be an array of guard classes, for example [AdminGuard].');
   }
   for (const k of ['readOnly', 'public'] as const) {
-    if (o[k] !== undefined && typeof o[k] !== 'boolean') throw new PgQueueConfigError(`PgQueueDashboardModule ${k} must be true or false.`);
+    if (o[k] !== undefined && typeof o[k] !== 'boolean')
+      throw new PgQueueConfigError(`PgQueueDashboardModule ${k} must be true or false.`);
   }
   const refresh = o.refreshIntervalMs ?? DASHBOARD_DEFAULTS.refreshIntervalMs;
   if (!Number.isInteger(refresh) || refresh < 250 || refresh > 3_600_000) {
-    throw new PgQueueConfigError(`PgQueueDashboardModule refreshIntervalMs must be an integer from 250 to 3600000 (got ${JSON.stringify(o.refreshIntervalMs)}).`);
+    throw new PgQueueConfigError(
+      `PgQueueDashboardModule refreshIntervalMs must be an integer from 250 to 3600000 (got ${JSON.stringify(o.refreshIntervalMs)}).`,
+    );
   }
   const title = o.title ?? DASHBOARD_DEFAULTS.title;
   if (typeof title !== 'string' || title.length === 0 || title.length > 200) {

@@ -89,13 +89,33 @@ export class DashboardService {
     const [[found], names] = await Promise.all([this.store.counts(this.registered(), name), this.store.names(name)]);
     const o = this.runtime.queueOptions(name);
     // A queue nothing knows of (no jobs, no history, not registered, never paused) answers zeros.
-    const { name: _n, paused, ...rest } = found ?? { name, waiting: 0, delayed: 0, active: 0, stalled: 0, failed: 0, cancelled: 0, paused: false, oldestWaitingAgeMs: null };
+    const {
+      name: _n,
+      paused,
+      ...rest
+    } = found ?? {
+      name,
+      waiting: 0,
+      delayed: 0,
+      active: 0,
+      stalled: 0,
+      failed: 0,
+      cancelled: 0,
+      paused: false,
+      oldestWaitingAgeMs: null,
+    };
     return {
       name,
       counts: rest,
       paused,
       options: o
-        ? { concurrency: o.concurrency, globalConcurrency: o.globalConcurrency, limiter: o.limiter, deadLetterQueue: o.deadLetterQueue, defaultJobOptions: o.defaultJobOptions }
+        ? {
+            concurrency: o.concurrency,
+            globalConcurrency: o.globalConcurrency,
+            limiter: o.limiter,
+            deadLetterQueue: o.deadLetterQueue,
+            defaultJobOptions: o.defaultJobOptions,
+          }
         : null,
       retention: this.runtime.options.retention,
       names: [...new Set([...names, ...(o?.repeat.map((r) => r.name) ?? [])])].sort(),
@@ -120,7 +140,15 @@ export class DashboardService {
   async schedules() {
     const ticks = await this.store.lastTicks();
     const now = new Date();
-    const out: { queue: string; name: string; cron: string | null; tz: string | null; registered: boolean; lastTick: Date | null; next: string[] }[] = [];
+    const out: {
+      queue: string;
+      name: string;
+      cron: string | null;
+      tz: string | null;
+      registered: boolean;
+      lastTick: Date | null;
+      next: string[];
+    }[] = [];
     const seen = new Set<string>();
     for (const q of this.runtime.registeredQueues) {
       for (const r of q.repeat) {
@@ -128,14 +156,30 @@ export class DashboardService {
         const next: string[] = [];
         let t = r.next(now);
         for (let i = 0; t && i < 5; i++, t = r.next(t)) next.push(t.toISOString());
-        out.push({ queue: q.name, name: r.name, cron: r.cron, tz: r.tz, registered: true, lastTick: ticks.get(r.key) ?? null, next });
+        out.push({
+          queue: q.name,
+          name: r.name,
+          cron: r.cron,
+          tz: r.tz,
+          registered: true,
+          lastTick: ticks.get(r.key) ?? null,
+          next,
+        });
       }
     }
     // Schedules another app (or an earlier version of this one) ticked: shown, with no expression known here.
     for (const [key, lastTick] of ticks) {
       if (seen.has(key)) continue;
       const cut = key.indexOf('/');
-      out.push({ queue: key.slice(0, cut), name: key.slice(cut + 1), cron: null, tz: null, registered: false, lastTick, next: [] });
+      out.push({
+        queue: key.slice(0, cut),
+        name: key.slice(cut + 1),
+        cron: null,
+        tz: null,
+        registered: false,
+        lastTick,
+        next: [],
+      });
     }
     return { schedules: out.sort((a, b) => a.queue.localeCompare(b.queue) || a.name.localeCompare(b.name)) };
   }
@@ -214,7 +258,14 @@ function summary(j: DashboardJob): JobSummary {
 /** created, each attempt's error (with the node that ran it), the last start, the end. */
 export function timeline(j: DashboardJob): TimelineEntry[] {
   const t: TimelineEntry[] = [{ at: j.createdAt, event: 'created', attempt: 0 }];
-  for (const e of j.errors) t.push({ at: e.at, event: 'error', attempt: e.attempt, ...(e.worker ? { node: e.worker } : {}), error: `${e.name}: ${e.message}` });
+  for (const e of j.errors)
+    t.push({
+      at: e.at,
+      event: 'error',
+      attempt: e.attempt,
+      ...(e.worker ? { node: e.worker } : {}),
+      error: `${e.name}: ${e.message}`,
+    });
   if (j.startedAt) t.push({ at: j.startedAt, event: 'started', attempt: j.attempt, ...(j.lockedBy ? { node: j.lockedBy } : {}) });
   if (j.finishedAt && (j.state === 'completed' || j.state === 'failed' || j.state === 'cancelled')) {
     t.push({ at: j.finishedAt, event: j.state, attempt: j.attempt, ...(j.lockedBy ? { node: j.lockedBy } : {}) });
@@ -223,4 +274,3 @@ export function timeline(j: DashboardJob): TimelineEntry[] {
   }
   return t.sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
 }
-

@@ -4,8 +4,12 @@ import { DashboardAssets } from './dashboard-assets';
 import { createDashboardController } from './dashboard.controller';
 import { DashboardInputFilter } from './dashboard-input.filter';
 import {
-  PG_QUEUE_DASHBOARD_OPTIONS, resolveDashboardOptions, resolveDashboardPath,
-  type PgQueueDashboardAsyncOptions, type PgQueueDashboardOptions, type ResolvedDashboardOptions,
+  PG_QUEUE_DASHBOARD_OPTIONS,
+  resolveDashboardOptions,
+  resolveDashboardPath,
+  type PgQueueDashboardAsyncOptions,
+  type PgQueueDashboardOptions,
+  type ResolvedDashboardOptions,
 } from './dashboard.options';
 import { DashboardService } from './dashboard.service';
 
@@ -40,7 +44,12 @@ export class PgQueueDashboardModule {
   }
 }
 
-function build(path: string, o: Pick<ResolvedDashboardOptions, 'guards'>, options: Provider, imports: DynamicModule['imports']): DynamicModule {
+function build(
+  path: string,
+  o: Pick<ResolvedDashboardOptions, 'guards'>,
+  options: Provider,
+  imports: DynamicModule['imports'],
+): DynamicModule {
   return {
     module: PgQueueDashboardModule,
     imports,
@@ -50,7 +59,11 @@ function build(path: string, o: Pick<ResolvedDashboardOptions, 'guards'>, option
       DashboardService,
       DashboardAccessGuard,
       DashboardInputFilter,
-      { provide: DashboardAssets, inject: [PG_QUEUE_DASHBOARD_OPTIONS], useFactory: (opts: ResolvedDashboardOptions) => new DashboardAssets(opts) },
+      {
+        provide: DashboardAssets,
+        inject: [PG_QUEUE_DASHBOARD_OPTIONS],
+        useFactory: (opts: ResolvedDashboardOptions) => new DashboardAssets(opts),
+      },
     ],
     exports: [DashboardService],
   };

@@ -4,7 +4,12 @@ import type { DataSourceLike, PgQueueModuleOptions } from '../core/pg-queue.opti
 
 /** True for an object shaped like a TypeORM DataSource (as opposed to a DI token). */
 export function isDataSourceLike(x: unknown): x is DataSourceLike {
-  return typeof x === 'object' && x !== null && typeof (x as DataSourceLike).options === 'object' && 'type' in (x as DataSourceLike).options;
+  return (
+    typeof x === 'object' &&
+    x !== null &&
+    typeof (x as DataSourceLike).options === 'object' &&
+    'type' in (x as DataSourceLike).options
+  );
 }
 
 function fromConnection(c: string | PgPoolConfig): PgPoolConfig {

@@ -67,7 +67,9 @@ export function buildJobList(
   else where.push(`state = ${p(state)}`);
   const c = opts.cursor;
   if (c && claimOrder && 'runAt' in c) {
-    where.push(`(priority, run_at, id) > (${p(c.priority)}::int, ${p(c.runAt)}::timestamp AT TIME ZONE 'UTC', ${p(c.id)}::bigint)`);
+    where.push(
+      `(priority, run_at, id) > (${p(c.priority)}::int, ${p(c.runAt)}::timestamp AT TIME ZONE 'UTC', ${p(c.id)}::bigint)`,
+    );
   } else if (c) {
     where.push(`id < ${p(c.id)}::bigint`);
   }
@@ -81,9 +83,7 @@ export function buildJobList(
   const order = claimOrder ? 'priority, run_at, id' : 'id DESC';
   const pageOrder = claimOrder ? 'page.priority, page.run_at, page.id' : 'page.id DESC';
   const reverse = claimOrder ? 'priority DESC, run_at DESC, id DESC' : 'id';
-  const cols = live
-    ? `${LIVE_COLS}, unique_key, locked_by`
-    : `${HISTORY_COLS}, NULL::text AS unique_key, locked_by`;
+  const cols = live ? `${LIVE_COLS}, unique_key, locked_by` : `${HISTORY_COLS}, NULL::text AS unique_key, locked_by`;
   const keyCols = claimOrder ? 'id, priority, run_at' : 'id';
   const text = `
     WITH scan AS MATERIALIZED (

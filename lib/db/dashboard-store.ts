@@ -1,6 +1,14 @@
 import type { PgPool } from '../core/pg-types';
 import type { Job } from '../core/job';
-import { buildDashboardQueries, buildJobList, FILTER_SCAN_LIMIT, type DashboardQueries, type ListFilters, type ListKey, type ListState } from './dashboard-queries';
+import {
+  buildDashboardQueries,
+  buildJobList,
+  FILTER_SCAN_LIMIT,
+  type DashboardQueries,
+  type ListFilters,
+  type ListKey,
+  type ListState,
+} from './dashboard-queries';
 import { poolExecutor, type SqlExecutor } from './executor';
 import { isJobId, rowToJob, type JobRow } from './job-store';
 
@@ -28,7 +36,11 @@ export interface Throughput {
 }
 
 /** A job with what the dashboard shows beyond Job. */
-export type DashboardJob = Job & { readonly uniqueKey: string | null; readonly lockedBy: string | null; readonly history: boolean };
+export type DashboardJob = Job & {
+  readonly uniqueKey: string | null;
+  readonly lockedBy: string | null;
+  readonly history: boolean;
+};
 
 /** A live node of the registry. */
 export interface NodeInfo {
@@ -43,7 +55,13 @@ export interface NodeInfo {
   readonly running: number;
 }
 
-type ListRow = JobRow & { unique_key: string | null; locked_by: string | null; run_at_key: string | null; scanned: number; scan_end: ListKey | null };
+type ListRow = JobRow & {
+  unique_key: string | null;
+  locked_by: string | null;
+  run_at_key: string | null;
+  scanned: number;
+  scan_end: ListKey | null;
+};
 
 /** The dashboard's reads (and its writes the engine has none for), on the queue's own pool. */
 export class DashboardStore {
@@ -62,8 +80,15 @@ export class DashboardStore {
   /** Figures per queue: all of them (and every registered one), or one. */
   async counts(registered: readonly string[], queue: string | null = null): Promise<QueueOverviewRow[]> {
     const rows = await this.db.query<{
-      name: string; waiting: number; delayed: number; active: number; stalled: number; failed: number; cancelled: number;
-      paused: boolean; oldest_waiting_age_ms: number | null;
+      name: string;
+      waiting: number;
+      delayed: number;
+      active: number;
+      stalled: number;
+      failed: number;
+      cancelled: number;
+      paused: boolean;
+      oldest_waiting_age_ms: number | null;
     }>(this.q.counts, [registered, queue]);
     return rows.map((r) => ({
       name: r.name,
@@ -120,10 +145,17 @@ export class DashboardStore {
     }));
     let next: ListKey | null = null;
     const claimOrder = state === 'waiting' || state === 'delayed';
-    const keyOf = (j: (typeof jobs)[number]): ListKey => (claimOrder ? { priority: j.priority, runAt: j.runAtKey, id: j.id } : { id: j.id });
+    const keyOf = (j: (typeof jobs)[number]): ListKey =>
+      claimOrder ? { priority: j.priority, runAt: j.runAtKey, id: j.id } : { id: j.id };
     if (found.length > limit) next = keyOf(jobs[jobs.length - 1]);
     else if (scanned >= FILTER_SCAN_LIMIT && (filters.name !== undefined || filters.payloadJson !== undefined) && scan_end) {
-      next = claimOrder ? { priority: Number((scan_end as { priority: number }).priority), runAt: String((scan_end as { runAt: string }).runAt), id: String(scan_end.id) } : { id: String(scan_end.id) };
+      next = claimOrder
+        ? {
+            priority: Number((scan_end as { priority: number }).priority),
+            runAt: String((scan_end as { runAt: string }).runAt),
+            id: String(scan_end.id),
+          }
+        : { id: String(scan_end.id) };
     }
     return { jobs, next };
   }
@@ -131,7 +163,10 @@ export class DashboardStore {
   /** One job, live or finished, or null. */
   async job(id: string): Promise<DashboardJob | null> {
     if (!isJobId(id)) return null;
-    const rows = await this.db.query<JobRow & { unique_key: string | null; locked_by: string | null; history: boolean }>(this.q.job, [id]);
+    const rows = await this.db.query<JobRow & { unique_key: string | null; locked_by: string | null; history: boolean }>(
+      this.q.job,
+      [id],
+    );
     if (!rows.length) return null;
     const r = rows[0];
     return { ...rowToJob(r), uniqueKey: r.unique_key, lockedBy: r.locked_by, history: r.history };
@@ -144,8 +179,14 @@ export class DashboardStore {
 
   async nodes(): Promise<NodeInfo[]> {
     const rows = await this.db.query<{
-      id: string; host: string; pid: number; started_at: Date; last_seen_at: Date; heartbeat_ms: number;
-      queues: { name: string; concurrency: number }[]; running: number;
+      id: string;
+      host: string;
+      pid: number;
+      started_at: Date;
+      last_seen_at: Date;
+      heartbeat_ms: number;
+      queues: { name: string; concurrency: number }[];
+      running: number;
     }>(this.q.nodes, []);
     return rows.map((r) => ({
       id: r.id,

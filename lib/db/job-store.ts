@@ -28,7 +28,10 @@ export interface JobRow {
 }
 
 /** A row as the claim returns it: times as epoch milliseconds, cheaper to decode than timestamps. */
-export interface ClaimedRow extends Pick<JobRow, 'id' | 'queue' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'errors'> {
+export interface ClaimedRow extends Pick<
+  JobRow,
+  'id' | 'queue' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'errors'
+> {
   /** Its cancel was asked while an earlier attempt ran: finish it as cancelled, do not run it. */
   cancel_requested: boolean;
   run_at_ms: number;
@@ -204,17 +207,25 @@ export class JobStore {
    * `inserted`: the inputs that made a new row (not those that found a live job, nor those that
    * replaced a waiting one: no job was added by them).
    */
-  async insertUnique<T>(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<{ jobs: Job<T>[]; inserted: NewJobRow[] }> {
+  async insertUnique<T>(
+    rows: readonly NewJobRow[],
+    db: SqlExecutor = this.db,
+  ): Promise<{ jobs: Job<T>[]; inserted: NewJobRow[] }> {
     const keyed = rows.filter((r) => r.uniqueKey !== null);
     const seen = new Set<string>();
     for (const r of keyed) {
       const k = `${r.queue}\u0000${r.uniqueKey}`;
-      if (seen.has(k)) throw new PgQueueConfigError(`uniqueKey ${quote(r.uniqueKey)} appears twice in one addBulk call (queue ${quote(r.queue)}); pass each key once.`);
+      if (seen.has(k))
+        throw new PgQueueConfigError(
+          `uniqueKey ${quote(r.uniqueKey)} appears twice in one addBulk call (queue ${quote(r.queue)}); pass each key once.`,
+        );
       seen.add(k);
     }
     const replace = keyed[0].replaceWaiting;
     if (keyed.some((r) => r.replaceWaiting !== replace)) {
-      throw new PgQueueConfigError('replaceWaiting must be the same for every job with a uniqueKey in one addBulk call; split the call.');
+      throw new PgQueueConfigError(
+        'replaceWaiting must be the same for every job with a uniqueKey in one addBulk call; split the call.',
+      );
     }
     const sql = buildUniqueInsert(this.schema, replace, db === this.db);
     const [out] = await db.query<{ rows: [string, string | null, boolean][]; now: Date }>(sql, [
@@ -232,7 +243,10 @@ export class JobStore {
     const lookup = keyed.filter((r) => replace || !insertedByKey.has(r.uniqueKey as string));
     const live = new Map<string, Job<T>>();
     if (lookup.length) {
-      const found = await db.query<JobRow & { unique_key: string }>(this.q.liveByUniqueKey, [lookup.map((r) => r.queue), lookup.map((r) => r.uniqueKey)]);
+      const found = await db.query<JobRow & { unique_key: string }>(this.q.liveByUniqueKey, [
+        lookup.map((r) => r.queue),
+        lookup.map((r) => r.uniqueKey),
+      ]);
       for (const f of found) live.set(`${f.queue}\u0000${f.unique_key}`, rowToJob<T>(f));
     }
     let plain = 0;
@@ -261,7 +275,11 @@ export class JobStore {
     const key = (durable ? 'd' : 't') + arrays.map((a) => (a ? '1' : '0')).join('');
     let sql = this.insertSql.get(key);
     if (!sql) this.insertSql.set(key, (sql = buildInsert(this.schema, arrays, durable)));
-    const params = [rows.map((r) => r.payloadJson), ...columns.map((values, i) => (arrays[i] ? values : values[0])), this.channel];
+    const params = [
+      rows.map((r) => r.payloadJson),
+      ...columns.map((values, i) => (arrays[i] ? values : values[0])),
+      this.channel,
+    ];
     const [out] = await db.query<{ ids: string[]; now: Date }>(sql, params, this.name(sql));
     return out;
   }
@@ -285,7 +303,9 @@ export class JobStore {
     return this.transaction(async (client) => {
       await client.query(this.q.lockQueueClaims, [lockKey(`nestjs-pg-queue:limits:${this.schema}:${queue}`)]);
       const { limiter, globalConcurrency } = limits;
-      const { rows: [st] } = await client.query<{ active: number; recent: number; next_free_ms: number | null }>(this.q.limitState, [
+      const {
+        rows: [st],
+      } = await client.query<{ active: number; recent: number; next_free_ms: number | null }>(this.q.limitState, [
         queue,
         limiter?.durationMs ?? null,
       ]);
@@ -300,7 +320,8 @@ export class JobStore {
       let rows: ClaimedRow[] = [];
       if (allowed > 0) {
         rows = (await client.query<ClaimedRow>(this.q.claim, [queue, allowed, workerId, leaseMs])).rows;
-        if (limiter && rows.length) await client.query(this.q.recordStarts, [queue, rows.length, limiter.durationMs, limiter.max]);
+        if (limiter && rows.length)
+          await client.query(this.q.recordStarts, [queue, rows.length, limiter.durationMs, limiter.max]);
       }
       return { rows, retryInMs };
     });
@@ -371,21 +392,43 @@ export class JobStore {
       groups.push({
         outcomes: list,
         run: () =>
-          this.db.query(this.q.deadLetter, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, dlq, this.channel]),
+          this.db.query(this.q.deadLetter, [
+            list.map((o) => o.id),
+            list.map((o) => o.attempt),
+            list.map((o) => o.errorJson),
+            workerId,
+            dlq,
+            this.channel,
+          ]),
       });
     }
-    for (const [state, list] of [['failed', failed], ['cancelled', cancelled]] as const) {
+    for (const [state, list] of [
+      ['failed', failed],
+      ['cancelled', cancelled],
+    ] as const) {
       if (list.length === 0) continue;
       groups.push({
         outcomes: list,
-        run: () => this.db.query(this.q.fail, [list.map((o) => o.id), list.map((o) => o.attempt), list.map((o) => o.errorJson), workerId, state]),
+        run: () =>
+          this.db.query(this.q.fail, [
+            list.map((o) => o.id),
+            list.map((o) => o.attempt),
+            list.map((o) => o.errorJson),
+            workerId,
+            state,
+          ]),
       });
     }
     if (snoozed.length) {
       groups.push({
         outcomes: snoozed,
         run: () =>
-          this.db.query(this.q.snooze, [snoozed.map((o) => o.id), snoozed.map((o) => o.attempt), snoozed.map((o) => o.delayMs), workerId]),
+          this.db.query(this.q.snooze, [
+            snoozed.map((o) => o.id),
+            snoozed.map((o) => o.attempt),
+            snoozed.map((o) => o.delayMs),
+            workerId,
+          ]),
       });
     }
     const written = new Set<string>();
@@ -415,7 +458,12 @@ export class JobStore {
    * Renews leases and refreshes this node's row in the registry, in one statement; returns the
    * ids still held, and those of them whose cancel was asked.
    */
-  async heartbeat(ids: readonly string[], workerId: string, leaseMs: number, node: NodeRow): Promise<{ kept: Set<string>; cancel: string[] }> {
+  async heartbeat(
+    ids: readonly string[],
+    workerId: string,
+    leaseMs: number,
+    node: NodeRow,
+  ): Promise<{ kept: Set<string>; cancel: string[] }> {
     const rows = await this.db.query<{ id: string; cancel: boolean }>(
       this.q.heartbeat,
       [ids, workerId, leaseMs, node.host, node.pid, node.startedAt, node.heartbeatMs, JSON.stringify(node.queues)],
@@ -459,8 +507,20 @@ export class JobStore {
   }
 
   /** Completes one attempt in the caller's transaction; false when the lease is no longer this worker's. */
-  async completeInTransaction(db: SqlExecutor, id: string, workerId: string, attempt: number, resultJson: string | null): Promise<boolean> {
-    const [r] = await db.query<{ n: number }>(this.q.completeInTransaction, [id, workerId, attempt, resultJson, this.retention.completedMs > 0]);
+  async completeInTransaction(
+    db: SqlExecutor,
+    id: string,
+    workerId: string,
+    attempt: number,
+    resultJson: string | null,
+  ): Promise<boolean> {
+    const [r] = await db.query<{ n: number }>(this.q.completeInTransaction, [
+      id,
+      workerId,
+      attempt,
+      resultJson,
+      this.retention.completedMs > 0,
+    ]);
     return r.n > 0;
   }
 
@@ -519,16 +579,23 @@ export class JobStore {
       const p = await client.query(this.q.prune, [completedMs > 0 ? completedMs : null, batch, cancelledMs, failedMs]);
       await client.query(this.q.pruneNodes);
       return {
-        stalled: r.rows.map((x) => ({ id: String(x.id), queue: x.queue, name: x.name, attempt: x.attempt, willRetry: x.retried })),
+        stalled: r.rows.map((x) => ({
+          id: String(x.id),
+          queue: x.queue,
+          name: x.name,
+          attempt: x.attempt,
+          willRetry: x.retried,
+        })),
         pruned: p.rowCount ?? 0,
       };
     });
   }
 
-
   /** Dead and live row versions of the jobs table (statistics, about a second old). */
   async jobsTableTuples(): Promise<{ dead: number; live: number }> {
-    const { rows } = await this.pool.query<{ dead: number; live: number }>(this.q.jobsTableTuples, [`${escapeIdentifier(this.schema)}.jobs`]);
+    const { rows } = await this.pool.query<{ dead: number; live: number }>(this.q.jobsTableTuples, [
+      `${escapeIdentifier(this.schema)}.jobs`,
+    ]);
     return rows[0] ?? { dead: 0, live: 0 };
   }
 
@@ -540,7 +607,12 @@ export class JobStore {
   /** Figures per queue (all queues, or one). */
   async counts(queue: string | null): Promise<Map<string, QueueCounts>> {
     const rows = await this.db.query<{
-      queue: string; waiting: number; delayed: number; active: number; stalled: number; failed: number;
+      queue: string;
+      waiting: number;
+      delayed: number;
+      active: number;
+      stalled: number;
+      failed: number;
       oldest_waiting_age_ms: number | null;
     }>(this.q.counts, [queue]);
     return new Map(

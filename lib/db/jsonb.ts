@@ -58,7 +58,11 @@ export function toJsonText(value: unknown, root: string): string {
   } catch (err) {
     if (err instanceof UnstorableJsonError) throw err;
     // A stack overflow (a value nested thousands deep), or something thrown by a Proxy's trap.
-    throw new UnstorableJsonError(w.path(null), err instanceof RangeError ? 'is nested too deeply to store' : `cannot be read: ${quote(String(err))}`, { cause: err });
+    throw new UnstorableJsonError(
+      w.path(null),
+      err instanceof RangeError ? 'is nested too deeply to store' : `cannot be read: ${quote(String(err))}`,
+      { cause: err },
+    );
   } finally {
     w.reset();
     spare = w;
@@ -93,7 +97,8 @@ class JsonWriter {
       case 'bigint': {
         // JSON.stringify honours a BigInt.prototype.toJSON an app installed (to write strings): so do we.
         const toJson = (BigInt.prototype as { toJSON?: unknown }).toJSON;
-        if (mayCallToJson && typeof toJson === 'function') return this.write(this.call(toJson as (k: string) => unknown, v, key), key, false);
+        if (mayCallToJson && typeof toJson === 'function')
+          return this.write(this.call(toJson as (k: string) => unknown, v, key), key, false);
         return this.refuse(key, 'is a BigInt, which JSON cannot store. Convert it to a string (or a number, if it fits)');
       }
       case 'function':
@@ -125,7 +130,10 @@ class JsonWriter {
       if (typeof toJson === 'function') return this.write(this.call(toJson as (k: string) => unknown, v, key), key, false);
     }
     if (this.parents.includes(v)) {
-      return this.refuse(key, `refers back to ${this.path(this.parents.indexOf(v))}: a cycle, which JSON cannot store. Pass a tree`);
+      return this.refuse(
+        key,
+        `refers back to ${this.path(this.parents.indexOf(v))}: a cycle, which JSON cannot store. Pass a tree`,
+      );
     }
     this.parents.push(v);
     this.keys.push(key);
@@ -134,7 +142,8 @@ class JsonWriter {
       out = '[';
       for (let i = 0; i < v.length; i++) {
         const e = v[i] as unknown;
-        if (e === undefined && !(i in v)) this.refuse(i, 'is a hole in a sparse array, which JSON stores as null. Fill it, or use null');
+        if (e === undefined && !(i in v))
+          this.refuse(i, 'is a hole in a sparse array, which JSON stores as null. Fill it, or use null');
         out += (i === 0 ? '' : ',') + this.write(e, i, true);
       }
       out += ']';
@@ -187,8 +196,10 @@ class JsonWriter {
 
 /** Why JSON cannot carry `v`, a non-plain object, faithfully; null when it can (a class instance, a Date). */
 function refusedBuiltin(v: object): string | null {
-  if (types.isDate(v)) return Number.isNaN((v as Date).getTime()) ? 'is an invalid Date, which JSON stores as null. Pass a valid Date' : null;
-  if (types.isMap(v)) return 'is a Map, which JSON stores as {}. Convert it: Object.fromEntries(map), or [...map] for non-string keys';
+  if (types.isDate(v))
+    return Number.isNaN((v as Date).getTime()) ? 'is an invalid Date, which JSON stores as null. Pass a valid Date' : null;
+  if (types.isMap(v))
+    return 'is a Map, which JSON stores as {}. Convert it: Object.fromEntries(map), or [...map] for non-string keys';
   if (types.isSet(v)) return 'is a Set, which JSON stores as {}. Convert it to an array: [...set]';
   if (types.isWeakMap(v) || types.isWeakSet(v)) return 'is a WeakMap or WeakSet, which JSON stores as {}. Pass data';
   if (types.isPromise(v)) return 'is a Promise, which JSON stores as {}. Await it and pass its value';

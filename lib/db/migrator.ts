@@ -81,10 +81,9 @@ export async function migrate(pool: Pool, schema: string): Promise<number[]> {
 
 /** The schema version recorded in the database (0 when the schema does not exist). */
 export async function currentVersion(pool: Pool, schema: string): Promise<number> {
-  const { rows } = await pool.query<{ exists: boolean }>(
-    `SELECT to_regclass($1) IS NOT NULL AS exists`,
-    [`${escapeIdentifier(schema)}.migrations`],
-  );
+  const { rows } = await pool.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [
+    `${escapeIdentifier(schema)}.migrations`,
+  ]);
   if (!rows[0].exists) return 0;
   const v = await pool.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${escapeIdentifier(schema)}.migrations`);
   return v.rows[0].v ?? 0;

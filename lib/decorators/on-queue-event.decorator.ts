@@ -17,7 +17,8 @@ import { quote } from '../core/input-text';
  * `completed`, `retrying`, `failed`, `cancelled` and `snoozed` fire once the outcome is written:
  * a listener that reads the job sees the state it is told about.
  */
-export type QueueEventName = 'active' | 'completed' | 'retrying' | 'failed' | 'cancelled' | 'snoozed' | 'stalled' | 'outcomeDropped';
+export type QueueEventName =
+  'active' | 'completed' | 'retrying' | 'failed' | 'cancelled' | 'snoozed' | 'stalled' | 'outcomeDropped';
 
 export interface OnQueueEventMetadata {
   readonly event: QueueEventName;
@@ -25,7 +26,16 @@ export interface OnQueueEventMetadata {
   readonly queue?: string;
 }
 
-const EVENTS: readonly QueueEventName[] = ['active', 'completed', 'retrying', 'failed', 'cancelled', 'snoozed', 'stalled', 'outcomeDropped'];
+const EVENTS: readonly QueueEventName[] = [
+  'active',
+  'completed',
+  'retrying',
+  'failed',
+  'cancelled',
+  'snoozed',
+  'stalled',
+  'outcomeDropped',
+];
 
 /**
  * Calls the decorated method of any provider on a job lifecycle event. A listener that throws

@@ -39,6 +39,9 @@ export function Process(nameOrOptions?: string | ProcessOptions): MethodDecorato
     }
   }
   if (o.name !== undefined) validateJobName(o.name);
-  const meta: ProcessMetadata = { name: o.name ?? null, ...('cron' in o && o.cron !== undefined ? { cron: o.cron, tz: o.tz } : {}) };
+  const meta: ProcessMetadata = {
+    name: o.name ?? null,
+    ...('cron' in o && o.cron !== undefined ? { cron: o.cron, tz: o.tz } : {}),
+  };
   return SetMetadata(PROCESS_METADATA, meta);
 }

@@ -26,7 +26,9 @@ export function Processor(nameOrOptions: string | ProcessorOptions): ClassDecora
   validateQueueName(options?.name);
   for (const k in options) {
     if (k !== 'name' && k !== 'concurrency') {
-      throw new PgQueueConfigError(`@Processor(): unknown option ${quote(k)}. Use @Processor(name) or @Processor({ name, concurrency? }).`);
+      throw new PgQueueConfigError(
+        `@Processor(): unknown option ${quote(k)}. Use @Processor(name) or @Processor({ name, concurrency? }).`,
+      );
     }
   }
   return (target) => {

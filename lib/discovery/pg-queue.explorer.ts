@@ -1,9 +1,23 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnApplicationShutdown, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+  type OnModuleDestroy,
+  type OnModuleInit,
+} from '@nestjs/common';
 import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 import type { JobHandler } from '../core/job';
-import { INJECT_QUEUE_METADATA, ON_QUEUE_EVENT_METADATA, PG_QUEUE_RUNTIME, PROCESS_METADATA, PROCESSOR_METADATA } from '../module/pg-queue.constants';
+import {
+  INJECT_QUEUE_METADATA,
+  ON_QUEUE_EVENT_METADATA,
+  PG_QUEUE_RUNTIME,
+  PROCESS_METADATA,
+  PROCESSOR_METADATA,
+} from '../module/pg-queue.constants';
 import type { InjectQueueMetadata } from '../decorators/inject-queue.decorator';
 import type { OnQueueEventMetadata } from '../decorators/on-queue-event.decorator';
 import type { ProcessorOptions } from '../decorators/processor.decorator';
@@ -91,7 +105,9 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
       if (!meta) continue;
       const owner = metatype.name;
       if (!wrapper.isDependencyTreeStatic()) {
-        throw new PgQueueConfigError(`@Processor class ${owner} must not be request-scoped (nor depend on one): workers outlive requests.`);
+        throw new PgQueueConfigError(
+          `@Processor class ${owner} must not be request-scoped (nor depend on one): workers outlive requests.`,
+        );
       }
       if (!this.runtime.queueOptions(meta.name)) {
         throw new PgQueueConfigError(
@@ -104,27 +120,34 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
       entry.owners.push(owner);
       if (meta.concurrency !== undefined) {
         if (entry.concurrency !== undefined && entry.concurrency !== meta.concurrency) {
-          throw new PgQueueConfigError(`Processors of queue "${meta.name}" (${entry.owners.join(', ')}) set different concurrency values.`);
+          throw new PgQueueConfigError(
+            `Processors of queue "${meta.name}" (${entry.owners.join(', ')}) set different concurrency values.`,
+          );
         }
         entry.concurrency = meta.concurrency;
       }
       const proto = Object.getPrototypeOf(instance) as object;
       for (const method of this.scanner.getAllMethodNames(proto)) {
         const fn = (proto as Record<string, unknown>)[method];
-        const pm = typeof fn === 'function' ? (Reflect.getMetadata(PROCESS_METADATA, fn) as ProcessMetadata | undefined) : undefined;
+        const pm =
+          typeof fn === 'function' ? (Reflect.getMetadata(PROCESS_METADATA, fn) as ProcessMetadata | undefined) : undefined;
         if (!pm) continue;
         const handler: JobHandler = (job) => (fn as (...a: unknown[]) => unknown).call(instance, job);
         const where = `${owner}.${method}`;
         if (pm.cron !== undefined) {
-          if (pm.name === null) throw new PgQueueConfigError(`@Process({ cron }) on ${where} needs a name: the job each tick enqueues.`);
+          if (pm.name === null)
+            throw new PgQueueConfigError(`@Process({ cron }) on ${where} needs a name: the job each tick enqueues.`);
           entry.schedules.push(resolveSchedule(meta.name, { name: pm.name, cron: pm.cron, tz: pm.tz }, `@Process on ${where}`));
         }
         if (pm.name === null) {
-          if (entry.catchAll) throw new PgQueueConfigError(`Queue "${meta.name}" has two catch-all @Process() handlers; ${where} is the second.`);
+          if (entry.catchAll)
+            throw new PgQueueConfigError(`Queue "${meta.name}" has two catch-all @Process() handlers; ${where} is the second.`);
           entry.catchAll = handler;
         } else {
           if (entry.handlers.has(pm.name)) {
-            throw new PgQueueConfigError(`Job ${quote(pm.name)} of queue "${meta.name}" has two @Process handlers; ${where} is the second. Keep one.`);
+            throw new PgQueueConfigError(
+              `Job ${quote(pm.name)} of queue "${meta.name}" has two @Process handlers; ${where} is the second. Keep one.`,
+            );
           }
           entry.handlers.set(pm.name, handler);
         }
@@ -193,24 +216,40 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
       const queue =
         f.concurrency === undefined
           ? registered
-          : { ...registered, concurrency: resolveQueueOptions({ name, concurrency: f.concurrency }, registered.defaultJobOptions).concurrency };
+          : {
+              ...registered,
+              concurrency: resolveQueueOptions({ name, concurrency: f.concurrency }, registered.defaultJobOptions).concurrency,
+            };
       this.runtime.supervisor.addQueue({ queue, handlers: f.handlers, catchAll: f.catchAll });
     }
     await this.runtime.supervisor.start();
-    if (found.size) this.logger.log(`Workers started for queue(s): ${[...found.keys()].join(', ')} (${this.runtime.supervisor.workerId})`);
+    if (found.size)
+      this.logger.log(`Workers started for queue(s): ${[...found.keys()].join(', ')} (${this.runtime.supervisor.workerId})`);
   }
 
   /** Every schedule this node runs: `registerQueue({ repeat })` and `@Process({ cron })`, each once. */
   private cronEntries(found: Map<string, Found>): CronEntry[] {
-    const schedules = [...this.runtime.registeredQueues.flatMap((q) => q.repeat), ...[...found.values()].flatMap((f) => f.schedules)];
+    const schedules = [
+      ...this.runtime.registeredQueues.flatMap((q) => q.repeat),
+      ...[...found.values()].flatMap((f) => f.schedules),
+    ];
     const seen = new Set<string>();
     return schedules.map((schedule) => {
       if (seen.has(schedule.key)) {
-        throw new PgQueueConfigError(`Job ${quote(schedule.name)} of queue "${schedule.queue}" is scheduled twice (registerQueue repeat and/or @Process cron); keep one.`);
+        throw new PgQueueConfigError(
+          `Job ${quote(schedule.name)} of queue "${schedule.queue}" is scheduled twice (registerQueue repeat and/or @Process cron); keep one.`,
+        );
       }
       seen.add(schedule.key);
       const queue = this.runtime.queueOptions(schedule.queue)!;
-      const row = buildJobRow(schedule.queue, schedule.name, schedule.payload, undefined, queue.defaultJobOptions, this.runtime.options.maxPayloadBytes);
+      const row = buildJobRow(
+        schedule.queue,
+        schedule.name,
+        schedule.payload,
+        undefined,
+        queue.defaultJobOptions,
+        this.runtime.options.maxPayloadBytes,
+      );
       return { schedule, row };
     });
   }

@@ -103,7 +103,7 @@ const QUEUE_KEYS = ['maxAvailable', 'maxOldestAvailableAgeMs', 'maxFailed', 'max
 const TOP_KEYS = [...QUEUE_KEYS, 'listenerGraceMs', 'timeoutMs', 'queues'] as const;
 
 function show(v: unknown): string {
-  return typeof v === 'number' ? String(v) : JSON.stringify(v) ?? String(v);
+  return typeof v === 'number' ? String(v) : (JSON.stringify(v) ?? String(v));
 }
 
 function checkLimit(where: string, v: unknown): void {
@@ -133,16 +133,25 @@ export function validateHealthThresholds(t: PgQueueHealthThresholds): void {
   checkKeys('', t, TOP_KEYS);
   for (const k of QUEUE_KEYS) checkLimit(k, t[k]);
   checkLimit('listenerGraceMs', t.listenerGraceMs);
-  if (t.timeoutMs !== undefined && !(typeof t.timeoutMs === 'number' && Number.isInteger(t.timeoutMs) && t.timeoutMs >= 1 && t.timeoutMs <= 2 ** 31 - 1)) {
-    throw new PgQueueConfigError(`Health threshold timeoutMs must be a whole number of ms from 1 to ${2 ** 31 - 1}, got ${show(t.timeoutMs)}.`);
+  if (
+    t.timeoutMs !== undefined &&
+    !(typeof t.timeoutMs === 'number' && Number.isInteger(t.timeoutMs) && t.timeoutMs >= 1 && t.timeoutMs <= 2 ** 31 - 1)
+  ) {
+    throw new PgQueueConfigError(
+      `Health threshold timeoutMs must be a whole number of ms from 1 to ${2 ** 31 - 1}, got ${show(t.timeoutMs)}.`,
+    );
   }
   if (t.queues === undefined) return;
   if (typeof t.queues !== 'object' || t.queues === null) {
-    throw new PgQueueConfigError(`Health threshold queues must be an object of per-queue limits by queue name, got ${show(t.queues)}.`);
+    throw new PgQueueConfigError(
+      `Health threshold queues must be an object of per-queue limits by queue name, got ${show(t.queues)}.`,
+    );
   }
   for (const [name, q] of Object.entries(t.queues)) {
     if (typeof q !== 'object' || q === null) {
-      throw new PgQueueConfigError(`Health threshold queues["${name}"] must be an object like { maxAvailable: 1000 }, got ${show(q)}.`);
+      throw new PgQueueConfigError(
+        `Health threshold queues["${name}"] must be an object like { maxAvailable: 1000 }, got ${show(q)}.`,
+      );
     }
     checkKeys(`in queues["${name}"]: `, q, QUEUE_KEYS);
     for (const k of QUEUE_KEYS) checkLimit(`queues["${name}"].${k}`, q[k]);
@@ -150,7 +159,11 @@ export function validateHealthThresholds(t: PgQueueHealthThresholds): void {
 }
 
 /** The limit that applies to one queue, and the name to quote in a problem. */
-function limitFor(t: PgQueueHealthThresholds, queue: string, key: (typeof QUEUE_KEYS)[number]): { max: number; label: string } | null {
+function limitFor(
+  t: PgQueueHealthThresholds,
+  queue: string,
+  key: (typeof QUEUE_KEYS)[number],
+): { max: number; label: string } | null {
   const own = t.queues && Object.hasOwn(t.queues, queue) ? t.queues[queue][key] : undefined;
   if (own !== undefined) return { max: own, label: `queues["${queue}"].${key}` };
   const overall = t[key];
@@ -199,7 +212,9 @@ export function evaluateHealth(input: PgQueueHealthInput, thresholds: PgQueueHea
     listener = `disconnected for ${forMs} ms`;
     const graceMs = thresholds.listenerGraceMs ?? HEALTH_DEFAULTS.listenerGraceMs;
     if (forMs > graceMs) {
-      problems.push(`listener: LISTEN connection down for ${forMs} ms > listenerGraceMs ${graceMs} (workers fall back to polling)`);
+      problems.push(
+        `listener: LISTEN connection down for ${forMs} ms > listenerGraceMs ${graceMs} (workers fall back to polling)`,
+      );
     }
   }
 

@@ -77,7 +77,12 @@ export function pgQueueMetricSet(registry: Registry, opts: ResolvedMetricsOption
   const p = opts.prefix;
   const registers = [registry];
   const counter = (name: string, help: string) =>
-    reuse(registry, p + name, Counter, () => new Counter<JobLabels>({ name: p + name, help, labelNames: ['queue', 'name'], registers }));
+    reuse(
+      registry,
+      p + name,
+      Counter,
+      () => new Counter<JobLabels>({ name: p + name, help, labelNames: ['queue', 'name'], registers }),
+    );
 
   const queueJobsName = `${p}queue_jobs`;
   const anchor: unknown = registry.getSingleMetric(queueJobsName);
@@ -102,62 +107,93 @@ export function pgQueueMetricSet(registry: Registry, opts: ResolvedMetricsOption
     sourcesOf.set(g, sources);
     return g;
   });
-  reuse(registry, `${p}queue_oldest_waiting_seconds`, Gauge, () =>
-    new Gauge<'queue'>({
-      name: `${p}queue_oldest_waiting_seconds`,
-      help: 'Age of the oldest due, unclaimed job per queue (now - its run_at); 0 when none waits.',
-      labelNames: ['queue'],
-      registers,
-      async collect() {
-        const counts = await newest(sources)?.counts();
-        this.reset();
-        for (const [queue, c] of Object.entries(counts ?? {})) this.set({ queue }, (c.oldestWaitingAgeMs ?? 0) / 1000);
-      },
-    }),
+  reuse(
+    registry,
+    `${p}queue_oldest_waiting_seconds`,
+    Gauge,
+    () =>
+      new Gauge<'queue'>({
+        name: `${p}queue_oldest_waiting_seconds`,
+        help: 'Age of the oldest due, unclaimed job per queue (now - its run_at); 0 when none waits.',
+        labelNames: ['queue'],
+        registers,
+        async collect() {
+          const counts = await newest(sources)?.counts();
+          this.reset();
+          for (const [queue, c] of Object.entries(counts ?? {})) this.set({ queue }, (c.oldestWaitingAgeMs ?? 0) / 1000);
+        },
+      }),
   );
-  reuse(registry, `${p}listener_connected`, Gauge, () =>
-    new Gauge({
-      name: `${p}listener_connected`,
-      help: '1 while the LISTEN connection that wakes the workers is up, 0 while it reconnects; absent without one.',
-      registers,
-      collect() {
-        const state = newest(sources)?.listenerState() ?? null;
-        this.reset();
-        // A gauge without labels resets to 0; poll-only mode must show no series, not "down".
-        if (state) this.set(state.connected ? 1 : 0);
-        else this.remove();
-      },
-    }),
+  reuse(
+    registry,
+    `${p}listener_connected`,
+    Gauge,
+    () =>
+      new Gauge({
+        name: `${p}listener_connected`,
+        help: '1 while the LISTEN connection that wakes the workers is up, 0 while it reconnects; absent without one.',
+        registers,
+        collect() {
+          const state = newest(sources)?.listenerState() ?? null;
+          this.reset();
+          // A gauge without labels resets to 0; poll-only mode must show no series, not "down".
+          if (state) this.set(state.connected ? 1 : 0);
+          else this.remove();
+        },
+      }),
   );
 
   return {
-    enqueued: counter('jobs_enqueued_total', 'Jobs enqueued by this process (counted when the insert returns, so a rolled-back transaction\'s jobs too).'),
+    enqueued: counter(
+      'jobs_enqueued_total',
+      "Jobs enqueued by this process (counted when the insert returns, so a rolled-back transaction's jobs too).",
+    ),
     completed: counter('jobs_completed_total', 'Jobs whose handler succeeded in this process.'),
-    failed: counter('jobs_failed_total', 'Jobs that ended failed with no attempts left: their handler threw here, or their lease expired and this node\'s rescuer failed them.'),
-    cancelled: counter('jobs_cancelled_total', 'Jobs that ended cancelled while running in this process: queue.cancel(id) reached them, or their handler threw CancelJobError.'),
-    retried: counter('jobs_retried_total', 'Attempts that threw (or timed out) in this process and will be retried after their backoff.'),
-    stalled: counter('jobs_stalled_total', 'Attempts whose lease expired (worker died or stalled), found by this node\'s rescuer.'),
+    failed: counter(
+      'jobs_failed_total',
+      "Jobs that ended failed with no attempts left: their handler threw here, or their lease expired and this node's rescuer failed them.",
+    ),
+    cancelled: counter(
+      'jobs_cancelled_total',
+      'Jobs that ended cancelled while running in this process: queue.cancel(id) reached them, or their handler threw CancelJobError.',
+    ),
+    retried: counter(
+      'jobs_retried_total',
+      'Attempts that threw (or timed out) in this process and will be retried after their backoff.',
+    ),
+    stalled: counter(
+      'jobs_stalled_total',
+      "Attempts whose lease expired (worker died or stalled), found by this node's rescuer.",
+    ),
     outcomesDropped: counter(
       'outcomes_dropped_total',
       'Attempt outcomes this process wrote that matched no row: the lease was lost (the worker stalled past leaseMs), so another worker or the rescuer had the job.',
     ),
-    duration: reuse(registry, `${p}job_duration_seconds`, Histogram, () =>
-      new Histogram<JobLabels | 'outcome'>({
-        name: `${p}job_duration_seconds`,
-        help: 'Handler run time per attempt in this process; outcome is completed, retried, failed, cancelled or snoozed.',
-        labelNames: ['queue', 'name', 'outcome'],
-        buckets: [...opts.durationBuckets],
-        registers,
-      }),
+    duration: reuse(
+      registry,
+      `${p}job_duration_seconds`,
+      Histogram,
+      () =>
+        new Histogram<JobLabels | 'outcome'>({
+          name: `${p}job_duration_seconds`,
+          help: 'Handler run time per attempt in this process; outcome is completed, retried, failed, cancelled or snoozed.',
+          labelNames: ['queue', 'name', 'outcome'],
+          buckets: [...opts.durationBuckets],
+          registers,
+        }),
     ),
-    wait: reuse(registry, `${p}job_wait_seconds`, Histogram, () =>
-      new Histogram<JobLabels>({
-        name: `${p}job_wait_seconds`,
-        help: 'From the moment an attempt was due (its run_at; enqueue time if it ran at once) to its claim, by the database clock.',
-        labelNames: ['queue', 'name'],
-        buckets: [...opts.waitBuckets],
-        registers,
-      }),
+    wait: reuse(
+      registry,
+      `${p}job_wait_seconds`,
+      Histogram,
+      () =>
+        new Histogram<JobLabels>({
+          name: `${p}job_wait_seconds`,
+          help: 'From the moment an attempt was due (its run_at; enqueue time if it ran at once) to its claim, by the database clock.',
+          labelNames: ['queue', 'name'],
+          buckets: [...opts.waitBuckets],
+          registers,
+        }),
     ),
     attach(source) {
       for (const s of sources) if (s.key === source.key) return false;

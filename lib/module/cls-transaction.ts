@@ -52,7 +52,9 @@ function findHost(moduleRef: ModuleRef): TransactionHostLike | null {
     // add() inside a @Transactional() method write its job outside that transaction.
     const missing = missingPackage(err);
     if (missing) throw new PgQueueMissingPeerError(missing, `${CLS_TRANSACTIONAL} (installed in this app)`, { cause: err });
-    throw new PgQueueError(`${CLS_TRANSACTIONAL} is installed but could not be loaded: ${(err as Error).message}`, { cause: err });
+    throw new PgQueueError(`${CLS_TRANSACTIONAL} is installed but could not be loaded: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   if (!token) return null;
   try {

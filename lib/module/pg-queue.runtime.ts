@@ -70,7 +70,8 @@ export class PgQueueRuntime {
     } catch (err) {
       await pool.end().catch(() => undefined);
       if (err instanceof PgQueueError) throw err;
-      const where = conn.pool.connectionString ?? `${conn.pool.host ?? 'localhost'}:${conn.pool.port ?? 5432}/${conn.pool.database ?? ''}`;
+      const where =
+        conn.pool.connectionString ?? `${conn.pool.host ?? 'localhost'}:${conn.pool.port ?? 5432}/${conn.pool.database ?? ''}`;
       throw new PgQueueError(
         `nestjs-pg-queue cannot use the database at ${where.replace(/\/\/[^@/]*@/, '//***@')}: ${(err as Error).message}`,
         { cause: err },
@@ -114,7 +115,14 @@ export class PgQueueRuntime {
     if (!q) {
       validateQueueName(name);
       const registered = this.registered.get(name);
-      if (!registered) throw new PgQueueConfigError(notRegisteredMessage(name, this.registeredQueues.map((r) => r.name), caller && `${caller}('${name}')`));
+      if (!registered)
+        throw new PgQueueConfigError(
+          notRegisteredMessage(
+            name,
+            this.registeredQueues.map((r) => r.name),
+            caller && `${caller}('${name}')`,
+          ),
+        );
       const defaults = registered.defaultJobOptions;
       q = new Queue(
         name,

@@ -28,7 +28,11 @@ export class QueueService {
   }
 
   /** Enqueues many jobs into a registered queue, in one statement; rejects for an unregistered one. */
-  async addBulk<TPayload = unknown>(queue: string, jobs: readonly BulkJob<string, TPayload>[], target?: TransactionTarget): Promise<Job<TPayload>[]> {
+  async addBulk<TPayload = unknown>(
+    queue: string,
+    jobs: readonly BulkJob<string, TPayload>[],
+    target?: TransactionTarget,
+  ): Promise<Job<TPayload>[]> {
     const q = this.runtime.queue(queue, 'QueueService.addBulk') as unknown as Queue<Record<string, TPayload>>;
     return q.addBulk(jobs, target);
   }

@@ -34,15 +34,21 @@ export function buildJobRow(
   validateJobName(name);
   // Built only when there are options to check: most jobs of a bulk enqueue have none.
   const where = opts === undefined ? '' : `Job ${quote(name)} of queue ${quote(queue)}`;
-  const o = opts === undefined ? defaults : resolveJobDefaults(`job options of ${quote(`${queue}/${name}`)}`, opts, defaults, source);
+  const o =
+    opts === undefined ? defaults : resolveJobDefaults(`job options of ${quote(`${queue}/${name}`)}`, opts, defaults, source);
   let payloadJson: string;
   try {
     payloadJson = toJsonText(payload, 'payload');
   } catch (err) {
     if (!(err instanceof UnstorableJsonError)) throw err;
-    throw new PgQueuePayloadError(`Payload of job ${quote(name)} in queue ${quote(queue)} cannot be stored as JSON: ${err.message}.`, queue, name, {
-      cause: err,
-    });
+    throw new PgQueuePayloadError(
+      `Payload of job ${quote(name)} in queue ${quote(queue)} cannot be stored as JSON: ${err.message}.`,
+      queue,
+      name,
+      {
+        cause: err,
+      },
+    );
   }
   // A UTF-16 unit is at most 3 bytes of UTF-8: count bytes only when that bound is over the limit.
   const bytes = payloadJson.length * 3 <= maxPayloadBytes ? 0 : Buffer.byteLength(payloadJson);
@@ -77,7 +83,9 @@ const BULK_ENTRY_KEYS = ['name', 'payload', 'opts'];
 /** Throws unless `j` (entry `i` of an addBulk call) is `{ name, payload, opts? }`; `data` is bullmq's `payload`. */
 export function checkBulkEntry(queue: string, j: unknown, i: number): void {
   if (typeof j !== 'object' || j === null) {
-    throw new PgQueueConfigError(`addBulk() of queue ${quote(queue)}: entry ${i} is ${quote(j)}; expected { name, payload, opts? }.`);
+    throw new PgQueueConfigError(
+      `addBulk() of queue ${quote(queue)}: entry ${i} is ${quote(j)}; expected { name, payload, opts? }.`,
+    );
   }
   for (const k in j) {
     if (!BULK_ENTRY_KEYS.includes(k)) {
@@ -99,12 +107,16 @@ function uniqueness(where: string, opts: JobOptions): { uniqueKey: string | null
     throw new PgQueueConfigError(`${where}: replaceWaiting must be true or false, got ${quote(replace)}.`);
   }
   if (key === undefined) {
-    if (replace) throw new PgQueueConfigError(`${where}: replaceWaiting needs a uniqueKey (it replaces the waiting job with that key).`);
+    if (replace)
+      throw new PgQueueConfigError(`${where}: replaceWaiting needs a uniqueKey (it replaces the waiting job with that key).`);
     return { uniqueKey: null, replaceWaiting: false };
   }
   // A lone surrogate would be stored as U+FFFD: two different keys would then collide, and the
   // job inserted under the changed key could not be found by the key the caller passed.
   const why = nameProblem(key, 1000);
-  if (why) throw new PgQueueConfigError(`${where}: uniqueKey ${quote(key)} cannot be used: ${why}. Use a string of 1 to 1000 characters.`);
+  if (why)
+    throw new PgQueueConfigError(
+      `${where}: uniqueKey ${quote(key)} cannot be used: ${why}. Use a string of 1 to 1000 characters.`,
+    );
   return { uniqueKey: key, replaceWaiting: replace ?? false };
 }

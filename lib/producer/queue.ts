@@ -7,11 +7,17 @@ import { buildJobRow, checkBulkEntry } from './enqueue';
 export type { TransactionTarget } from '../db/executor';
 
 /** The figures of a queue with no jobs. */
-export const EMPTY_COUNTS: QueueCounts = Object.freeze({ waiting: 0, delayed: 0, active: 0, stalled: 0, failed: 0, oldestWaitingAgeMs: null });
+export const EMPTY_COUNTS: QueueCounts = Object.freeze({
+  waiting: 0,
+  delayed: 0,
+  active: 0,
+  stalled: 0,
+  failed: 0,
+  oldestWaitingAgeMs: null,
+});
 
 /** Maps each job name of a queue to its payload type. */
 export type JobMap = Record<string, unknown>;
-
 
 /**
  * The producer side of one queue; inject it with `@InjectQueue('name')`.

@@ -26,7 +26,9 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
    * Set by the worker: completes this attempt in the caller's transaction, or refuses with
    * CompleteWithError once the attempt has ended or after a first call.
    */
-  completeIn: ((target: { readonly manager?: TransactionManager; readonly client?: TransactionClient }, result: unknown) => Promise<void>) | null = null;
+  completeIn:
+    | ((target: { readonly manager?: TransactionManager; readonly client?: TransactionClient }, result: unknown) => Promise<void>)
+    | null = null;
   private controller: AbortController | null = null;
   private abortReason: unknown = undefined;
   private aborted = false;
@@ -54,8 +56,12 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     return this.controller.signal;
   }
 
-  completeWith(target: { readonly manager?: TransactionManager; readonly client?: TransactionClient }, result?: unknown): Promise<void> {
-    if (!this.completeIn) return Promise.reject(new CompleteWithError(this.id, this.attempt, 'attempt-ended', `${this.queue}/${this.name}`));
+  completeWith(
+    target: { readonly manager?: TransactionManager; readonly client?: TransactionClient },
+    result?: unknown,
+  ): Promise<void> {
+    if (!this.completeIn)
+      return Promise.reject(new CompleteWithError(this.id, this.attempt, 'attempt-ended', `${this.queue}/${this.name}`));
     return this.completeIn(target, result);
   }
 

@@ -9,7 +9,10 @@ import type { EngineLogger } from './logger';
  */
 export type PendingOutcome =
   | (Extract<Outcome, { kind: 'completed' }> & { readonly job: Job; readonly result: unknown })
-  | (Extract<Outcome, { kind: 'retry' | 'failed' | 'cancelled' | 'dead-letter' }> & { readonly job: Job; readonly error: JobAttemptError })
+  | (Extract<Outcome, { kind: 'retry' | 'failed' | 'cancelled' | 'dead-letter' }> & {
+      readonly job: Job;
+      readonly error: JobAttemptError;
+    })
   | (Extract<Outcome, { kind: 'snoozed' }> & { readonly job: Job });
 
 /** What the completer tells its owner about each outcome of a batch, after the batch's write. */
@@ -152,7 +155,10 @@ export class Completer {
           this.report.dropped(o);
         }
       } catch (err) {
-        this.logger.error(`pg-queue: reporting the outcome of job ${o.id} threw: ${(err as Error)?.message}`, (err as Error)?.stack);
+        this.logger.error(
+          `pg-queue: reporting the outcome of job ${o.id} threw: ${(err as Error)?.message}`,
+          (err as Error)?.stack,
+        );
       }
     }
   }

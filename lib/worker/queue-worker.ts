@@ -187,7 +187,13 @@ export class QueueWorker {
   }
 
   private async claimLimited(free: number): Promise<ClaimedRow[]> {
-    const { rows, retryInMs } = await this.ctx.store.claimLimited(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs, this.queue);
+    const { rows, retryInMs } = await this.ctx.store.claimLimited(
+      this.queue.name,
+      free,
+      this.ctx.workerId,
+      this.ctx.leaseMs,
+      this.queue,
+    );
     // The rate limit stopped it: come back when the window lets a job start.
     if (retryInMs !== null) this.wake(retryInMs);
     return rows;
@@ -221,12 +227,15 @@ export class QueueWorker {
     if (at >= this.dueAt) return;
     if (this.dueTimer) clearTimeout(this.dueTimer);
     this.dueAt = at;
-    this.dueTimer = setTimeout(() => {
-      this.dueTimer = null;
-      this.dueAt = Infinity;
-      this.lookahead = true;
-      this.wake(0);
-    }, Math.min(dueInMs + 5, MAX_TIMER_MS));
+    this.dueTimer = setTimeout(
+      () => {
+        this.dueTimer = null;
+        this.dueAt = Infinity;
+        this.lookahead = true;
+        this.wake(0);
+      },
+      Math.min(dueInMs + 5, MAX_TIMER_MS),
+    );
     this.dueTimer.unref();
   }
 
@@ -258,7 +267,9 @@ export class QueueWorker {
       const free = this.queue.concurrency + prefetch - held;
       this.requested += free;
       const wakesBefore = this.wakes;
-      const claim = this.limited ? this.claimLimited(free) : this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
+      const claim = this.limited
+        ? this.claimLimited(free)
+        : this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
       this.claimsInFlight.add(claim);
       let rows: ClaimedRow[];
       try {
@@ -293,7 +304,9 @@ export class QueueWorker {
     const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
     if (backoff !== row.backoff && row.backoff !== null) {
       const shown = JSON.stringify(row.backoff).slice(0, 200);
-      this.ctx.logger.warn(`Job ${job.id} (${job.queue}/${job.name}) has an unusable backoff ${shown}; using the queue's default`);
+      this.ctx.logger.warn(
+        `Job ${job.id} (${job.queue}/${job.name}) has an unusable backoff ${shown}; using the queue's default`,
+      );
     }
     const entry: Running = {
       job,
@@ -307,7 +320,8 @@ export class QueueWorker {
     job.completeIn = async (target, result) => {
       // Once the attempt is settled (handler returned or threw, timeout, cancel, shutdown) this
       // worker no longer runs it: `running` holds an attempt exactly until then.
-      if (this.running.get(job.id)?.job !== job) throw new CompleteWithError(job.id, job.attempt, 'attempt-ended', `${job.queue}/${job.name}`);
+      if (this.running.get(job.id)?.job !== job)
+        throw new CompleteWithError(job.id, job.attempt, 'attempt-ended', `${job.queue}/${job.name}`);
       if (completeCalled) throw new CompleteWithError(job.id, job.attempt, 'already-called', `${job.queue}/${job.name}`);
       const db = executorFor(target);
       if (!db) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
@@ -330,11 +344,14 @@ export class QueueWorker {
     const handler = this.handlers.get(job.name) ?? this.catchAll;
     if (job.timeoutMs !== null) {
       const timeoutMs = job.timeoutMs;
-      entry.timer = setTimeout(() => {
-        const err = new JobTimeoutError(timeoutMs);
-        job.abort(err);
-        this.settle(entry, err, false);
-      }, Math.min(timeoutMs, MAX_TIMER_MS));
+      entry.timer = setTimeout(
+        () => {
+          const err = new JobTimeoutError(timeoutMs);
+          job.abort(err);
+          this.settle(entry, err, false);
+        },
+        Math.min(timeoutMs, MAX_TIMER_MS),
+      );
     }
     Promise.resolve()
       .then(() => {
@@ -378,7 +395,10 @@ export class QueueWorker {
     } else if (value instanceof CancelJobError || entry.cancelRequested) {
       // A cancelled job ends cancelled whatever its handler threw on the way out (usually the
       // AbortError of an operation the signal stopped); a handler that completes anyway wins above.
-      const error = toAttemptError(value instanceof CancelJobError ? value : new CancelJobError('Cancelled by queue.cancel() while running.'), job.attempt);
+      const error = toAttemptError(
+        value instanceof CancelJobError ? value : new CancelJobError('Cancelled by queue.cancel() while running.'),
+        job.attempt,
+      );
       outcome = { kind: 'cancelled', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), job, error };
     } else {
       // A SnoozeJobError whose delay the database cannot add to a timestamp (a subclass, or a
@@ -392,7 +412,15 @@ export class QueueWorker {
       } else {
         const dlq = this.queue.deadLetterQueue;
         outcome = dlq
-          ? { kind: 'dead-letter', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), deadLetterQueue: dlq, job, error }
+          ? {
+              kind: 'dead-letter',
+              id: job.id,
+              attempt: job.attempt,
+              errorJson: attemptErrorJson(error),
+              deadLetterQueue: dlq,
+              job,
+              error,
+            }
           : { kind: 'failed', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), job, error };
       }
     }

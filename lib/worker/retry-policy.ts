@@ -29,7 +29,12 @@ export function toAttemptError(thrown: unknown, attempt: number, at = new Date()
         at: at.toISOString(),
       };
     } catch {
-      return { attempt, name: 'Error', message: 'Handler threw an Error whose name, message or stack cannot be read', at: at.toISOString() };
+      return {
+        attempt,
+        name: 'Error',
+        message: 'Handler threw an Error whose name, message or stack cannot be read',
+        at: at.toISOString(),
+      };
     }
   }
   let message: string;

@@ -91,14 +91,22 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       () => this.workers.forEach((w) => w.outcomesWritten()),
     );
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
-    this.nodeRow = { host: hostname(), pid: process.pid, startedAt: new Date(), heartbeatMs: opts.heartbeatIntervalMs, queues: this.nodeQueues };
+    this.nodeRow = {
+      host: hostname(),
+      pid: process.pid,
+      startedAt: new Date(),
+      heartbeatMs: opts.heartbeatIntervalMs,
+      queues: this.nodeQueues,
+    };
     // An 'error' event without listeners would throw; the engine reports errors, it never crashes on them.
     this.on('error', (err) => this.logger.error(`pg-queue: ${err.message}`, err.stack));
   }
 
   /** The recurring jobs this node schedules; call before `start`. */
   setCron(entries: readonly CronEntry[]): void {
-    this.cron = entries.length ? new CronScheduler(this.store, entries, this.opts.cronCatchUpMs, this.logger, (err) => this.emit('error', err)) : null;
+    this.cron = entries.length
+      ? new CronScheduler(this.store, entries, this.opts.cronCatchUpMs, this.logger, (err) => this.emit('error', err))
+      : null;
   }
 
   /** Adds a queue's worker; call before `start`. */
@@ -149,9 +157,15 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   }
 
   /** The listener's state, or null in poll-only mode. */
-  get listenerState(): { connected: boolean; disconnectedSince: number | null; scheduledReconnect: ScheduledReconnect | null } | null {
+  get listenerState(): {
+    connected: boolean;
+    disconnectedSince: number | null;
+    scheduledReconnect: ScheduledReconnect | null;
+  } | null {
     const l = this.listener;
-    return l ? { connected: l.connected, disconnectedSince: l.disconnectedSince, scheduledReconnect: l.scheduledReconnect } : null;
+    return l
+      ? { connected: l.connected, disconnectedSince: l.disconnectedSince, scheduledReconnect: l.scheduledReconnect }
+      : null;
   }
 
   /**
@@ -354,7 +368,9 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     const unstarted = [...this.workers.values()].flatMap((w) => w.takeBuffer());
     if (unstarted.length) {
       await this.store.handBack(unstarted, this.workerId).catch((err: Error) => {
-        this.logger.warn(`Handing back ${unstarted.length} prefetched job(s) failed (${err.message}); the rescuer will after their lease`);
+        this.logger.warn(
+          `Handing back ${unstarted.length} prefetched job(s) failed (${err.message}); the rescuer will after their lease`,
+        );
       });
     }
     const all = Promise.all([...this.workers.values()].map((w) => w.idle()));
@@ -371,7 +387,9 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         const n = await this.store.handBack(abandoned, this.workerId);
         this.logger.warn(`Handed ${n} unfinished job(s) back to the queue at shutdown`);
       } catch (err) {
-        this.logger.warn(`Handing back ${abandoned.length} job(s) failed (${(err as Error).message}); the rescuer will after their lease`);
+        this.logger.warn(
+          `Handing back ${abandoned.length} job(s) failed (${(err as Error).message}); the rescuer will after their lease`,
+        );
       }
     }
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
@@ -379,7 +397,9 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     if (this.workers.size > 0) {
       await this.beat;
       await this.store.removeNode(this.workerId).catch((err: Error) => {
-        this.logger.warn(`Removing this node from the registry failed (${err.message}); maintenance drops it after 10 heartbeats`);
+        this.logger.warn(
+          `Removing this node from the registry failed (${err.message}); maintenance drops it after 10 heartbeats`,
+        );
       });
     }
     await this.listener?.stop();

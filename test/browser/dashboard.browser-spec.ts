@@ -54,7 +54,10 @@ async function startApp(url: string, dashboard: Parameters<typeof dash.PgQueueDa
     providers: workers ? [WorkProcessor, IdleProcessor] : [],
   })
   class BrowserTestModule {}
-  const app = await NestFactory.create(BrowserTestModule, { logger: process.env.PGQUEUE_TEST_LOGS ? undefined : false, abortOnError: false });
+  const app = await NestFactory.create(BrowserTestModule, {
+    logger: process.env.PGQUEUE_TEST_LOGS ? undefined : false,
+    abortOnError: false,
+  });
   await app.listen(0, '127.0.0.1');
   const base = `http://127.0.0.1:${(app.getHttpServer().address() as AddressInfo).port}`;
   return { app, base, dashboard: `${base}/queues` };
@@ -88,7 +91,12 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
   const fetchIn = (p: Page, path: string, init?: { method: string; body: string }) =>
     p.evaluate(
       async ([u, i]) => {
-        const res = await fetch(u, i ? { method: i.method, body: i.body, headers: { 'content-type': 'application/json', 'X-PgQueue-Dashboard': '1' } } : undefined);
+        const res = await fetch(
+          u,
+          i
+            ? { method: i.method, body: i.body, headers: { 'content-type': 'application/json', 'X-PgQueue-Dashboard': '1' } }
+            : undefined,
+        );
         return { status: res.status, body: await res.text() };
       },
       [path, init] as const,
@@ -239,20 +247,30 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     await pgqQueue('idle').addBulk(Array.from({ length: 55 }, (_, i) => ({ name: 'report', payload: { page: i } })));
     await page.goto(`${main.dashboard}/queues/idle?state=waiting`);
     const rows = page.locator('[data-testid="jobs-table"] tbody tr');
-    await page.waitForFunction(() => document.querySelectorAll('[data-testid="jobs-table"] tbody tr').length === 50, null, { timeout: WAIT_MS });
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="jobs-table"] tbody tr').length === 50, null, {
+      timeout: WAIT_MS,
+    });
     const first = await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-job-id')));
     await page.getByText('Next page ⟶').click();
     await page.waitForURL(/[?&]before=/);
-    await page.waitForFunction((ids) => {
-      const now = [...document.querySelectorAll('[data-testid="jobs-table"] tbody tr')].map((r) => r.getAttribute('data-job-id'));
-      return now.length > 0 && now.every((id) => !ids.includes(id));
-    }, first, { timeout: WAIT_MS });
+    await page.waitForFunction(
+      (ids) => {
+        const now = [...document.querySelectorAll('[data-testid="jobs-table"] tbody tr')].map((r) =>
+          r.getAttribute('data-job-id'),
+        );
+        return now.length > 0 && now.every((id) => !ids.includes(id));
+      },
+      first,
+      { timeout: WAIT_MS },
+    );
     const second = await rows.evaluateAll((rs) => rs.map((r) => r.getAttribute('data-job-id')));
     const waiting = (await pgqQueue('idle').getCounts()).waiting;
     expect(first.length + second.length).toBe(waiting);
     expect(await page.getByText('Next page ⟶').count()).toBe(0);
     await page.getByText('⟵ Newest').click();
-    await page.waitForFunction(() => document.querySelectorAll('[data-testid="jobs-table"] tbody tr').length === 50, null, { timeout: WAIT_MS });
+    await page.waitForFunction(() => document.querySelectorAll('[data-testid="jobs-table"] tbody tr').length === 50, null, {
+      timeout: WAIT_MS,
+    });
   });
 
   it('read-only: no action button on any page, and the API refuses every action', async () => {
@@ -260,9 +278,14 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     for (const path of ['', '/queues/idle', '/queues/work?state=failed', `/jobs/${ids.xss}`]) {
       await page.goto(`${readOnly.dashboard}${path}`);
       await page.locator('.card').first().waitFor({ timeout: WAIT_MS });
-      await page.locator('[data-testid="refresh"]').getByText(/updated/).waitFor({ timeout: WAIT_MS });
+      await page
+        .locator('[data-testid="refresh"]')
+        .getByText(/updated/)
+        .waitFor({ timeout: WAIT_MS });
       // Every button left is a search one (filter the list, open a job by id): nothing that writes.
-      const buttons = await page.locator('main button').evaluateAll((bs) => bs.filter((b) => !b.closest('.filters')).map((b) => b.textContent));
+      const buttons = await page
+        .locator('main button')
+        .evaluateAll((bs) => bs.filter((b) => !b.closest('.filters')).map((b) => b.textContent));
       expect({ path, buttons }).toEqual({ path, buttons: [] });
       expect({ path, checkboxes: await page.locator('main input[type="checkbox"]').count() }).toEqual({ path, checkboxes: 0 });
       expect({ path, forms: await page.locator('[data-testid="enqueue-form"]').count() }).toEqual({ path, forms: 0 });
@@ -271,7 +294,9 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     expect((await fetchIn(page, '/queues/api/overview')).status).toBe(200);
     const refused = await fetchIn(page, '/queues/api/queues/idle/resume', { method: 'POST', body: '{}' });
     expect(refused.status).toBe(403);
-    expect((await fetchIn(page, '/queues/api/jobs/remove', { method: 'POST', body: JSON.stringify({ ids: [ids.xss] }) })).status).toBe(403);
+    expect(
+      (await fetchIn(page, '/queues/api/jobs/remove', { method: 'POST', body: JSON.stringify({ ids: [ids.xss] }) })).status,
+    ).toBe(403);
     expect(await isPaused('idle')).toBe(true);
     expect(await jobState(ids.xss)).toBe('failed');
     expect(dialogs).toEqual([]);

@@ -44,7 +44,9 @@ export function spawnChild(script, arg, logFile) {
     ),
     ready: new Promise((resolve, reject) => {
       child.on('message', (m) => m.type === 'ready' && resolve());
-      child.once('exit', (code, signal) => reject(new Error(`${script} (pid ${child.pid}) exited before ready: ${code ?? signal}; see ${logFile}`)));
+      child.once('exit', (code, signal) =>
+        reject(new Error(`${script} (pid ${child.pid}) exited before ready: ${code ?? signal}; see ${logFile}`)),
+      );
     }),
     /** Sends `msg` and resolves with the first answer of the same type. */
     request(msg) {
@@ -52,7 +54,11 @@ export function spawnChild(script, arg, logFile) {
         if (!child.connected) return reject(new Error(`${script} (pid ${child.pid}) is gone; see ${logFile}`));
         const on = (m) => m.type === msg.type && (child.off('message', on), resolve(m));
         child.on('message', on);
-        child.once('exit', (code, signal) => reject(new Error(`${script} (pid ${child.pid}) exited (${code ?? signal}) before answering '${msg.type}'; see ${logFile}`)));
+        child.once('exit', (code, signal) =>
+          reject(
+            new Error(`${script} (pid ${child.pid}) exited (${code ?? signal}) before answering '${msg.type}'; see ${logFile}`),
+          ),
+        );
         child.send(msg, (err) => err && reject(err));
       });
     },
@@ -150,7 +156,9 @@ export async function deadTuples(url) {
 
 /** Jobs a worker process holds a lease on (its `locked_by` carries its pid). */
 export async function heldBy(url, pid) {
-  const rows = await tryQuery(url, `SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active' AND locked_by LIKE $1`, [`%:${pid}:%`]);
+  const rows = await tryQuery(url, `SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active' AND locked_by LIKE $1`, [
+    `%:${pid}:%`,
+  ]);
   return rows?.[0]?.n ?? 0;
 }
 

@@ -49,7 +49,11 @@ async function enqueue(n) {
     await client.query('BEGIN');
     await client.query('INSERT INTO chaos_enqueued (seq) SELECT unnest($1::bigint[])', [seqs]);
     if (n === 1) await queue.add('tick', { seq: seqs[0] }, { client });
-    else await queue.addBulk(seqs.map((s) => ({ name: 'tick', payload: { seq: s } })), { client });
+    else
+      await queue.addBulk(
+        seqs.map((s) => ({ name: 'tick', payload: { seq: s } })),
+        { client },
+      );
     await client.query('COMMIT');
     committed += n;
     acked.push([seqs[0], n]);

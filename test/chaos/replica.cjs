@@ -61,17 +61,28 @@ Module({
   providers: [ChaosProcessor],
 })(ReplicaModule);
 
-const write = (level) => (message, ...rest) => {
-  const extra = rest.filter((r) => typeof r === 'string' && r.includes('\n')).join('\n');
-  process.stderr.write(`${new Date().toISOString()} ${tag} ${level} ${String(message)}${extra ? '\n' + extra : ''}\n`);
+const write =
+  (level) =>
+  (message, ...rest) => {
+    const extra = rest.filter((r) => typeof r === 'string' && r.includes('\n')).join('\n');
+    process.stderr.write(`${new Date().toISOString()} ${tag} ${level} ${String(message)}${extra ? '\n' + extra : ''}\n`);
+  };
+const logger = {
+  log: () => undefined,
+  debug: () => undefined,
+  verbose: () => undefined,
+  warn: write('WARN'),
+  error: write('ERROR'),
+  fatal: write('FATAL'),
 };
-const logger = { log: () => undefined, debug: () => undefined, verbose: () => undefined, warn: write('WARN'), error: write('ERROR'), fatal: write('FATAL') };
 
 function afterNestShutdown(signal) {
   if (process.listeners(signal).some((l) => l !== afterNestShutdown)) return; // Nest's own listener runs first
   process.disconnect?.();
   setTimeout(() => {
-    process.stderr.write(`${tag} still alive ${EXIT_WATCHDOG_MS} ms after the app closed: ${JSON.stringify(process.getActiveResourcesInfo())}\n`);
+    process.stderr.write(
+      `${tag} still alive ${EXIT_WATCHDOG_MS} ms after the app closed: ${JSON.stringify(process.getActiveResourcesInfo())}\n`,
+    );
     process.exit(3);
   }, EXIT_WATCHDOG_MS).unref();
 }

@@ -76,32 +76,43 @@ export function evaluate(r, { short }) {
   if (c.failed > 0) failures.push(`${c.failed} job(s) ended failed`);
   if (c.live > 0) failures.push(`${c.live} job(s) still in the queue after the drain`);
   for (const why of r.inconclusive) failures.push(`inconclusive: ${why}`);
-  if (c.duplicates > allowed.duplicates) failures.push(`${c.duplicates} duplicate run(s), more than the ${allowed.duplicates} the faults explain`);
+  if (c.duplicates > allowed.duplicates)
+    failures.push(`${c.duplicates} duplicate run(s), more than the ${allowed.duplicates} the faults explain`);
   for (const k of r.crashes) {
     if (k.duplicates.before > 0) {
-      failures.push(`${k.duplicates.before} duplicate run(s) of jobs that had finished more than ${r.crashWindowMs} ms before the crash`);
+      failures.push(
+        `${k.duplicates.before} duplicate run(s) of jobs that had finished more than ${r.crashWindowMs} ms before the crash`,
+      );
     }
-    if (k.duplicates.after > 0) failures.push(`${k.duplicates.after} duplicate run(s) of jobs whose first run ended after the crash`);
+    if (k.duplicates.after > 0)
+      failures.push(`${k.duplicates.after} duplicate run(s) of jobs whose first run ended after the crash`);
   }
   // Silent re-runs (no error in the job's history) only where a crash may forget an async commit.
   const silentAllowed = r.asyncCommit && r.crashes.length > 0;
   if (c.unexplainedDuplicates > 0 && !silentAllowed) {
     failures.push(`${c.unexplainedDuplicates} duplicate run(s) of jobs whose history records no error to explain them`);
   }
-  if (errors.lease > errors.leaseAllowed) failures.push(`${errors.lease} job(s) with a LeaseExpiredError, more than the ${errors.leaseAllowed} the faults explain`);
-  for (const e of errors.other) failures.push(`${e.n} recorded error(s) no fault explains, on ${e.jobs} job(s): ${e.name}: ${e.message}`);
+  if (errors.lease > errors.leaseAllowed)
+    failures.push(`${errors.lease} job(s) with a LeaseExpiredError, more than the ${errors.leaseAllowed} the faults explain`);
+  for (const e of errors.other)
+    failures.push(`${e.n} recorded error(s) no fault explains, on ${e.jobs} job(s): ${e.name}: ${e.message}`);
   for (const u of r.unexpected) failures.push(`replica ${u.pid} exited on its own (code ${u.code}, signal ${u.signal})`);
   r.shutdowns.forEach((s, i) => {
     if (s.code !== 0) failures.push(`replica ${i} exited with ${s.code ?? s.signal} on SIGTERM`);
-    else if (s.ms > r.shutdownTimeoutMs) failures.push(`replica ${i} took ${s.ms} ms to exit on SIGTERM (shutdownTimeoutMs ${r.shutdownTimeoutMs})`);
+    else if (s.ms > r.shutdownTimeoutMs)
+      failures.push(`replica ${i} took ${s.ms} ms to exit on SIGTERM (shutdownTimeoutMs ${r.shutdownTimeoutMs})`);
   });
   if (r.drainerExit.code !== 0) failures.push(`the drainer exited with ${r.drainerExit.code ?? r.drainerExit.signal} on SIGTERM`);
   const rate = [];
   if (reachedPct === null || reachedPct < 95) {
-    rate.push(`the rate reached ${fmtPct(reachedPct)} of baseline${r.recoverWithinMs === null ? '' : ` within ${r.recoverWithinMs / 1000} s`} (target >= 95 %)`);
+    rate.push(
+      `the rate reached ${fmtPct(reachedPct)} of baseline${r.recoverWithinMs === null ? '' : ` within ${r.recoverWithinMs / 1000} s`} (target >= 95 %)`,
+    );
   }
   if (r.recoverWithinMs !== null && (ttrS === null || ttrS * 1000 > r.recoverWithinMs)) {
-    rate.push(`back above 90 % of baseline after ${ttrS === null ? 'never' : `${ttrS} s`} (target <= ${r.recoverWithinMs / 1000} s)`);
+    rate.push(
+      `back above 90 % of baseline after ${ttrS === null ? 'never' : `${ttrS} s`} (target <= ${r.recoverWithinMs / 1000} s)`,
+    );
   }
   // "Dead tuples return to a small, stable level after the idle transaction ends": at the
   // recovery's end, at most twice the level at which the maintenance node vacuums
@@ -150,7 +161,11 @@ export function printReport(results, { short, config, outDir }) {
           `${k.duplicates.within} within it (${k.duplicates.completed_within} jobs ended then), ${k.duplicates.after} after it`,
       );
     }
-    extra.push(r.errors.length ? `errors recorded: ${r.errors.map((e) => `${e.n} x ${e.name}: ${e.message.slice(0, 120)} (${e.jobs} jobs)`).join('; ')}` : 'no error recorded');
+    extra.push(
+      r.errors.length
+        ? `errors recorded: ${r.errors.map((e) => `${e.n} x ${e.name}: ${e.message.slice(0, 120)} (${e.jobs} jobs)`).join('; ')}`
+        : 'no error recorded',
+    );
     lines.push(`- ${r.title}: ${extra.join('; ')}.`);
     for (const f of r.verdict.failures) lines.push(`  - FAILED: ${f}`);
     for (const w of r.verdict.warnings) lines.push(`  - below target (not fatal in --short): ${w}`);

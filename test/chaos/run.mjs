@@ -41,11 +41,36 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 const args = process.argv.slice(2);
 const short = args.includes('--short');
 const keep = args.includes('--keep');
-const only = args.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',');
+const only = args
+  .find((a) => a.startsWith('--only='))
+  ?.slice('--only='.length)
+  .split(',');
 
 const CONFIG = short
-  ? { warmupMs: 2000, baselineMs: 5000, faultMs: 5000, recoveryMs: 12_000, downMs: 3000, kills: 3, killEveryMs: 2000, rate: 300, highRate: 5000, burst: 20_000 }
-  : { warmupMs: 3000, baselineMs: 10_000, faultMs: 10_000, recoveryMs: 20_000, downMs: 5000, kills: 5, killEveryMs: 3000, rate: 300, highRate: 10_000, burst: 30_000 };
+  ? {
+      warmupMs: 2000,
+      baselineMs: 5000,
+      faultMs: 5000,
+      recoveryMs: 12_000,
+      downMs: 3000,
+      kills: 3,
+      killEveryMs: 2000,
+      rate: 300,
+      highRate: 5000,
+      burst: 20_000,
+    }
+  : {
+      warmupMs: 3000,
+      baselineMs: 10_000,
+      faultMs: 10_000,
+      recoveryMs: 20_000,
+      downMs: 5000,
+      kills: 5,
+      killEveryMs: 3000,
+      rate: 300,
+      highRate: 10_000,
+      burst: 30_000,
+    };
 /** The replicas' lease and shutdown grace: the drain waits out one lease; SIGTERM must finish within the grace. */
 const SHUTDOWN_TIMEOUT_MS = 5000;
 const LEASE_MS = 10_000;
@@ -119,7 +144,10 @@ async function runScenario(sc, server, logDir) {
             if (running[0].n === 0) break;
             await sleep(2);
           }
-          const { rows } = await watcher.query(`SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active' AND locked_by LIKE $1`, [`%:${r.pid}:%`]);
+          const { rows } = await watcher.query(
+            `SELECT count(*)::int AS n FROM pgqueue.jobs WHERE state = 'active' AND locked_by LIKE $1`,
+            [`%:${r.pid}:%`],
+          );
           held = rows[0].n;
           if (held > 0 || Date.now() > until) break;
           r.resume();
@@ -202,7 +230,9 @@ async function runScenario(sc, server, logDir) {
   const shutdowns = await Promise.all(replicas.map((r) => r.terminate()));
   const produced = await producer.request({ type: 'stop' });
   await producer.exited;
-  notes.push(`the producer committed ${produced.committed} jobs; ${produced.failedBatches} transaction(s) failed and were not retried`);
+  notes.push(
+    `the producer committed ${produced.committed} jobs; ${produced.failedBatches} transaction(s) failed and were not retried`,
+  );
 
   // A fresh replica finishes the rest; jobs a killed replica held come back after their lease.
   const drainer = spawnChild('replica.cjs', { url, options }, log('drainer'));
@@ -268,7 +298,9 @@ async function runScenario(sc, server, logDir) {
 
 async function main() {
   if (process.env.DATABASE_URL) {
-    console.log('test:chaos ignores DATABASE_URL: scenario 1 restarts the server and 10-11 crash it, so the suite runs its own embedded PostgreSQL.');
+    console.log(
+      'test:chaos ignores DATABASE_URL: scenario 1 restarts the server and 10-11 crash it, so the suite runs its own embedded PostgreSQL.',
+    );
     delete process.env.DATABASE_URL;
   }
   const logDir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgq-chaos-'));
@@ -283,7 +315,9 @@ async function main() {
     await server.stop();
     throw new Error(`the chaos server must run with production durability; it has ${JSON.stringify(durability)}`);
   }
-  console.log(`chaos: ${short ? 'short' : 'full'} run of ${scenarios.length} scenario(s); ${CONFIG.rate} jobs/s offered; logs in ${logDir}`);
+  console.log(
+    `chaos: ${short ? 'short' : 'full'} run of ${scenarios.length} scenario(s); ${CONFIG.rate} jobs/s offered; logs in ${logDir}`,
+  );
   const results = [];
   try {
     for (const sc of scenarios) {

@@ -98,7 +98,9 @@ export const SCENARIOS = [
         await ctx.startReplica(1);
         await sleep(ctx.cfg.killEveryMs);
       }
-      ctx.note(`${ctx.cfg.kills} SIGKILLs of one replica, every ${ctx.cfg.killEveryMs / 1000} s, each restarted at once; it held ${held.join(', ')} jobs`);
+      ctx.note(
+        `${ctx.cfg.kills} SIGKILLs of one replica, every ${ctx.cfg.killEveryMs / 1000} s, each restarted at once; it held ${held.join(', ')} jobs`,
+      );
     },
   },
   {

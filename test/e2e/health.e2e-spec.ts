@@ -40,10 +40,13 @@ describe('sample app: GET /health', () => {
   const lastSeen = () => `last GET /health: ${last?.status} ${JSON.stringify(last?.body)}`;
   /** Polls /health until it answers 200 with the listener connected. */
   const healthy = (timeoutMs = 15_000) =>
-    waitFor(async () => {
-      const r = await health();
-      return r.status === 200 && r.body.details.pgqueue.listener === 'connected';
-    }, { timeoutMs, intervalMs: 50, message: () => `/health to be up with the listener connected; ${lastSeen()}` });
+    waitFor(
+      async () => {
+        const r = await health();
+        return r.status === 200 && r.body.details.pgqueue.listener === 'connected';
+      },
+      { timeoutMs, intervalMs: 50, message: () => `/health to be up with the listener connected; ${lastSeen()}` },
+    );
 
   beforeAll(async () => {
     db = await createTestDatabase();
@@ -117,7 +120,10 @@ describe('sample app: GET /health', () => {
     await healthy();
     // A queue without a processor: its jobs stay available, and the overall limit applies to it.
     const queue = 'health-e2e';
-    await app.get(QueueService).addBulk(queue, Array.from({ length: 1001 }, (_, i) => ({ name: 'noop', payload: { i } })));
+    await app.get(QueueService).addBulk(
+      queue,
+      Array.from({ length: 1001 }, (_, i) => ({ name: 'noop', payload: { i } })),
+    );
 
     const r = await health();
     expect(r.status).toBe(503);

@@ -58,7 +58,13 @@ describe('sample app: GET /metrics', () => {
     // The registry's content type (Express moves its charset parameter forward).
     expect(res.headers['content-type']).toMatch(/^text\/plain;/);
     expect(res.headers['content-type']).toContain('version=0.0.4');
-    for (const metric of ['jobs_enqueued_total', 'jobs_completed_total', 'jobs_failed_total', 'jobs_retried_total', 'jobs_stalled_total']) {
+    for (const metric of [
+      'jobs_enqueued_total',
+      'jobs_completed_total',
+      'jobs_failed_total',
+      'jobs_retried_total',
+      'jobs_stalled_total',
+    ]) {
       expect(res.text).toContain(`# TYPE pgqueue_${metric} counter`);
     }
     expect(res.text).toContain('# TYPE pgqueue_job_duration_seconds histogram');
@@ -68,7 +74,11 @@ describe('sample app: GET /metrics', () => {
     expect(res.text).toMatch(/^pgqueue_queue_jobs\{queue="warehouse",state="failed"\} \d+$/m);
     let text = res.text;
     await waitFor(async () => read((text = await metrics()), 'pgqueue_listener_connected') === 1, {
-      message: () => `pgqueue_listener_connected 1; last: ${text.split('\n').filter((l) => l.includes('listener')).join(' | ')}`,
+      message: () =>
+        `pgqueue_listener_connected 1; last: ${text
+          .split('\n')
+          .filter((l) => l.includes('listener'))
+          .join(' | ')}`,
     });
   });
 
@@ -82,12 +92,20 @@ describe('sample app: GET /metrics', () => {
     // reads completed, it has moved.
     await orderUntil(placed.order.id, 'the confirmation job to complete', (v) => v.job?.state === 'completed');
     let after = await metrics();
-    expect(read(after, 'pgqueue_jobs_completed_total', confirmation)).toBe(read(before, 'pgqueue_jobs_completed_total', confirmation) + 1);
-    expect(read(after, 'pgqueue_jobs_enqueued_total', confirmation)).toBe(read(before, 'pgqueue_jobs_enqueued_total', confirmation) + 1);
+    expect(read(after, 'pgqueue_jobs_completed_total', confirmation)).toBe(
+      read(before, 'pgqueue_jobs_completed_total', confirmation) + 1,
+    );
+    expect(read(after, 'pgqueue_jobs_enqueued_total', confirmation)).toBe(
+      read(before, 'pgqueue_jobs_enqueued_total', confirmation) + 1,
+    );
     expect(read(after, 'pgqueue_jobs_enqueued_total', reserve)).toBe(read(before, 'pgqueue_jobs_enqueued_total', reserve) + 1);
     const timed = { ...confirmation, outcome: 'completed' };
-    expect(read(after, 'pgqueue_job_duration_seconds_count', timed)).toBe(read(before, 'pgqueue_job_duration_seconds_count', timed) + 1);
-    expect(read(after, 'pgqueue_job_wait_seconds_count', confirmation)).toBe(read(before, 'pgqueue_job_wait_seconds_count', confirmation) + 1);
+    expect(read(after, 'pgqueue_job_duration_seconds_count', timed)).toBe(
+      read(before, 'pgqueue_job_duration_seconds_count', timed) + 1,
+    );
+    expect(read(after, 'pgqueue_job_wait_seconds_count', confirmation)).toBe(
+      read(before, 'pgqueue_job_wait_seconds_count', confirmation) + 1,
+    );
 
     // The warehouse job fails twice, then succeeds on its third attempt (sample/warehouse.processor.ts).
     await orderUntil(placed.order.id, 'the warehouse job to complete', (v) => v.warehouseJob?.state === 'completed');

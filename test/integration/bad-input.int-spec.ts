@@ -66,8 +66,14 @@ describe('bad input gets a clear error, early', () => {
       [{ pollIntervalMs: Infinity }, /Invalid pollIntervalMs: Infinity \(it is not a finite number\)/],
       [{ shutdownTimeoutMs: '10s' }, /Invalid shutdownTimeoutMs: "10s" \(it is a string, not a number\)/],
       [{ cronCatchUpMs: 365 * 86_400_000 }, /Invalid cronCatchUpMs: .*it is above/],
-      [{ defaultJobOptions: { timeoutMs: 2 ** 31 } }, /Invalid defaultJobOptions\.timeoutMs: 2147483648 \(it is above 2147483647\)/],
-      [{ defaultJobOptions: { backoff: { type: 'fixed', maxDelayMs: 1e300 } } }, /backoff\.maxDelayMs: 1e\+300 \(it is above 2147483647\)/],
+      [
+        { defaultJobOptions: { timeoutMs: 2 ** 31 } },
+        /Invalid defaultJobOptions\.timeoutMs: 2147483648 \(it is above 2147483647\)/,
+      ],
+      [
+        { defaultJobOptions: { backoff: { type: 'fixed', maxDelayMs: 1e300 } } },
+        /backoff\.maxDelayMs: 1e\+300 \(it is above 2147483647\)/,
+      ],
       [{ retention: { failedMs: 1e300 } }, /Invalid retention\.failedMs: 1e\+300 \(it is above/],
       [{ defaultJobOptions: { attempts: 0 } }, /Invalid defaultJobOptions\.attempts: 0/],
       [{ defaultJobOptions: { backoff: { type: 'linear' } } }, /Invalid defaultJobOptions\.backoff/],
@@ -78,27 +84,41 @@ describe('bad input gets a clear error, early', () => {
     });
 
     it('rejects an invalid queue name when the module graph is declared', () => {
-      expect(() => PgQueueModule.registerQueue({ name: 'bad name!' })).toThrow(/Invalid queue name "bad name!": character " " at index 3 is not allowed/);
+      expect(() => PgQueueModule.registerQueue({ name: 'bad name!' })).toThrow(
+        /Invalid queue name "bad name!": character " " at index 3 is not allowed/,
+      );
       expect(() => PgQueueModule.registerQueue({ name: 'ok', concurrency: 0 })).toThrow(/concurrency: 0/);
       expect(() => Processor('')).toThrow(PgQueueConfigError);
     });
 
     it('rejects, in every place a queue or job name is given, what PostgreSQL cannot store, saying so', () => {
       const half = '😀'.slice(0, 1);
-      expect(() => PgQueueModule.registerQueue({ name: 'a\u0000b' })).toThrow(/Invalid queue name "a\\u0000b": it contains a NUL character \(\\u0000\) at index 1/);
+      expect(() => PgQueueModule.registerQueue({ name: 'a\u0000b' })).toThrow(
+        /Invalid queue name "a\\u0000b": it contains a NUL character \(\\u0000\) at index 1/,
+      );
       expect(() => Processor(`mail${half}`)).toThrow(/Invalid queue name "mail\\ud83d": it contains a lone UTF-16 surrogate/);
       expect(() => Processor({ name: 'mail', concurency: 2 } as never)).toThrow(/@Processor\(\): unknown option "concurency"/);
       expect(() => InjectQueue(`x${half}`)).toThrow(/lone UTF-16 surrogate/);
       expect(() => OnQueueEvent('failed', { queue: 'q\u0000' })).toThrow(/NUL character/);
       expect(() => Process(`send${half}`)).toThrow(/Invalid job name "send\\ud83d": it contains a lone UTF-16 surrogate/);
-      expect(() => Process({ name: 'send', concurrency: 2 } as never)).toThrow(/unknown option "concurrency" \(concurrency is per queue/);
-      expect(() => PgQueueModule.registerQueue({ name: 'mail', deadLetterQueue: 'dead\u0000' })).toThrow(/deadLetterQueue: Invalid queue name .*NUL character/);
+      expect(() => Process({ name: 'send', concurrency: 2 } as never)).toThrow(
+        /unknown option "concurrency" \(concurrency is per queue/,
+      );
+      expect(() => PgQueueModule.registerQueue({ name: 'mail', deadLetterQueue: 'dead\u0000' })).toThrow(
+        /deadLetterQueue: Invalid queue name .*NUL character/,
+      );
       expect(() => PgQueueModule.registerQueue({ name: 'mail', repeat: [{ name: `tick${half}`, cron: '* * * * *' }] })).toThrow(
         /repeat\[0\]: Invalid job name "tick\\ud83d": it contains a lone UTF-16 surrogate/,
       );
-      expect(() => PgQueueModule.registerQueue({ name: 'mail', prefix: 'bull' } as never)).toThrow(/Unknown option\(s\) in registerQueue\(\{ name: "mail" \}\): "prefix"/);
-      expect(() => PgQueueModule.registerQueue({ name: 'mail', limiter: { max: 1, duration: 1000 } } as never)).toThrow(/"duration" \(use durationMs/);
-      expect(() => PgQueueModule.registerQueue({ name: 'mail', defaultJobOptions: { jobId: 'x' } as never })).toThrow(/"jobId" \(use uniqueKey/);
+      expect(() => PgQueueModule.registerQueue({ name: 'mail', prefix: 'bull' } as never)).toThrow(
+        /Unknown option\(s\) in registerQueue\(\{ name: "mail" \}\): "prefix"/,
+      );
+      expect(() => PgQueueModule.registerQueue({ name: 'mail', limiter: { max: 1, duration: 1000 } } as never)).toThrow(
+        /"duration" \(use durationMs/,
+      );
+      expect(() => PgQueueModule.registerQueue({ name: 'mail', defaultJobOptions: { jobId: 'x' } as never })).toThrow(
+        /"jobId" \(use uniqueKey/,
+      );
     });
 
     it('quotes a long name briefly, and says what is actually wrong with it', () => {
@@ -112,7 +132,9 @@ describe('bad input gets a clear error, early', () => {
         throw new Error('did not throw');
       };
       const queue = messageOf(() => PgQueueModule.registerQueue({ name: long }));
-      expect(queue).toMatch(/^Invalid queue name "q{60}"… \(10000 characters\): it is 10000 characters long, over the limit of 100\./);
+      expect(queue).toMatch(
+        /^Invalid queue name "q{60}"… \(10000 characters\): it is 10000 characters long, over the limit of 100\./,
+      );
       expect(queue.length).toBeLessThan(400);
       const job = messageOf(() => Process('j'.repeat(10_000)));
       expect(job).toMatch(/it is 10000 characters long, over the limit of 200/);
@@ -134,24 +156,36 @@ describe('bad input gets a clear error, early', () => {
     });
 
     it('fails when the database does not answer, naming it without the password', async () => {
-      const err = await bootApp({ options: { connection: 'postgres://postgres:secret@127.0.0.1:1/nowhere' } }).catch((e: unknown) => e);
+      const err = await bootApp({ options: { connection: 'postgres://postgres:secret@127.0.0.1:1/nowhere' } }).catch(
+        (e: unknown) => e,
+      );
       expect(err).toBeInstanceOf(PgQueueError);
       expect((err as Error).message).toMatch(/cannot use the database at postgres:\/\/\*\*\*@127\.0\.0\.1:1\/nowhere/);
       expect((err as Error).message).not.toContain('secret');
     });
 
     it('fails with migrate: false on an unmigrated database, saying how to migrate', async () => {
-      const err = await bootApp({ options: { connection: db.url, migrate: false, schema: 'never_migrated' } }).catch((e: unknown) => e);
-      expect((err as Error).message).toMatch(new RegExp(`Schema "never_migrated" is at version 0; .* needs ${latestVersion()}\\. Set migrate: true`));
+      const err = await bootApp({ options: { connection: db.url, migrate: false, schema: 'never_migrated' } }).catch(
+        (e: unknown) => e,
+      );
+      expect((err as Error).message).toMatch(
+        new RegExp(`Schema "never_migrated" is at version 0; .* needs ${latestVersion()}\\. Set migrate: true`),
+      );
     });
 
     it('fails on a processor whose queue is not registered', async () => {
-      await expect(bootApp({ options: { connection: db.url }, providers: [OrphanProcessor] })).rejects.toThrow(/queue "unregistered" is not registered\. Add PgQueueModule\.registerQueue\(\{ name: 'unregistered' \}\)/);
+      await expect(bootApp({ options: { connection: db.url }, providers: [OrphanProcessor] })).rejects.toThrow(
+        /queue "unregistered" is not registered\. Add PgQueueModule\.registerQueue\(\{ name: 'unregistered' \}\)/,
+      );
     });
 
     it('fails on two handlers for one job name', async () => {
       await expect(
-        bootApp({ options: { connection: db.url }, queues: [{ name: 'mail' }], providers: [MailProcessor, DuplicateMailProcessor] }),
+        bootApp({
+          options: { connection: db.url },
+          queues: [{ name: 'mail' }],
+          providers: [MailProcessor, DuplicateMailProcessor],
+        }),
       ).rejects.toThrow(/Job "send" of queue "mail" has two @Process handlers/);
     });
   });
@@ -195,10 +229,18 @@ describe('bad input gets a clear error, early', () => {
       ['a BigInt', { id: 10n }, /cannot be stored as JSON: payload\.id is a BigInt/],
       ['a cycle', cyclic, /cannot be stored as JSON: payload\.self refers back to payload: a cycle/],
       ['a function', () => 1, /cannot be stored as JSON: payload is a function, which JSON leaves out/],
-      ['a function-valued property', { items: [{ price: 1, format: () => '1 EUR' }] }, /payload\.items\[0\]\.format is a function/],
+      [
+        'a function-valued property',
+        { items: [{ price: 1, format: () => '1 EUR' }] },
+        /payload\.items\[0\]\.format is a function/,
+      ],
       ['a Map', { byId: new Map([[1, 'a']]) }, /payload\.byId is a Map, which JSON stores as \{\}/],
       ['a Set', { tags: new Set(['a']) }, /payload\.tags is a Set/],
-      ['NaN deep inside', { items: [{}, {}, {}, { price: NaN }] }, /payload\.items\[3\]\.price is NaN, which JSON stores as null/],
+      [
+        'NaN deep inside',
+        { items: [{}, {}, {}, { price: NaN }] },
+        /payload\.items\[3\]\.price is NaN, which JSON stores as null/,
+      ],
       ['Infinity', { ratio: Infinity }, /payload\.ratio is Infinity/],
       ['a symbol', { kind: Symbol('x') }, /payload\.kind is a symbol/],
       ['a hole in an array', { list: sparse }, /payload\.list\[1\] is a hole in a sparse array/],
@@ -210,7 +252,11 @@ describe('bad input gets a clear error, early', () => {
       ['a RegExp', { pattern: /x/ }, /payload\.pattern is a RegExp/],
       ['a getter that throws', { order: lazy }, /payload\.order\.total cannot be read: its getter threw "not loaded"/],
       ['a NUL character', { s: 'a\u0000b' }, /payload\.s contains a NUL character \(\\u0000\) at index 1/],
-      ['a lone surrogate', { s: 'ok', deep: { text: 'half of 😀'.slice(0, -1) } }, /payload\.deep\.text contains a lone UTF-16 surrogate/],
+      [
+        'a lone surrogate',
+        { s: 'ok', deep: { text: 'half of 😀'.slice(0, -1) } },
+        /payload\.deep\.text contains a lone UTF-16 surrogate/,
+      ],
       ['too many bytes', { s: 'x'.repeat(2000) }, /over maxPayloadBytes \(1000\)/],
     ])('rejects a payload with %s and stores nothing', async (_what, payload, message) => {
       const err = await queues.add('mail', 'send', payload).catch((e: unknown) => e);
@@ -228,14 +274,22 @@ describe('bad input gets a clear error, early', () => {
       }
       const at = new Date(Date.UTC(2026, 0, 2, 3, 4, 5));
       const job = await queues.add('mail', 'send', { at, skip: undefined, price: new Money(250), zero: -0, [Symbol('meta')]: 1 });
-      expect((await queues.getJob(job.id))?.payload).toEqual({ at: '2026-01-02T03:04:05.000Z', price: { cents: 250, currency: 'EUR' }, zero: 0 });
+      expect((await queues.getJob(job.id))?.payload).toEqual({
+        at: '2026-01-02T03:04:05.000Z',
+        price: { cents: 250, currency: 'EUR' },
+        zero: 0,
+      });
       expect(await queues.getQueue('mail').remove(job.id)).toBe(true);
     });
 
     it('rejects bad job options and bad names at enqueue', async () => {
       await expect(queues.add('mail', 'send', {}, { attempts: -1 })).rejects.toThrow(/attempts: -1/);
-      await expect(queues.add('mail', 'send', {}, { delayMs: -10 })).rejects.toThrow(/delayMs must be a number of milliseconds from 0 to/);
-      await expect(queues.add('mail', 'send', {}, { delayMs: 1, runAt: new Date() })).rejects.toThrow(/runAt or delayMs, not both/);
+      await expect(queues.add('mail', 'send', {}, { delayMs: -10 })).rejects.toThrow(
+        /delayMs must be a number of milliseconds from 0 to/,
+      );
+      await expect(queues.add('mail', 'send', {}, { delayMs: 1, runAt: new Date() })).rejects.toThrow(
+        /runAt or delayMs, not both/,
+      );
       await expect(queues.add('mail', 'send', {}, { runAt: new Date('nope') })).rejects.toThrow(/runAt must be a valid Date/);
       await expect(queues.add('mail', '', {})).rejects.toThrow(/Invalid job name "": it is empty/);
       await expect(queues.add('no such queue!', 'send', {})).rejects.toThrow(/Invalid queue name/);
@@ -243,13 +297,24 @@ describe('bad input gets a clear error, early', () => {
     });
 
     it('rejects extreme times up front with a PgQueueConfigError, not a PostgreSQL range error', async () => {
-      for (const opts of [{ delayMs: 1e20 }, { delayMs: Number.MAX_SAFE_INTEGER }, { runAt: new Date('+010000-01-01T00:00:00Z') }, { runAt: new Date(-1e15) }]) {
+      for (const opts of [
+        { delayMs: 1e20 },
+        { delayMs: Number.MAX_SAFE_INTEGER },
+        { runAt: new Date('+010000-01-01T00:00:00Z') },
+        { runAt: new Date(-1e15) },
+      ]) {
         const err = await queues.add('mail', 'send', {}, opts).catch((e: unknown) => e);
         expect(err).toBeInstanceOf(PgQueueConfigError);
-        expect((err as Error).message).toMatch(/delayMs must be a number of milliseconds from 0 to 3153600000000 \(100 years\)|outside 1970-01-01 to 9999-12-31/);
+        expect((err as Error).message).toMatch(
+          /delayMs must be a number of milliseconds from 0 to 3153600000000 \(100 years\)|outside 1970-01-01 to 9999-12-31/,
+        );
       }
-      await expect(queues.add('mail', 'send', {}, { timeoutMs: 2 ** 31 })).rejects.toThrow(/timeoutMs: 2147483648 \(it is above 2147483647\)/);
-      await expect(queues.add('mail', 'send', {}, { backoff: { type: 'fixed', delayMs: 2 ** 40 } })).rejects.toThrow(/backoff\.delayMs: .*it is above/);
+      await expect(queues.add('mail', 'send', {}, { timeoutMs: 2 ** 31 })).rejects.toThrow(
+        /timeoutMs: 2147483648 \(it is above 2147483647\)/,
+      );
+      await expect(queues.add('mail', 'send', {}, { backoff: { type: 'fixed', delayMs: 2 ** 40 } })).rejects.toThrow(
+        /backoff\.delayMs: .*it is above/,
+      );
       expect(await storedJobs()).toBe(0);
       // The longest delay and the latest runAt are stored and read back as given.
       const latest = new Date(Date.UTC(9999, 11, 31, 23, 59, 59, 999));
@@ -264,9 +329,15 @@ describe('bad input gets a clear error, early', () => {
       const cases: [object, RegExp][] = [
         [{ delay: 60_000 }, /Unknown option\(s\) in job options of "mail\/send": "delay" \(use delayMs \(milliseconds\)\)/],
         [{ jobId: 'order-1' }, /"jobId" \(use uniqueKey/],
-        [{ removeOnComplete: true, removeOnFail: 10 }, /"removeOnComplete" \(use the module option retention\.completedMs.*"removeOnFail" \(use the module option retention\.failedMs/],
+        [
+          { removeOnComplete: true, removeOnFail: 10 },
+          /"removeOnComplete" \(use the module option retention\.completedMs.*"removeOnFail" \(use the module option retention\.failedMs/,
+        ],
         [{ lifo: true }, /"lifo" \(use nothing: jobs run in priority, then runAt order/],
-        [{ repeat: { pattern: '* * * * *' } }, /"repeat" \(use registerQueue\(\{ name, repeat: \[\{ name, cron \}\] \}\) or @Process\(\{ name, cron \}\)\)/],
+        [
+          { repeat: { pattern: '* * * * *' } },
+          /"repeat" \(use registerQueue\(\{ name, repeat: \[\{ name, cron \}\] \}\) or @Process\(\{ name, cron \}\)\)/,
+        ],
         [{ backoff: 1000 }, /backoff: 1000\. A backoff is an object: \{ type: 'fixed', delayMs: 1000 \}/],
         [{ backoff: { type: 'exponential', delay: 1000 } }, /job options of "mail\/send"\.backoff: "delay" \(use delayMs/],
         [{ timeoutms: 10 }, /"timeoutms" \(use timeoutMs\)/],
@@ -280,7 +351,9 @@ describe('bad input gets a clear error, early', () => {
       await expect(queues.addBulk('mail', [{ name: 'send', payload: {}, opts: { manager: {} } as never }])).rejects.toThrow(
         /"manager" \(use addBulk's second argument: addBulk\(jobs, \{ manager \}\)/,
       );
-      await expect(queues.addBulk('mail', [{ name: 'send', payload: {}, opts: { delay: 5 } as never }])).rejects.toThrow(/"delay" \(use delayMs/);
+      await expect(queues.addBulk('mail', [{ name: 'send', payload: {}, opts: { delay: 5 } as never }])).rejects.toThrow(
+        /"delay" \(use delayMs/,
+      );
       await expect(queues.addBulk('mail', [{ name: 'send', data: { id: 1 } } as never])).rejects.toThrow(
         /entry 0 has unknown key "data" \(use payload, as in add\(name, payload\)\)/,
       );
@@ -289,14 +362,20 @@ describe('bad input gets a clear error, early', () => {
 
     it('rejects a job name or unique key PostgreSQL would store changed, so nothing is stored and no keys collide', async () => {
       const half = '😀'.slice(0, 1);
-      await expect(queues.add('mail', `send${half}`, {})).rejects.toThrow(/Invalid job name "send\\ud83d": it contains a lone UTF-16 surrogate/);
+      await expect(queues.add('mail', `send${half}`, {})).rejects.toThrow(
+        /Invalid job name "send\\ud83d": it contains a lone UTF-16 surrogate/,
+      );
       // Stored as text, both keys would become "k\ufffd": one job, and an error for the other.
       for (const key of [`k${half}`, `k${'😀'.slice(1)}`]) {
         const err = await queues.add('mail', 'send', {}, { uniqueKey: key }).catch((e: unknown) => e);
         expect(err).toBeInstanceOf(PgQueueConfigError);
-        expect((err as Error).message).toMatch(/uniqueKey "k\\ud[89a-f]\w\w" cannot be used: it contains a lone UTF-16 surrogate/);
+        expect((err as Error).message).toMatch(
+          /uniqueKey "k\\ud[89a-f]\w\w" cannot be used: it contains a lone UTF-16 surrogate/,
+        );
       }
-      await expect(queues.add('mail', 'send', {}, { uniqueKey: 'a\u0000b' })).rejects.toThrow(/uniqueKey "a\\u0000b" cannot be used: it contains a NUL character/);
+      await expect(queues.add('mail', 'send', {}, { uniqueKey: 'a\u0000b' })).rejects.toThrow(
+        /uniqueKey "a\\u0000b" cannot be used: it contains a NUL character/,
+      );
       const long = await queues.add('mail', 'send', {}, { uniqueKey: 'u'.repeat(10_000) }).catch((e: unknown) => e);
       expect((long as Error).message).toMatch(/it is 10000 characters long, over the limit of 1000/);
       expect((long as Error).message.length).toBeLessThan(400);
@@ -314,7 +393,7 @@ describe('bad input gets a clear error, early', () => {
     });
 
     it('getJob with an id that is not a number answers null rather than a SQL error', async () => {
-      expect(await queues.getJob("1; DROP TABLE x")).toBeNull();
+      expect(await queues.getJob('1; DROP TABLE x')).toBeNull();
     });
   });
 });

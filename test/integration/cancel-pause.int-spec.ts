@@ -20,7 +20,7 @@ import { useTestDatabase, waitFor } from '../support/database';
 // on one node and across two (a producer-only app and a worker app on one database).
 
 type Payload = { mode: 'wait-signal' | 'ignore-signal' | 'cancel-self' | 'snooze-once' | 'quick' };
-const seen = { started: [] as string[], reasons: new Map<string, unknown>(), attempts: new Map<string, number[]> };
+const seen = { started: [] as string[], reasons: new Map<string, unknown>(), attempts: new Map<string, number[]>() };
 const events: string[] = [];
 
 @Processor('cp')
@@ -166,7 +166,10 @@ describe('cancellation, snooze, pause', () => {
     expect(await stateOf(job.id)).toBe('waiting');
     await queue.resume();
     expect(await queue.isPaused()).toBe(false);
-    await waitFor(async () => (await stateOf(job.id)) === 'completed', { timeoutMs: 2000, message: 'the job to run after resume' });
+    await waitFor(async () => (await stateOf(job.id)) === 'completed', {
+      timeoutMs: 2000,
+      message: 'the job to run after resume',
+    });
   });
 });
 
@@ -174,14 +177,22 @@ describe('cancellation without LISTEN', () => {
   const t = useTestDatabase();
 
   it('reaches the running handler through the heartbeat in poll-only mode', async () => {
-    const options: PgQueueModuleOptions = { connection: t.db.url, listen: false, pollIntervalMs: 100, leaseMs: 3000, heartbeatIntervalMs: 200 };
+    const options: PgQueueModuleOptions = {
+      connection: t.db.url,
+      listen: false,
+      pollIntervalMs: 100,
+      leaseMs: 3000,
+      heartbeatIntervalMs: 200,
+    };
     const app = await bootApp({ options, queues: [{ name: 'cp' }], providers: [CpProcessor] });
     try {
       const queue = app.get(QueueService).getQueue<{ x: Payload }>('cp');
       const job = await queue.add('x', { mode: 'wait-signal' });
       await waitFor(() => seen.started.includes(job.id));
       expect(await queue.cancel(job.id)).toBe('cancelling');
-      await waitFor(async () => (await queue.getJob(job.id))?.state === 'cancelled', { message: 'the heartbeat to deliver the cancel' });
+      await waitFor(async () => (await queue.getJob(job.id))?.state === 'cancelled', {
+        message: 'the heartbeat to deliver the cancel',
+      });
       expect(seen.reasons.get(job.id)).toBeInstanceOf(CancelJobError);
     } finally {
       await app.close();

@@ -54,7 +54,8 @@ describe('queue.cancel() racing a state change', () => {
       ).rows[0].n,
     );
   const isBlocked = async (pid: number) =>
-    (await t.pool.query(`SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, [pid])).rows[0]?.wait_event_type === 'Lock';
+    (await t.pool.query(`SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1`, [pid])).rows[0]?.wait_event_type ===
+    'Lock';
 
   /**
    * Starts `cancel` while a held transaction has moved the job to `first`, then, up to `rounds`
@@ -86,7 +87,9 @@ describe('queue.cancel() racing a state change', () => {
         held = next;
         to = to === 'active' ? 'waiting' : 'active';
         // Either cancel answered, or it read the row again and waits on the next change.
-        await waitFor(async () => answer !== null || (await blockedOthers(pids)) === 1, { message: 'cancel to answer or wait again' });
+        await waitFor(async () => answer !== null || (await blockedOthers(pids)) === 1, {
+          message: 'cancel to answer or wait again',
+        });
       }
       await cancel;
       await held.query('COMMIT');
@@ -101,7 +104,8 @@ describe('queue.cancel() racing a state change', () => {
   }
 
   const row = async (id: string) =>
-    (await t.pool.query(`SELECT state, cancel_requested_at IS NOT NULL AS flagged FROM pgqueue.jobs WHERE id = $1`, [id])).rows[0];
+    (await t.pool.query(`SELECT state, cancel_requested_at IS NOT NULL AS flagged FROM pgqueue.jobs WHERE id = $1`, [id]))
+      .rows[0];
   const history = async (id: string) => (await t.pool.query(`SELECT state FROM pgqueue.job_history WHERE id = $1`, [id])).rows[0];
 
   it('a claim that commits while cancel waits: cancel flags the running job ("cancelling")', async () => {

@@ -101,7 +101,8 @@ describe('implicit transaction of @nestjs-cls/transactional', () => {
   });
 
   const jobsFor = async (orderId: number) =>
-    (await t.pool.query(`SELECT count(*)::int AS n FROM pgqueue.jobs WHERE payload->>'orderId' = $1`, [String(orderId)])).rows[0].n;
+    (await t.pool.query(`SELECT count(*)::int AS n FROM pgqueue.jobs WHERE payload->>'orderId' = $1`, [String(orderId)])).rows[0]
+      .n;
   const orderExists = async (id: number) => (await t.pool.query('SELECT 1 FROM orders WHERE id = $1', [id])).rowCount === 1;
   const inCls = <T>(fn: () => Promise<T>) => app.get(ClsService).run(fn);
 
@@ -118,7 +119,11 @@ describe('implicit transaction of @nestjs-cls/transactional', () => {
   });
 
   /** Runs `fn` with a transaction of its own on another connection, then commits or rolls it back. */
-  async function inOwnTransaction(kind: 'manager' | 'client', end: 'COMMIT' | 'ROLLBACK', fn: (t: TransactionTarget) => Promise<unknown>) {
+  async function inOwnTransaction(
+    kind: 'manager' | 'client',
+    end: 'COMMIT' | 'ROLLBACK',
+    fn: (t: TransactionTarget) => Promise<unknown>,
+  ) {
     if (kind === 'manager') {
       const runner = app.get<DataSource>(getDataSourceToken()).createQueryRunner();
       await runner.connect();
@@ -149,11 +154,15 @@ describe('implicit transaction of @nestjs-cls/transactional', () => {
     const base = { add: 10, addBulk: 20 }[how] + (kind === 'client' ? 100 : 0);
     // The CLS transaction rolls back, the explicit one commits: the job stays, the order does not.
     await inOwnTransaction(kind, 'COMMIT', (target) =>
-      expect(inCls(() => app.get(OrderService).placeWithExplicit(base + 1, target, how, true))).rejects.toThrow('payment declined'),
+      expect(inCls(() => app.get(OrderService).placeWithExplicit(base + 1, target, how, true))).rejects.toThrow(
+        'payment declined',
+      ),
     );
     expect({ order: await orderExists(base + 1), jobs: await jobsFor(base + 1) }).toEqual({ order: false, jobs: 1 });
     // The CLS transaction commits, the explicit one rolls back: the order stays, the job does not.
-    await inOwnTransaction(kind, 'ROLLBACK', (target) => inCls(() => app.get(OrderService).placeWithExplicit(base + 2, target, how, false)));
+    await inOwnTransaction(kind, 'ROLLBACK', (target) =>
+      inCls(() => app.get(OrderService).placeWithExplicit(base + 2, target, how, false)),
+    );
     expect({ order: await orderExists(base + 2), jobs: await jobsFor(base + 2) }).toEqual({ order: true, jobs: 0 });
   });
 

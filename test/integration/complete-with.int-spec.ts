@@ -82,7 +82,8 @@ describe('job.completeWith', () => {
     await pool?.end();
   });
 
-  const effects = async (id: string) => (await pool.query('SELECT attempt FROM side_effects WHERE job_id = $1', [id])).rows.map((r) => r.attempt);
+  const effects = async (id: string) =>
+    (await pool.query('SELECT attempt FROM side_effects WHERE job_id = $1', [id])).rows.map((r) => r.attempt);
 
   it('commits the handler’s writes and the completion together (pg client)', async () => {
     const job = await queue.add('x', { mode: 'commit' });
@@ -128,7 +129,10 @@ describe('job.completeWith', () => {
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
-      const err = await returned.get(job.id)!.completeWith({ client }, { late: true }).catch((e: unknown) => e);
+      const err = await returned
+        .get(job.id)!
+        .completeWith({ client }, { late: true })
+        .catch((e: unknown) => e);
       await client.query('COMMIT');
       expect(err).toBeInstanceOf(CompleteWithError);
       expect(err).toMatchObject({ jobId: job.id, attempt: 1, reason: 'attempt-ended' });

@@ -48,13 +48,21 @@ describe('counts and lifecycle events', () => {
   const t = useTestDatabase();
 
   it('getCounts reports waiting, delayed, active, stalled, failed and the oldest waiting age in one query', async () => {
-    const app = await bootApp({ options: { connection: t.db.url, workers: false, schema: 'counts' }, queues: [{ name: 'c1' }, { name: 'empty' }] });
+    const app = await bootApp({
+      options: { connection: t.db.url, workers: false, schema: 'counts' },
+      queues: [{ name: 'c1' }, { name: 'empty' }],
+    });
     try {
       const queues = app.get(QueueService);
-      await queues.addBulk('c1', [1, 2, 3].map((i) => ({ name: 'x', payload: { i } })));
+      await queues.addBulk(
+        'c1',
+        [1, 2, 3].map((i) => ({ name: 'x', payload: { i } })),
+      );
       await queues.add('c1', 'x', {}, { delayMs: 60_000 });
       await t.pool.query(`UPDATE counts.jobs SET run_at = now() - interval '5 seconds' WHERE id = 1`);
-      await t.pool.query(`UPDATE counts.jobs SET state = 'active', locked_by = 'w', locked_until = now() - interval '1 second' WHERE id = 2`);
+      await t.pool.query(
+        `UPDATE counts.jobs SET state = 'active', locked_by = 'w', locked_until = now() - interval '1 second' WHERE id = 2`,
+      );
       await t.pool.query(
         `INSERT INTO counts.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at)
          VALUES (100, 'c1', 'x', '{}', 'failed', 0, now(), 3, 3, '[]', now()), (101, 'c1', 'x', '{}', 'completed', 0, now(), 1, 3, '[]', now())`,
@@ -80,7 +88,9 @@ describe('counts and lifecycle events', () => {
       const queues = app.get(QueueService);
       const ok = await queues.add('ev', 'x', {});
       const bad = await queues.add('ev', 'x', { fail: true }, { attempts: 2 });
-      await waitFor(() => seen.includes(`completed:${ok.id}:fine`) && seen.includes(`failed:${bad.id}:nope`), { message: 'events' });
+      await waitFor(() => seen.includes(`completed:${ok.id}:fine`) && seen.includes(`failed:${bad.id}:nope`), {
+        message: 'events',
+      });
       expect(seen).toContain(`active:${ok.id}`);
       expect(seen).toContain(`retrying:${bad.id}:nope:true`);
       expect(seen.filter((s) => s.startsWith('other:'))).toEqual([]);

@@ -35,7 +35,8 @@ describe('recurring jobs', () => {
   it('three nodes running one schedule enqueue each tick exactly once, with no tick skipped', async () => {
     const options = { connection: t.db.url, pollIntervalMs: 100 };
     const nodes: INestApplicationContext[] = [];
-    for (const n of ['a', 'b', 'c']) nodes.push(await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor(n)] }));
+    for (const n of ['a', 'b', 'c'])
+      nodes.push(await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor(n)] }));
     try {
       await waitFor(async () => (await tickRows()).length >= 4, { timeoutMs: 10_000, message: 'four ticks' });
     } finally {
@@ -58,9 +59,14 @@ describe('recurring jobs', () => {
     const missed = ran.slice(-3);
     const lastKept = ran[ran.length - 4];
     for (const table of ['jobs', 'job_history']) {
-      await t.pool.query(`DELETE FROM pgqueue.${table} WHERE name = 'every-second' AND run_at >= to_timestamp($1 / 1000.0)`, [missed[0]]);
+      await t.pool.query(`DELETE FROM pgqueue.${table} WHERE name = 'every-second' AND run_at >= to_timestamp($1 / 1000.0)`, [
+        missed[0],
+      ]);
     }
-    await t.pool.query(`UPDATE pgqueue.cron_schedules SET last_tick = to_timestamp($1 / 1000.0) WHERE key = 'cron/every-second'`, [lastKept]);
+    await t.pool.query(
+      `UPDATE pgqueue.cron_schedules SET last_tick = to_timestamp($1 / 1000.0) WHERE key = 'cron/every-second'`,
+      [lastKept],
+    );
     app = await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor('after')] });
     try {
       await waitFor(async () => (await tickRows()).length >= ran.length + 2, { timeoutMs: 10_000 });
@@ -103,7 +109,10 @@ describe('recurring jobs', () => {
       ).rows.map((r) => Number(r.run_at));
     let caughtUpBy = 0;
     try {
-      await waitFor(async () => (await stored()).includes(latest), { timeoutMs: 10_000, message: 'the catch-up to reach the newest due tick' });
+      await waitFor(async () => (await stored()).includes(latest), {
+        timeoutMs: 10_000,
+        message: 'the catch-up to reach the newest due tick',
+      });
       caughtUpBy = Date.now();
     } finally {
       await app.close();
@@ -120,7 +129,12 @@ describe('recurring jobs', () => {
   it('registerQueue({ repeat }) schedules a job with its payload', async () => {
     const app = await bootApp({
       options: { connection: t.db.url, pollIntervalMs: 100 },
-      queues: [{ name: 'cron', repeat: [{ name: 'every-second', cron: '* * * * * *', tz: 'Europe/Berlin', payload: { report: 'daily' } }] }],
+      queues: [
+        {
+          name: 'cron',
+          repeat: [{ name: 'every-second', cron: '* * * * * *', tz: 'Europe/Berlin', payload: { report: 'daily' } }],
+        },
+      ],
       providers: [cronProcessor('repeat')],
     }).catch((err: Error) => err);
     // The same job is scheduled by the processor's @Process({ cron }) too: refused at boot.
@@ -136,7 +150,9 @@ describe('recurring jobs', () => {
     }
     const ok = await bootApp({
       options: { connection: t.db.url, pollIntervalMs: 100 },
-      queues: [{ name: 'cron2', repeat: [{ name: 'report', cron: '* * * * * *', tz: 'Europe/Berlin', payload: { report: 'daily' } }] }],
+      queues: [
+        { name: 'cron2', repeat: [{ name: 'report', cron: '* * * * * *', tz: 'Europe/Berlin', payload: { report: 'daily' } }] },
+      ],
       providers: [Plain],
     });
     try {

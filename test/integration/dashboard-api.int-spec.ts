@@ -27,10 +27,15 @@ afterAll(async () => {
 });
 
 /** Waiting jobs of `queue`: ids in insertion order. */
-async function seedWaiting(queue: string, rows: { name?: string; payload?: unknown; priority?: number; uniqueKey?: string; delayMs?: number }[]): Promise<string[]> {
+async function seedWaiting(
+  queue: string,
+  rows: { name?: string; payload?: unknown; priority?: number; uniqueKey?: string; delayMs?: number }[],
+): Promise<string[]> {
   const ids: string[] = [];
   for (const r of rows) {
-    const { rows: [x] } = await sql.query<{ id: string }>(
+    const {
+      rows: [x],
+    } = await sql.query<{ id: string }>(
       `INSERT INTO pgqueue.jobs (queue, name, payload, priority, run_at, unique_key)
        VALUES ($1, $2, $3, $4, now() + $5 * interval '1 millisecond' - interval '1 second', $6) RETURNING id::text`,
       [queue, r.name ?? 'job', JSON.stringify(r.payload ?? {}), r.priority ?? 0, r.delayMs ?? 0, r.uniqueKey ?? null],
@@ -42,7 +47,12 @@ async function seedWaiting(queue: string, rows: { name?: string; payload?: unkno
 
 let nextHistoryId = H;
 /** Finished jobs of `queue` in `state`: ids, ascending. */
-async function seedHistory(queue: string, state: 'completed' | 'failed' | 'cancelled', n: number, o: { name?: string; payload?: unknown } = {}): Promise<string[]> {
+async function seedHistory(
+  queue: string,
+  state: 'completed' | 'failed' | 'cancelled',
+  n: number,
+  o: { name?: string; payload?: unknown } = {},
+): Promise<string[]> {
   const first = nextHistoryId;
   nextHistoryId += n;
   await sql.query(
@@ -71,7 +81,10 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
     const app = await bootHttpApp(platform, {
       options: { connection: db.url, workers: false },
       queues: [
-        { name: `orders-${platform}`, ...(extra.repeat ? { repeat: [{ name: 'nightly', cron: '0 3 * * *', tz: 'Europe/Berlin' }] } : {}) },
+        {
+          name: `orders-${platform}`,
+          ...(extra.repeat ? { repeat: [{ name: 'nightly', cron: '0 3 * * *', tz: 'Europe/Berlin' }] } : {}),
+        },
         { name: `mail-${platform}` },
       ],
       imports: [PgQueueDashboardModule.register(dash)],
@@ -94,21 +107,24 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
   });
 
   describe('pages and assets', () => {
-    it.each(['/queues', '/queues/queues/x', '/queues/jobs/12', '/queues/schedules', '/queues/nodes'])('GET %s serves index.html with the CSP and settings', async (url) => {
-      const res = await http().get(url);
-      expect(res.status).toBe(200);
-      expect(res.headers['content-type']).toMatch(/^text\/html/);
-      expect(res.headers['content-security-policy']).toBe(
-        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
-      );
-      expect(res.headers['x-content-type-options']).toBe('nosniff');
-      expect(res.headers['referrer-policy']).toBe('no-referrer');
-      expect(res.text).toContain('<meta name="pgq-base" content="/queues">');
-      expect(res.text).toContain('<meta name="pgq-read-only" content="false">');
-      // The title is escaped, never markup.
-      expect(res.text).toContain('<title>Shop &#60;queues&#62;</title>');
-      expect(res.text).not.toContain('<script>');
-    });
+    it.each(['/queues', '/queues/queues/x', '/queues/jobs/12', '/queues/schedules', '/queues/nodes'])(
+      'GET %s serves index.html with the CSP and settings',
+      async (url) => {
+        const res = await http().get(url);
+        expect(res.status).toBe(200);
+        expect(res.headers['content-type']).toMatch(/^text\/html/);
+        expect(res.headers['content-security-policy']).toBe(
+          "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+        );
+        expect(res.headers['x-content-type-options']).toBe('nosniff');
+        expect(res.headers['referrer-policy']).toBe('no-referrer');
+        expect(res.text).toContain('<meta name="pgq-base" content="/queues">');
+        expect(res.text).toContain('<meta name="pgq-read-only" content="false">');
+        // The title is escaped, never markup.
+        expect(res.text).toContain('<title>Shop &#60;queues&#62;</title>');
+        expect(res.text).not.toContain('<script>');
+      },
+    );
 
     it('assets: a file of the folder with its type, nosniff and cache rule', async () => {
       const res = await http().get('/queues/assets/favicon.svg');
@@ -139,10 +155,22 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       const res = await http().get('/queues/api/overview');
       expect(res.status).toBe(200);
       const mail = res.body.queues.find((q: { name: string }) => q.name === M);
-      expect(mail).toMatchObject({ waiting: 2, delayed: 1, active: 0, stalled: 0, failed: 2, cancelled: 1, paused: false, registered: true });
+      expect(mail).toMatchObject({
+        waiting: 2,
+        delayed: 1,
+        active: 0,
+        stalled: 0,
+        failed: 2,
+        cancelled: 1,
+        paused: false,
+        registered: true,
+      });
       expect(mail.oldestWaitingAgeMs).toBeGreaterThan(0);
       expect(res.body.queues.find((q: { name: string }) => q.name === Q)).toMatchObject({ waiting: 0, registered: true });
-      expect(res.body.queues.find((q: { name: string }) => q.name === `ghost-${platform}`)).toMatchObject({ paused: true, registered: false });
+      expect(res.body.queues.find((q: { name: string }) => q.name === `ghost-${platform}`)).toMatchObject({
+        paused: true,
+        registered: false,
+      });
       const t = res.body.throughput;
       expect(t.minutes).toHaveLength(60);
       expect(t.completed).toHaveLength(60);
@@ -156,8 +184,12 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
     it('throughput: earlier minutes keep their counts from one poll to the next (the service recounts only the last two)', async () => {
       const tp = await boot({ public: true, path: '/tp' });
       const ids = await seedHistory(`tp-${platform}`, 'completed', 3);
-      await sql.query(`UPDATE pgqueue.job_history SET finished_at = now() - interval '10 minutes' WHERE id = ANY($1::bigint[])`, [ids]);
-      const { rows: [{ minute }] } = await sql.query(`SELECT date_trunc('minute', now() - interval '10 minutes') AS minute`);
+      await sql.query(`UPDATE pgqueue.job_history SET finished_at = now() - interval '10 minutes' WHERE id = ANY($1::bigint[])`, [
+        ids,
+      ]);
+      const {
+        rows: [{ minute }],
+      } = await sql.query(`SELECT date_trunc('minute', now() - interval '10 minutes') AS minute`);
       const at = (body: { throughput: { minutes: string[]; completed: number[] } }) =>
         body.throughput.completed[body.throughput.minutes.indexOf((minute as Date).toISOString())];
       const first = (await request(tp.getHttpServer()).get('/tp/api/overview')).body;
@@ -169,7 +201,9 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
     it('throughput: a finished job counts in the minute it finished in (start inclusive, end exclusive), completed and failed apart', async () => {
       const tp = await boot({ public: true, path: '/tp-minutes' });
       const back = platform === 'express' ? 30 : 40; // a minute of its own per platform: throughput spans every queue
-      const { rows: [{ m }] } = await sql.query<{ m: Date }>(`SELECT date_trunc('minute', now()) - $1 * interval '1 minute' AS m`, [back]);
+      const {
+        rows: [{ m }],
+      } = await sql.query<{ m: Date }>(`SELECT date_trunc('minute', now()) - $1 * interval '1 minute' AS m`, [back]);
       const q = `tpm-${platform}`;
       const done = await seedHistory(q, 'completed', 3);
       const failed = await seedHistory(q, 'failed', 2);
@@ -182,7 +216,9 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       await at(failed[0], '30 seconds');
       await at(failed[1], '1 minute');
       await at(cancelled, '10 seconds');
-      const body = (await request(tp.getHttpServer()).get('/tp-minutes/api/overview')).body as { throughput: { minutes: string[]; completed: number[]; failed: number[] } };
+      const body = (await request(tp.getHttpServer()).get('/tp-minutes/api/overview')).body as {
+        throughput: { minutes: string[]; completed: number[]; failed: number[] };
+      };
       const minute = (shift: number) => {
         const i = body.throughput.minutes.indexOf(new Date(m.getTime() + shift * 60_000).toISOString());
         return { completed: body.throughput.completed[i], failed: body.throughput.failed[i] };
@@ -198,7 +234,11 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       await seedHistory(Q, 'failed', 1, { name: 'bill' });
       const res = await http().get(`/queues/api/queues/${Q}`);
       expect(res.status).toBe(200);
-      expect(res.body).toMatchObject({ name: Q, paused: false, options: { concurrency: 10, globalConcurrency: null, limiter: null, deadLetterQueue: null } });
+      expect(res.body).toMatchObject({
+        name: Q,
+        paused: false,
+        options: { concurrency: 10, globalConcurrency: null, limiter: null, deadLetterQueue: null },
+      });
       expect(res.body.counts).toMatchObject({ waiting: 1, failed: 1 });
       expect(res.body.names).toEqual(expect.arrayContaining(['bill', 'ship', 'nightly']));
       expect(res.body.retention).toMatchObject({ completedMs: 86_400_000 });
@@ -215,7 +255,9 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       let before: string | null = null;
       let pages = 0;
       do {
-        const res: request.Response = await http().get(`/queues/api/queues/${q}/jobs`).query({ state: 'waiting', limit: 3, ...(before ? { before } : {}) });
+        const res: request.Response = await http()
+          .get(`/queues/api/queues/${q}/jobs`)
+          .query({ state: 'waiting', limit: 3, ...(before ? { before } : {}) });
         expect(res.status).toBe(200);
         seen.push(...res.body.jobs.map((j: { id: string }) => j.id));
         before = res.body.next;
@@ -235,7 +277,11 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       const got = [...p1.body.jobs, ...p2.body.jobs, ...p3.body.jobs].map((j: { id: string }) => j.id);
       expect(got).toEqual([...ids].reverse());
       expect(p3.body.next).toBeNull();
-      expect(p1.body.jobs[0]).toMatchObject({ state: 'failed', lockedBy: 'node-a', lastError: { name: 'Error', message: 'boom' } });
+      expect(p1.body.jobs[0]).toMatchObject({
+        state: 'failed',
+        lockedBy: 'node-a',
+        lastError: { name: 'Error', message: 'boom' },
+      });
       const d = await http().get(`/queues/api/queues/${q}/jobs?state=delayed`);
       expect(d.body.jobs.map((j: { id: string }) => j.id)).toEqual([delayed]);
       const w = await http().get(`/queues/api/queues/${q}/jobs?state=waiting`);
@@ -284,7 +330,9 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       const res = await http().get(`/queues/api/jobs/${id}`);
       expect(res.status).toBe(200);
       expect(res.body.job).toMatchObject({ id, queue: q, state: 'failed', lockedBy: 'node-a', history: true, uniqueKey: null });
-      expect(res.body.timeline.map((t: { event: string }) => t.event)).toEqual(expect.arrayContaining(['created', 'error', 'failed']));
+      expect(res.body.timeline.map((t: { event: string }) => t.event)).toEqual(
+        expect.arrayContaining(['created', 'error', 'failed']),
+      );
       expect(res.body.timeline.find((t: { event: string }) => t.event === 'error')).toMatchObject({ attempt: 1, node: 'node-a' });
       const [live] = await seedWaiting(q, [{ uniqueKey: 'k1' }]);
       const l = await http().get(`/queues/api/jobs/${live}`);
@@ -300,7 +348,10 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
     });
 
     it('schedules: expression, time zone, last tick and the next five runs', async () => {
-      await sql.query(`INSERT INTO pgqueue.cron_schedules (key, last_tick) VALUES ($1, '2026-01-01T02:00:00Z') ON CONFLICT DO NOTHING`, [`${Q}/nightly`]);
+      await sql.query(
+        `INSERT INTO pgqueue.cron_schedules (key, last_tick) VALUES ($1, '2026-01-01T02:00:00Z') ON CONFLICT DO NOTHING`,
+        [`${Q}/nightly`],
+      );
       const res = await http().get('/queues/api/schedules');
       expect(res.status).toBe(200);
       const s = res.body.schedules.find((x: { queue: string }) => x.queue === Q);
@@ -320,7 +371,10 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       ['/queues/api/queues/x/jobs?state=waiting&limit=0', /limit must be an integer from 1 to 200/],
       ['/queues/api/queues/x/jobs?state=waiting&limit=201', /limit must be/],
       ['/queues/api/queues/x/jobs?state=waiting&before=garbage', /Cursor "before" is not valid/],
-      [`/queues/api/queues/x/jobs?state=waiting&before=${Buffer.from('{"id":"5"}').toString('base64url')}`, /Cursor "before" is not valid/],
+      [
+        `/queues/api/queues/x/jobs?state=waiting&before=${Buffer.from('{"id":"5"}').toString('base64url')}`,
+        /Cursor "before" is not valid/,
+      ],
       ['/queues/api/queues/x/jobs?state=waiting&payload=%7Bnope', /payload must be JSON/],
       ['/queues/api/queues/x/jobs?state=waiting&payload=42', /JSON object or array/],
       ['/queues/api/queues/x/jobs?state=failed&uniqueKey=k', /uniqueKey finds live jobs only/],
@@ -378,23 +432,33 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       expect(byName.body).toEqual({ retried: 2 });
       const all = await post(`/queues/api/queues/${q}/retry-failed`, {});
       expect(all.body).toEqual({ retried: 3 });
-      const { rows: [n] } = await sql.query(`SELECT count(*)::int AS n FROM pgqueue.jobs WHERE queue = $1`, [q]);
+      const {
+        rows: [n],
+      } = await sql.query(`SELECT count(*)::int AS n FROM pgqueue.jobs WHERE queue = $1`, [q]);
       expect(n.n).toBe(5);
     });
 
     it('cancel: waiting jobs are cancelled, running ones flagged; remove: waiting and finished jobs', async () => {
       const q = `cancel-${platform}`;
       const [w1, w2, running] = await seedWaiting(q, [{}, {}, {}]);
-      await sql.query(`UPDATE pgqueue.jobs SET state = 'active', locked_by = 'n', locked_until = now() + interval '1 minute', attempt = 1 WHERE id = $1`, [running]);
+      await sql.query(
+        `UPDATE pgqueue.jobs SET state = 'active', locked_by = 'n', locked_until = now() + interval '1 minute', attempt = 1 WHERE id = $1`,
+        [running],
+      );
       const c = await post('/queues/api/jobs/cancel', { ids: [w1, running] });
       expect(c.status).toBe(200);
       expect(c.body).toEqual({ cancelled: [w1], cancelling: [running] });
-      const { rows: [h] } = await sql.query(`SELECT state FROM pgqueue.job_history WHERE id = $1`, [w1]);
+      const {
+        rows: [h],
+      } = await sql.query(`SELECT state FROM pgqueue.job_history WHERE id = $1`, [w1]);
       expect(h.state).toBe('cancelled');
       const r = await post('/queues/api/jobs/remove', { ids: [w2, w1, running] });
       // The running job is never removed.
       expect(r.body.removed.sort()).toEqual([w1, w2].sort());
-      const { rows } = await sql.query(`SELECT id::text FROM pgqueue.jobs WHERE queue = $1 UNION ALL SELECT id::text FROM pgqueue.job_history WHERE queue = $1`, [q]);
+      const { rows } = await sql.query(
+        `SELECT id::text FROM pgqueue.jobs WHERE queue = $1 UNION ALL SELECT id::text FROM pgqueue.job_history WHERE queue = $1`,
+        [q],
+      );
       expect(rows).toEqual([{ id: running }]);
     });
 
@@ -409,10 +473,23 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
     });
 
     it('enqueue: a job with options, and the same validation as add()', async () => {
-      const ok = await post(`/queues/api/queues/${Q}/jobs`, { name: 'ship', payload: { orderId: 1 }, options: { priority: 3, runAt: '2099-01-01T00:00:00Z' } });
+      const ok = await post(`/queues/api/queues/${Q}/jobs`, {
+        name: 'ship',
+        payload: { orderId: 1 },
+        options: { priority: 3, runAt: '2099-01-01T00:00:00Z' },
+      });
       expect(ok.status).toBe(200);
-      expect(ok.body.job).toMatchObject({ queue: Q, name: 'ship', payload: { orderId: 1 }, priority: 3, state: 'delayed', runAt: '2099-01-01T00:00:00.000Z' });
-      const { rows: [row] } = await sql.query(`SELECT name, priority FROM pgqueue.jobs WHERE id = $1`, [ok.body.job.id]);
+      expect(ok.body.job).toMatchObject({
+        queue: Q,
+        name: 'ship',
+        payload: { orderId: 1 },
+        priority: 3,
+        state: 'delayed',
+        runAt: '2099-01-01T00:00:00.000Z',
+      });
+      const {
+        rows: [row],
+      } = await sql.query(`SELECT name, priority FROM pgqueue.jobs WHERE id = $1`, [ok.body.job.id]);
       expect(row).toEqual({ name: 'ship', priority: 3 });
       const cases: [unknown, string, RegExp][] = [
         [{ name: 'ship', payload: {}, options: { attempts: 0 } }, Q, /attempts/],
@@ -432,12 +509,23 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
 
     it('an action without the custom header is refused (400), one without a JSON content type too (415)', async () => {
       const [id] = await seedHistory(`csrf-${platform}`, 'failed', 1);
-      const noHeader = await http().post('/queues/api/jobs/retry').set('Content-Type', 'application/json').send(JSON.stringify({ ids: [id] }));
+      const noHeader = await http()
+        .post('/queues/api/jobs/retry')
+        .set('Content-Type', 'application/json')
+        .send(JSON.stringify({ ids: [id] }));
       expect(noHeader.status).toBe(400);
       expect(noHeader.body.error).toMatch(/X-PgQueue-Dashboard: 1/);
-      const form = await http().post('/queues/api/jobs/retry').set('X-PgQueue-Dashboard', '1').set('Content-Type', 'text/plain').send(JSON.stringify({ ids: [id] }));
+      const form = await http()
+        .post('/queues/api/jobs/retry')
+        .set('X-PgQueue-Dashboard', '1')
+        .set('Content-Type', 'text/plain')
+        .send(JSON.stringify({ ids: [id] }));
       expect(form.status).toBe(415);
-      const urlencoded = await http().post('/queues/api/jobs/retry').set('X-PgQueue-Dashboard', '1').type('form').send({ ids: id });
+      const urlencoded = await http()
+        .post('/queues/api/jobs/retry')
+        .set('X-PgQueue-Dashboard', '1')
+        .type('form')
+        .send({ ids: id });
       expect(urlencoded.status).toBe(415);
       const { rows } = await sql.query(`SELECT state FROM pgqueue.job_history WHERE id = $1`, [id]);
       expect(rows).toEqual([{ state: 'failed' }]);
@@ -459,7 +547,10 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       const ro = await boot({ public: true, readOnly: true, path: '/ro' });
       const [id] = await seedHistory(`ro-${platform}`, 'failed', 1);
       for (const [url, body] of POSTS) {
-        const res = await request(ro.getHttpServer()).post(url.replace('/queues/', '/ro/')).set(HDR).send(JSON.stringify(url.includes('/jobs/') ? { ids: [id] } : body));
+        const res = await request(ro.getHttpServer())
+          .post(url.replace('/queues/', '/ro/'))
+          .set(HDR)
+          .send(JSON.stringify(url.includes('/jobs/') ? { ids: [id] } : body));
         expect([url, res.status]).toEqual([url, 403]);
         expect(res.body.error).toMatch(/read-only/);
       }
@@ -486,7 +577,17 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
         const res = await srv().post(url.replace('/queues/', '/au/')).set(HDR).set('x-user', 'ops').send(JSON.stringify(body));
         expect([url, res.status]).toEqual([url, 403]);
       }
-      expect(asked).toEqual(expect.arrayContaining(['GET read', 'POST retry', 'POST cancel', 'POST remove', 'POST pause', 'POST resume', 'POST enqueue']));
+      expect(asked).toEqual(
+        expect.arrayContaining([
+          'GET read',
+          'POST retry',
+          'POST cancel',
+          'POST remove',
+          'POST pause',
+          'POST resume',
+          'POST enqueue',
+        ]),
+      );
     });
 
     it('guards run on the page, the assets and the API', async () => {
@@ -502,7 +603,9 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
 
     it('refuses to boot without guards, authorize or public: true, saying what to pass', async () => {
       expect(() => PgQueueDashboardModule.register({})).toThrow(PgQueueConfigError);
-      expect(() => PgQueueDashboardModule.register({ guards: [] })).toThrow(/Pass guards: \[YourAuthGuard\].*authorize: \(req, action\) => boolean.*public: true/);
+      expect(() => PgQueueDashboardModule.register({ guards: [] })).toThrow(
+        /Pass guards: \[YourAuthGuard\].*authorize: \(req, action\) => boolean.*public: true/,
+      );
       await expect(
         bootHttpApp(platform, {
           options: { connection: db.url, workers: false },
@@ -515,7 +618,12 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
     it('registerAsync mounts with options from a factory', async () => {
       const app2 = await bootHttpApp(platform, {
         options: { connection: db.url, workers: false },
-        imports: [PgQueueDashboardModule.registerAsync({ path: '/admin/queues', useFactory: async () => ({ public: true, readOnly: true }) })],
+        imports: [
+          PgQueueDashboardModule.registerAsync({
+            path: '/admin/queues',
+            useFactory: async () => ({ public: true, readOnly: true }),
+          }),
+        ],
       });
       apps.push(app2);
       const res = await request(app2.getHttpServer()).get('/admin/queues/api/overview');

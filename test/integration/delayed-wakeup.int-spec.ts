@@ -44,7 +44,10 @@ describe('delayed jobs start at their own due time, with one timer and no poll',
         return job?.state === 'completed';
       },
       // Far below the 5 min poll; generous for a loaded machine.
-      { timeoutMs: 20_000, message: async () => `delayed job ${id} to run without a poll; now ${JSON.stringify(await queues.getJob(id))}` },
+      {
+        timeoutMs: 20_000,
+        message: async () => `delayed job ${id} to run without a poll; now ${JSON.stringify(await queues.getJob(id))}`,
+      },
     );
     expect(job!.startedAt!.getTime()).toBeGreaterThanOrEqual(job!.runAt.getTime());
   }

@@ -39,7 +39,11 @@ describe('durable enqueue', () => {
   });
 
   const settingsOf = async (ids: string[]) =>
-    (await t.pool.query<{ sync: string }>(`SELECT sync FROM commit_settings WHERE job_id = ANY($1::bigint[]) ORDER BY job_id`, [ids])).rows.map((r) => r.sync);
+    (
+      await t.pool.query<{ sync: string }>(`SELECT sync FROM commit_settings WHERE job_id = ANY($1::bigint[]) ORDER BY job_id`, [
+        ids,
+      ])
+    ).rows.map((r) => r.sync);
 
   it('the database default really is off for a new session (else this file proves nothing)', async () => {
     const c = new Client({ connectionString: t.db.url });
@@ -70,8 +74,18 @@ describe('durable enqueue', () => {
   it('a recurring job’s tick commits with synchronous_commit on', async () => {
     const store = runtimeOf(app).store;
     const row: NewJobRow = {
-      queue: 'dq', name: 'x', payload: { v: 5 }, payloadJson: '{"v":5}', priority: 0, runAt: null, delayMs: 0,
-      maxAttempts: 1, backoff: null, timeoutMs: null, uniqueKey: null, replaceWaiting: false,
+      queue: 'dq',
+      name: 'x',
+      payload: { v: 5 },
+      payloadJson: '{"v":5}',
+      priority: 0,
+      runAt: null,
+      delayMs: 0,
+      maxAttempts: 1,
+      backoff: null,
+      timeoutMs: null,
+      uniqueKey: null,
+      replaceWaiting: false,
     };
     expect(await store.enqueueTick('dq:x:cron', new Date(), row)).toBe(true);
     const { rows } = await t.pool.query<{ sync: string }>(

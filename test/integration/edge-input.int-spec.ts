@@ -237,7 +237,9 @@ describe('the worker survives bad input at the edges and reports it', () => {
   const unusableBackoff = (job: Job) => {
     failedWith(['Error', 'Error'])(job);
     expect(logs.warnings).toContainEqual(
-      expect.stringMatching(new RegExp(`^Job ${job.id} \\(edge/throws\\) has an unusable backoff .*; using the queue's default$`)),
+      expect.stringMatching(
+        new RegExp(`^Job ${job.id} \\(edge/throws\\) has an unusable backoff .*; using the queue's default$`),
+      ),
     );
   };
 
@@ -246,8 +248,16 @@ describe('the worker survives bad input at the edges and reports it', () => {
       // backoff: the library writes only validated objects (or NULL); anything else falls back to
       // the queue's default. A delay the retry statement cannot store used to fail that statement
       // on every flush, keeping the job active (its lease renewed) for ever.
-      { what: 'a backoff that is a JSON string', row: { name: 'throws', max_attempts: 2, backoff: '"fast"' }, check: unusableBackoff },
-      { what: 'a backoff that is an array', row: { name: 'throws', max_attempts: 2, backoff: '[1000, 2000]' }, check: unusableBackoff },
+      {
+        what: 'a backoff that is a JSON string',
+        row: { name: 'throws', max_attempts: 2, backoff: '"fast"' },
+        check: unusableBackoff,
+      },
+      {
+        what: 'a backoff that is an array',
+        row: { name: 'throws', max_attempts: 2, backoff: '[1000, 2000]' },
+        check: unusableBackoff,
+      },
       {
         what: 'a valid backoff written by hand',
         row: { name: 'throws', max_attempts: 2, backoff: '{"type":"fixed","delayMs":400,"maxDelayMs":1000,"jitter":false}' },
@@ -258,20 +268,56 @@ describe('the worker survives bad input at the edges and reports it', () => {
           expect(logs.warnings.filter((w) => w.startsWith(`Job ${job.id} `) && /unusable backoff/.test(w))).toEqual([]);
         },
       },
-      { what: 'a backoff that is JSON null', row: { name: 'throws', max_attempts: 2, backoff: 'null' }, check: failedWith(['Error', 'Error']) },
-      { what: 'a backoff of an unknown type', row: { name: 'throws', max_attempts: 2, backoff: '{"type":"linear","delayMs":10,"maxDelayMs":100}' }, check: unusableBackoff },
-      { what: 'a backoff whose delay is not a number', row: { name: 'throws', max_attempts: 2, backoff: '{"type":"exponential","delayMs":"soon","maxDelayMs":60000}' }, check: unusableBackoff },
-      { what: 'a backoff whose delay is beyond bigint', row: { name: 'throws', max_attempts: 2, backoff: '{"type":"fixed","delayMs":1e300,"maxDelayMs":1e300,"jitter":false}' }, check: unusableBackoff },
-      { what: 'a backoff with negative delays', row: { name: 'throws', max_attempts: 2, backoff: '{"type":"fixed","delayMs":-5000,"maxDelayMs":-1,"jitter":false}' }, check: unusableBackoff },
-      { what: 'a backoff with a fractional delay', row: { name: 'throws', max_attempts: 2, backoff: '{"type":"fixed","delayMs":10.5,"maxDelayMs":100,"jitter":false}' }, check: unusableBackoff },
+      {
+        what: 'a backoff that is JSON null',
+        row: { name: 'throws', max_attempts: 2, backoff: 'null' },
+        check: failedWith(['Error', 'Error']),
+      },
+      {
+        what: 'a backoff of an unknown type',
+        row: { name: 'throws', max_attempts: 2, backoff: '{"type":"linear","delayMs":10,"maxDelayMs":100}' },
+        check: unusableBackoff,
+      },
+      {
+        what: 'a backoff whose delay is not a number',
+        row: { name: 'throws', max_attempts: 2, backoff: '{"type":"exponential","delayMs":"soon","maxDelayMs":60000}' },
+        check: unusableBackoff,
+      },
+      {
+        what: 'a backoff whose delay is beyond bigint',
+        row: { name: 'throws', max_attempts: 2, backoff: '{"type":"fixed","delayMs":1e300,"maxDelayMs":1e300,"jitter":false}' },
+        check: unusableBackoff,
+      },
+      {
+        what: 'a backoff with negative delays',
+        row: { name: 'throws', max_attempts: 2, backoff: '{"type":"fixed","delayMs":-5000,"maxDelayMs":-1,"jitter":false}' },
+        check: unusableBackoff,
+      },
+      {
+        what: 'a backoff with a fractional delay',
+        row: { name: 'throws', max_attempts: 2, backoff: '{"type":"fixed","delayMs":10.5,"maxDelayMs":100,"jitter":false}' },
+        check: unusableBackoff,
+      },
       // payload: any JSON value reaches the handler as it is.
       { what: 'a payload that is JSON null', row: { name: 'ok', payload: 'null' }, check: completedWith(null) },
-      { what: 'a payload that is a bare string', row: { name: 'ok', payload: '"just a string"' }, check: completedWith('just a string') },
-      { what: 'a payload that is an array', row: { name: 'ok', payload: '[1, "two", null]' }, check: completedWith([1, 'two', null]) },
+      {
+        what: 'a payload that is a bare string',
+        row: { name: 'ok', payload: '"just a string"' },
+        check: completedWith('just a string'),
+      },
+      {
+        what: 'a payload that is an array',
+        row: { name: 'ok', payload: '[1, "two", null]' },
+        check: completedWith([1, 'two', null]),
+      },
       { what: 'a payload that is a number', row: { name: 'ok', payload: '-0.5e3' }, check: completedWith(-500) },
       { what: 'a payload that is a boolean', row: { name: 'ok', payload: 'false' }, check: completedWith(false) },
       // name
-      { what: 'a name no handler has', row: { name: 'nobody-handles-this', max_attempts: 1 }, check: failedWith(['UnknownJobNameError']) },
+      {
+        what: 'a name no handler has',
+        row: { name: 'nobody-handles-this', max_attempts: 1 },
+        check: failedWith(['UnknownJobNameError']),
+      },
       { what: 'an empty name (add refuses it)', row: { name: '', max_attempts: 1 }, check: failedWith(['UnknownJobNameError']) },
       {
         what: 'a 10,000-character name (add refuses it): the error quotes it briefly',
@@ -300,11 +346,27 @@ describe('the worker survives bad input at the edges and reports it', () => {
           expect(job.attempt).toBe(2 ** 31 - 1);
         },
       },
-      { what: 'a negative attempt', row: { name: 'throws', attempt: -2, max_attempts: 1 }, check: failedWith(['Error', 'Error', 'Error']) },
+      {
+        what: 'a negative attempt',
+        row: { name: 'throws', attempt: -2, max_attempts: 1 },
+        check: failedWith(['Error', 'Error', 'Error']),
+      },
       // timeout_ms: the handler ignores its signal; the attempt still ends at the timeout.
-      { what: 'a timeout_ms of 1', row: { name: 'slow', timeout_ms: 1, max_attempts: 1 }, check: failedWith(['JobTimeoutError']) },
-      { what: 'a timeout_ms of 0', row: { name: 'slow', timeout_ms: 0, max_attempts: 1 }, check: failedWith(['JobTimeoutError']) },
-      { what: 'a negative timeout_ms', row: { name: 'slow', timeout_ms: -100, max_attempts: 1 }, check: failedWith(['JobTimeoutError']) },
+      {
+        what: 'a timeout_ms of 1',
+        row: { name: 'slow', timeout_ms: 1, max_attempts: 1 },
+        check: failedWith(['JobTimeoutError']),
+      },
+      {
+        what: 'a timeout_ms of 0',
+        row: { name: 'slow', timeout_ms: 0, max_attempts: 1 },
+        check: failedWith(['JobTimeoutError']),
+      },
+      {
+        what: 'a negative timeout_ms',
+        row: { name: 'slow', timeout_ms: -100, max_attempts: 1 },
+        check: failedWith(['JobTimeoutError']),
+      },
       { what: 'the largest timeout_ms', row: { name: 'ok', timeout_ms: 2 ** 31 - 1 }, check: completedWith({}) },
       // run_at, priority
       { what: 'a run_at in 1970', row: { name: 'ok', run_at: new Date(0) }, check: completedWith({}) },
@@ -326,7 +388,13 @@ describe('the worker survives bad input at the edges and reports it', () => {
         row: { name: 'ok', state: 'active', attempt: 1, locked_by: 'gone-host:1:deadbeef', locked_until: hourAgo() },
         check: (job) => {
           expect(job).toMatchObject({ state: 'completed', attempt: 2 });
-          expect(job.errors).toEqual([expect.objectContaining({ attempt: 1, name: 'LeaseExpiredError', message: expect.stringContaining('gone-host:1:deadbeef') })]);
+          expect(job.errors).toEqual([
+            expect.objectContaining({
+              attempt: 1,
+              name: 'LeaseExpiredError',
+              message: expect.stringContaining('gone-host:1:deadbeef'),
+            }),
+          ]);
         },
       },
       {
@@ -334,7 +402,13 @@ describe('the worker survives bad input at the edges and reports it', () => {
         row: { name: 'ok', state: 'active', attempt: 1 },
         check: (job) => {
           expect(job).toMatchObject({ state: 'completed', attempt: 2 });
-          expect(job.errors).toEqual([expect.objectContaining({ attempt: 1, name: 'LeaseExpiredError', message: expect.stringContaining('without a lease') })]);
+          expect(job.errors).toEqual([
+            expect.objectContaining({
+              attempt: 1,
+              name: 'LeaseExpiredError',
+              message: expect.stringContaining('without a lease'),
+            }),
+          ]);
         },
       },
     ])('$what: the job ends visibly and the next one runs', async ({ row, check }) => {
@@ -364,13 +438,20 @@ describe('the worker survives bad input at the edges and reports it', () => {
       expect((await ctx.pool.query('SELECT count(*)::int AS n FROM pgqueue.jobs')).rows[0].n).toBe(0);
       expect(logs.warnings.filter((w) => /job outcome\(s\) failed/.test(w))).toEqual([]);
       // Jobs that failed for good, or whose lease expired, are logged (logJobFailures: 'all'); nothing else.
-      expect(logs.errors.filter((e) => !/^Job \d+ \([^)]*\) (failed on its last attempt|attempt \d+: lease expired)/.test(e))).toEqual([]);
+      expect(
+        logs.errors.filter((e) => !/^Job \d+ \([^)]*\) (failed on its last attempt|attempt \d+: lease expired)/.test(e)),
+      ).toEqual([]);
     });
   });
 
   describe('handlers', () => {
     it('timeoutMs aborts a handler that never returns through job.signal; the queue keeps running jobs', async () => {
-      const hung = await queues.add('serial', 'hangs', {}, { attempts: 2, timeoutMs: 150, backoff: { type: 'fixed', delayMs: 10, jitter: false } });
+      const hung = await queues.add(
+        'serial',
+        'hangs',
+        {},
+        { attempts: 2, timeoutMs: 150, backoff: { type: 'fixed', delayMs: 10, jitter: false } },
+      );
       // Behind it on a queue of concurrency 1: runs only if the timed-out attempt gave its slot back.
       const next = await queues.add('serial', 'ok', {});
       expect(await ended(next.id)).toMatchObject({ state: 'completed', result: 'ok' });
@@ -435,7 +516,9 @@ describe('the worker survives bad input at the edges and reports it', () => {
       const failed = await ended(job.id);
       expect(failed).toMatchObject({ state: 'failed', result: null });
       expect(failed.errors).toEqual([expect.objectContaining({ attempt: 1, name: 'PgQueuePayloadError' })]);
-      expect(failed.errors[0].message).toMatch(new RegExp(`^Result of job ${job.id} \\("edge/returns"\\) cannot be stored as JSON: `));
+      expect(failed.errors[0].message).toMatch(
+        new RegExp(`^Result of job ${job.id} \\("edge/returns"\\) cannot be stored as JSON: `),
+      );
       expect(failed.errors[0].message).toMatch(problem);
       await expectWorkerStillRuns();
     });
@@ -451,7 +534,9 @@ describe('the worker survives bad input at the edges and reports it', () => {
       const job = await queues.add('edge', 'completes-with-map', {}, { attempts: 1 });
       const failed = await ended(job.id);
       expect(failed.state).toBe('failed');
-      expect(failed.errors).toEqual([expect.objectContaining({ name: 'PgQueuePayloadError', message: expect.stringMatching(/result\.counts is a Map/) })]);
+      expect(failed.errors).toEqual([
+        expect.objectContaining({ name: 'PgQueuePayloadError', message: expect.stringMatching(/result\.counts is a Map/) }),
+      ]);
       await expectWorkerStillRuns();
     });
 

@@ -50,34 +50,44 @@ describe('leases: heartbeat, lease loss, rescue', () => {
   it('the heartbeat keeps a long job leased well past leaseMs', async () => {
     const job = await app.get(QueueService).add('lease', 'wait-for-abort', {});
     await waitFor(async () => (await app.get(QueueService).getJob(job.id))?.state === 'active');
-    const first = (await pool.query('SELECT locked_until FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0].locked_until as Date;
-    await waitFor(async () => {
-      const r = await pool.query('SELECT locked_until FROM pgqueue.jobs WHERE id = $1', [job.id]);
-      // Renewed at a moment (database clock) after the first lease had expired.
-      return +r.rows[0].locked_until > +first + 1500;
-    }, { timeoutMs: 8000, message: 'lease to be renewed past its first expiry' });
+    const first = (await pool.query('SELECT locked_until FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0]
+      .locked_until as Date;
+    await waitFor(
+      async () => {
+        const r = await pool.query('SELECT locked_until FROM pgqueue.jobs WHERE id = $1', [job.id]);
+        // Renewed at a moment (database clock) after the first lease had expired.
+        return +r.rows[0].locked_until > +first + 1500;
+      },
+      { timeoutMs: 8000, message: 'lease to be renewed past its first expiry' },
+    );
     // Not rescued by a rescue pass run after its first lease had expired: still attempt 1, still ours.
     await afterRescuePass(pool);
     const row = (await pool.query('SELECT attempt, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0];
     expect(row).toEqual({ attempt: 1, locked_by: runtimeOf(app).supervisor.workerId });
     // Hand it over to "another worker": the next heartbeat notices and aborts the handler.
     const refusedBefore = runtimeOf(app).supervisor.unmatchedOutcomes;
-    await pool.query(`UPDATE pgqueue.jobs SET locked_by = 'someone-else', locked_until = now() + interval '1 hour' WHERE id = $1`, [job.id]);
+    await pool.query(
+      `UPDATE pgqueue.jobs SET locked_by = 'someone-else', locked_until = now() + interval '1 hour' WHERE id = $1`,
+      [job.id],
+    );
     await waitFor(() => abortReasons.has(job.id), { timeoutMs: 5000, message: 'handler to be aborted' });
     expect(abortReasons.get(job.id)).toBeInstanceOf(LeaseLostError);
     // Its completion must not be written over the new owner's attempt: wait until the worker has
     // tried (its write came back matching no row), or until the row changed, then look.
     const owner = async () => (await pool.query('SELECT state, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0];
-    await waitFor(async () => runtimeOf(app).supervisor.unmatchedOutcomes > refusedBefore || (await owner())?.locked_by !== 'someone-else', {
-      timeoutMs: 5000,
-      message: 'the old worker to attempt its completion',
-    });
+    await waitFor(
+      async () => runtimeOf(app).supervisor.unmatchedOutcomes > refusedBefore || (await owner())?.locked_by !== 'someone-else',
+      {
+        timeoutMs: 5000,
+        message: 'the old worker to attempt its completion',
+      },
+    );
     expect(await owner()).toEqual({ state: 'active', locked_by: 'someone-else' });
     expect(runtimeOf(app).supervisor.unmatchedOutcomes).toBe(refusedBefore + 1);
     await pool.query('DELETE FROM pgqueue.jobs WHERE id = $1', [job.id]);
   });
 
-  it('the rescuer returns a dead worker\'s job to the queue, counting the attempt', async () => {
+  it("the rescuer returns a dead worker's job to the queue, counting the attempt", async () => {
     const { rows } = await pool.query(
       `INSERT INTO pgqueue.jobs (queue, name, payload, state, attempt, max_attempts, locked_by, locked_until, started_at)
        VALUES ('lease', 'quick', '{}', 'active', 1, 3, 'dead-worker', now() - interval '1 second', now() - interval '1 minute')
@@ -89,10 +99,14 @@ describe('leases: heartbeat, lease loss, rescue', () => {
     const job = (await app.get(QueueService).getJob(id))!;
     expect(job.attempt).toBe(2);
     expect(job.errors).toHaveLength(1);
-    expect(job.errors[0]).toMatchObject({ attempt: 1, name: 'LeaseExpiredError', message: expect.stringContaining('dead-worker') });
+    expect(job.errors[0]).toMatchObject({
+      attempt: 1,
+      name: 'LeaseExpiredError',
+      message: expect.stringContaining('dead-worker'),
+    });
   });
 
-  it('a dead worker\'s job on its last attempt ends failed with the lease error', async () => {
+  it("a dead worker's job on its last attempt ends failed with the lease error", async () => {
     const { rows } = await pool.query(
       `INSERT INTO pgqueue.jobs (queue, name, payload, state, attempt, max_attempts, locked_by, locked_until)
        VALUES ('lease', 'quick', '{}', 'active', 2, 2, 'dead-worker', now() - interval '1 second') RETURNING id`,

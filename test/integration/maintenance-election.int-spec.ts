@@ -28,7 +28,12 @@ describe('maintenance election and failover', () => {
     return rows[0].id;
   }
   const stateOf = async (id: string) =>
-    (await t.pool.query(`SELECT state FROM pgqueue.jobs WHERE id = $1 UNION ALL SELECT state FROM pgqueue.job_history WHERE id = $1`, [id])).rows[0]?.state;
+    (
+      await t.pool.query(
+        `SELECT state FROM pgqueue.jobs WHERE id = $1 UNION ALL SELECT state FROM pgqueue.job_history WHERE id = $1`,
+        [id],
+      )
+    ).rows[0]?.state;
 
   it('no pass runs while another node holds the election, and another node takes over once that node is gone', async () => {
     // The election lock is taken here, as by a node in the middle of a pass.
@@ -66,7 +71,10 @@ describe('maintenance election and failover', () => {
     try {
       await a.close();
       const id = await stalledJob();
-      await waitFor(async () => (await stateOf(id)) === 'completed', { timeoutMs: 5000, message: 'node b to rescue and run the job' });
+      await waitFor(async () => (await stateOf(id)) === 'completed', {
+        timeoutMs: 5000,
+        message: 'node b to rescue and run the job',
+      });
     } finally {
       await a.close();
       await b.close();

@@ -70,7 +70,9 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
       imports: [PgQueueMetricsModule.register({ registry })],
     });
     try {
-      await waitFor(async () => total(await scrape(registry), 'pgqueue_listener_connected') === 1, { message: 'listener_connected to be 1' });
+      await waitFor(async () => total(await scrape(registry), 'pgqueue_listener_connected') === 1, {
+        message: 'listener_connected to be 1',
+      });
 
       const queues = app.get(QueueService);
       await queues.addBulk('m', [
@@ -88,14 +90,25 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
         async () => {
           last = await scrape(registry);
           return (
-            done('ok') === 2 && done('flaky') === 1 && done('later') === 1 && total(last, 'pgqueue_jobs_failed_total', { name: 'bad' }) === 1 &&
+            done('ok') === 2 &&
+            done('flaky') === 1 &&
+            done('later') === 1 &&
+            total(last, 'pgqueue_jobs_failed_total', { name: 'bad' }) === 1 &&
             total(last, 'pgqueue_jobs_cancelled_total', { name: 'give-up' }) === 1
           );
         },
-        { timeoutMs: 10_000, message: () => `all jobs to finish; last scrape: ${JSON.stringify(last.filter((m) => m.name.includes('_total')))}` },
+        {
+          timeoutMs: 10_000,
+          message: () => `all jobs to finish; last scrape: ${JSON.stringify(last.filter((m) => m.name.includes('_total')))}`,
+        },
       );
 
-      for (const [name, n] of [['ok', 2], ['flaky', 1], ['bad', 1], ['later', 1]] as const) {
+      for (const [name, n] of [
+        ['ok', 2],
+        ['flaky', 1],
+        ['bad', 1],
+        ['later', 1],
+      ] as const) {
         expect(total(last, 'pgqueue_jobs_enqueued_total', { queue: 'm', name })).toBe(n);
       }
       expect(total(last, 'pgqueue_jobs_retried_total', { queue: 'm', name: 'flaky' })).toBe(1);
@@ -120,16 +133,22 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
       const finished = (await queues.getJob(later.id))!;
       expect(finished.runAt.getTime() - finished.createdAt.getTime()).toBe(1000);
       expect(total(last, 'pgqueue_job_wait_seconds_count', { name: 'later' })).toBe(1);
-      expect(total(last, 'pgqueue_job_wait_seconds_sum', { name: 'later' })).toBeCloseTo((finished.startedAt!.getTime() - finished.runAt.getTime()) / 1000, 2);
+      expect(total(last, 'pgqueue_job_wait_seconds_sum', { name: 'later' })).toBeCloseTo(
+        (finished.startedAt!.getTime() - finished.runAt.getTime()) / 1000,
+        2,
+      );
 
       // A dead worker's job with no attempts left: the rescuer fails it, counted as stalled and failed.
       await t.pool.query(
         `INSERT INTO metrics_events.jobs (queue, name, payload, state, attempt, max_attempts, locked_by, locked_until)
          VALUES ('m', 'ghost', '{}', 'active', 1, 1, 'dead', now() - interval '1 second')`,
       );
-      await waitFor(async () => total((last = await scrape(registry)), 'pgqueue_jobs_stalled_total', { queue: 'm', name: 'ghost' }) === 1, {
-        message: 'the stalled job to be counted',
-      });
+      await waitFor(
+        async () => total((last = await scrape(registry)), 'pgqueue_jobs_stalled_total', { queue: 'm', name: 'ghost' }) === 1,
+        {
+          message: 'the stalled job to be counted',
+        },
+      );
       expect(total(last, 'pgqueue_jobs_failed_total', { queue: 'm', name: 'ghost' })).toBe(1);
     } finally {
       await app.close();
@@ -145,7 +164,10 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
     });
     try {
       const queues = app.get(QueueService);
-      await queues.addBulk('d', [1, 2, 3].map((i) => ({ name: 'x', payload: { i } })));
+      await queues.addBulk(
+        'd',
+        [1, 2, 3].map((i) => ({ name: 'x', payload: { i } })),
+      );
       await queues.add('d', 'x', {}, { delayMs: 60_000 });
       await t.pool.query(`UPDATE metrics_depth.jobs SET run_at = now() - interval '5 seconds' WHERE id = 1`);
 
@@ -155,7 +177,8 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
 
       expect(text).toContain('pgqueue_queue_jobs{queue="d",state="waiting"} 3');
       expect(text).toContain('pgqueue_queue_jobs{queue="d",state="delayed"} 1');
-      for (const state of ['active', 'stalled', 'failed']) expect(text).toContain(`pgqueue_queue_jobs{queue="d",state="${state}"} 0`);
+      for (const state of ['active', 'stalled', 'failed'])
+        expect(text).toContain(`pgqueue_queue_jobs{queue="d",state="${state}"} 0`);
       expect(text).toContain('pgqueue_queue_jobs{queue="idle",state="waiting"} 0'); // registered, empty
       expect(total(json, 'pgqueue_queue_jobs', { queue: 'd', state: 'waiting' })).toBe(3);
       expect(total(json, 'pgqueue_queue_oldest_waiting_seconds', { queue: 'd' })).toBeGreaterThanOrEqual(4);
@@ -243,7 +266,8 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
       await a.close();
       a = undefined;
       expect(supervisorA.listenerCount('enqueued')).toBe(0);
-      for (const event of ['active', 'completed', 'retrying', 'failed', 'stalled'] as const) expect(supervisorA.listenerCount(event)).toBe(0);
+      for (const event of ['active', 'completed', 'retrying', 'failed', 'stalled'] as const)
+        expect(supervisorA.listenerCount(event)).toBe(0);
       // Nothing left to read from: a scrape still answers, with the counters and no depth series.
       json = await scrape(registry);
       expect(series(json, 'pgqueue_queue_jobs')).toEqual([]);

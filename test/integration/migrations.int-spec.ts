@@ -37,7 +37,9 @@ describe('migrations', () => {
       expect(results.filter((r) => r.length > 0)).toEqual([Array.from({ length: latestVersion() }, (_, i) => i + 1)]);
       const { rows } = await pool.query('SELECT version FROM racing.migrations ORDER BY version');
       expect(rows.map((r) => r.version)).toEqual(Array.from({ length: latestVersion() }, (_, i) => i + 1));
-      const t = await pool.query(`SELECT to_regclass('racing.jobs') IS NOT NULL AS jobs, to_regclass('racing.job_history') IS NOT NULL AS history`);
+      const t = await pool.query(
+        `SELECT to_regclass('racing.jobs') IS NOT NULL AS jobs, to_regclass('racing.job_history') IS NOT NULL AS history`,
+      );
       expect(t.rows[0]).toEqual({ jobs: true, history: true });
     } finally {
       await Promise.all(pools.map((p) => p.end()));
@@ -63,7 +65,8 @@ describe('migrations', () => {
       await app.get(QueueService).add('tenant-work', 'x', { tag: 'from-tenant-a' });
       await waitFor(() => done.includes('from-tenant-a'), { message: 'job in schema tenant_a to run' });
       // The handler has returned; its outcome is written in the next batch, a moment later.
-      const completed = async () => (await pool.query(`SELECT count(*)::int AS n FROM tenant_a.job_history WHERE state = 'completed'`)).rows[0].n;
+      const completed = async () =>
+        (await pool.query(`SELECT count(*)::int AS n FROM tenant_a.job_history WHERE state = 'completed'`)).rows[0].n;
       await waitFor(async () => (await completed()) >= 1, { message: 'the completion to be written to tenant_a.job_history' });
       expect(await completed()).toBe(1);
       // The default schema was never created: everything lives in tenant_a.

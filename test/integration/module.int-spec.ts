@@ -4,7 +4,17 @@ import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
 import { Client } from 'pg';
-import { getQueueToken, InjectQueue, PgQueueModule, Process, Processor, Queue, QueueService, type Job, type PgQueueModuleOptions } from '../../lib';
+import {
+  getQueueToken,
+  InjectQueue,
+  PgQueueModule,
+  Process,
+  Processor,
+  Queue,
+  QueueService,
+  type Job,
+  type PgQueueModuleOptions,
+} from '../../lib';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 
 const handled: string[] = [];
@@ -125,18 +135,25 @@ describe('PgQueueModule wiring', () => {
 
   it('forRootAsync with a plain factory and connection string; priorities order the claim', async () => {
     @Module({
-      imports: [PgQueueModule.forRootAsync({ useFactory: async () => ({ connection: db.url, schema: 'async_conn', workers: false }) }), ReportsModule],
+      imports: [
+        PgQueueModule.forRootAsync({ useFactory: async () => ({ connection: db.url, schema: 'async_conn', workers: false }) }),
+        ReportsModule,
+      ],
     })
     class ProducerModule {}
     const producer = await NestFactory.createApplicationContext(ProducerModule, { logger: false, abortOnError: false });
     const titles = ['low', 'high', 'mid'];
     const prio = { low: 10, high: -5, mid: 0 } as const;
-    for (const t of titles) await producer.get(QueueService).add('reports', 'build', { title: t }, { priority: prio[t as keyof typeof prio] });
+    for (const t of titles)
+      await producer.get(QueueService).add('reports', 'build', { title: t }, { priority: prio[t as keyof typeof prio] });
     await producer.close();
 
     handled.length = 0;
     @Module({
-      imports: [PgQueueModule.forRoot({ connection: db.url, schema: 'async_conn' }), PgQueueModule.registerQueue({ name: 'reports', concurrency: 1 })],
+      imports: [
+        PgQueueModule.forRoot({ connection: db.url, schema: 'async_conn' }),
+        PgQueueModule.registerQueue({ name: 'reports', concurrency: 1 }),
+      ],
       providers: [ReportsProcessor],
     })
     class SerialWorker {}

@@ -95,7 +95,8 @@ async function stopWorker(w: WorkerProcess, signal: NodeJS.Signals, timeoutMs: n
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(
-      () => reject(new Error(`${w.name} (pid ${w.pid}) did not exit within ${timeoutMs} ms of ${signal}; output:\n${w.output()}`)),
+      () =>
+        reject(new Error(`${w.name} (pid ${w.pid}) did not exit within ${timeoutMs} ms of ${signal}; output:\n${w.output()}`)),
       timeoutMs,
     );
   });
@@ -213,8 +214,17 @@ describe('several worker processes on one database', () => {
 
   it('a SIGKILLed worker’s job is rescued after its lease and completed by another process (attempt 2)', async () => {
     const queues = await setUp();
-    const timing = { leaseMs: 2000, heartbeatIntervalMs: 500, rescueIntervalMs: 300, pollIntervalMs: 250, shutdownTimeoutMs: 2000 };
-    const pair = [startWorker('worker-a', db!.url, { concurrency: 2, ...timing }), startWorker('worker-b', db!.url, { concurrency: 2, ...timing })];
+    const timing = {
+      leaseMs: 2000,
+      heartbeatIntervalMs: 500,
+      rescueIntervalMs: 300,
+      pollIntervalMs: 250,
+      shutdownTimeoutMs: 2000,
+    };
+    const pair = [
+      startWorker('worker-a', db!.url, { concurrency: 2, ...timing }),
+      startWorker('worker-b', db!.url, { concurrency: 2, ...timing }),
+    ];
     await Promise.all(pair.map((w) => untilReady(w)));
 
     // Sleeps 30 s on its first attempt only; whichever process claims it is the victim.
@@ -239,10 +249,17 @@ describe('several worker processes on one database', () => {
     // expiry (by the database's clock), and a rescue pass run after that expiry (the other
     // process's, or its own) leaves the job with it, on attempt 1.
     const [{ first }] = await q<{ first: Date }>('SELECT locked_until AS first FROM pgqueue.jobs WHERE id = $1', [job.id]);
-    await waitFor(async () => (await n('SELECT count(*) AS n FROM pgqueue.jobs WHERE id = $1 AND now() > $2 AND locked_until > $2', [job.id, first])) === 1, {
-      timeoutMs: 10_000,
-      message: 'the lease to be renewed past its first expiry',
-    });
+    await waitFor(
+      async () =>
+        (await n('SELECT count(*) AS n FROM pgqueue.jobs WHERE id = $1 AND now() > $2 AND locked_until > $2', [
+          job.id,
+          first,
+        ])) === 1,
+      {
+        timeoutMs: 10_000,
+        message: 'the lease to be renewed past its first expiry',
+      },
+    );
     await afterRescuePass(sql!);
     const [row] = await q<{ locked_by: string; attempt: number; live: boolean }>(
       `SELECT locked_by, attempt, locked_until > now() AS live FROM pgqueue.jobs WHERE id = $1 AND state = 'active'`,
@@ -274,7 +291,13 @@ describe('several worker processes on one database', () => {
     // process while the worker serialises it for the outcome write: the handler ran to the end,
     // its outcome never reached the database.
     const queues = await setUp();
-    const timing = { leaseMs: 1500, heartbeatIntervalMs: 500, rescueIntervalMs: 300, pollIntervalMs: 250, shutdownTimeoutMs: 2000 };
+    const timing = {
+      leaseMs: 1500,
+      heartbeatIntervalMs: 500,
+      rescueIntervalMs: 300,
+      pollIntervalMs: 250,
+      shutdownTimeoutMs: 2000,
+    };
     const victim = startWorker('worker-a', db!.url, { concurrency: 2, ...timing });
     await untilReady(victim);
     const job = await queues.add('work', 'job', { dieAfterAttempt: 1 });
@@ -286,8 +309,16 @@ describe('several worker processes on one database', () => {
     // The handler finished (its run is recorded), but the job is still active under the dead
     // process's lease, on attempt 1: nothing of the outcome was written.
     expect(await q('SELECT job_id::text, attempt, pid FROM runs')).toEqual([{ job_id: job.id, attempt: 1, pid: victim.pid }]);
-    const [row] = await q<{ state: string; attempt: number; locked_by: string }>('SELECT state, attempt, locked_by FROM pgqueue.jobs WHERE id = $1', [job.id]);
-    expect({ ...row, pid: pidOf(row.locked_by) }).toEqual({ state: 'active', attempt: 1, locked_by: row.locked_by, pid: victim.pid });
+    const [row] = await q<{ state: string; attempt: number; locked_by: string }>(
+      'SELECT state, attempt, locked_by FROM pgqueue.jobs WHERE id = $1',
+      [job.id],
+    );
+    expect({ ...row, pid: pidOf(row.locked_by) }).toEqual({
+      state: 'active',
+      attempt: 1,
+      locked_by: row.locked_by,
+      pid: victim.pid,
+    });
 
     // Another process's rescuer hands it back once the lease expired, and it runs again.
     const survivor = startWorker('worker-b', db!.url, { concurrency: 2, ...timing });
@@ -315,14 +346,21 @@ describe('several worker processes on one database', () => {
     await untilReady(a);
 
     const long = await queues.add('work', 'job', { sleepMs: 60_000 });
-    const shorts = await queues.addBulk('work', [1, 2, 3].map(() => ({ name: 'job', payload: { sleepMs: 500 } })));
+    const shorts = await queues.addBulk(
+      'work',
+      [1, 2, 3].map(() => ({ name: 'job', payload: { sleepMs: 500 } })),
+    );
     const running = [long.id, ...shorts.map((j) => j.id)];
     await waitFor(
-      async () => (await n(`SELECT count(*) AS n FROM pgqueue.jobs WHERE state = 'active' AND id = ANY($1::bigint[])`, [running])) === 4,
+      async () =>
+        (await n(`SELECT count(*) AS n FROM pgqueue.jobs WHERE state = 'active' AND id = ANY($1::bigint[])`, [running])) === 4,
       { timeoutMs: 10_000, intervalMs: 10, message: 'worker-a to run the long job and the 3 short ones' },
     );
     // More jobs while every slot is taken: they must still be waiting (never claimed) or completed.
-    const queued = await queues.addBulk('work', [1, 2, 3, 4].map(() => ({ name: 'job', payload: { sleepMs: 500 } })));
+    const queued = await queues.addBulk(
+      'work',
+      [1, 2, 3, 4].map(() => ({ name: 'job', payload: { sleepMs: 500 } })),
+    );
     const all = [...running, ...queued.map((j) => j.id)];
 
     const [{ at: sigtermAt }] = await q<{ at: Date }>('SELECT clock_timestamp() AS at');
@@ -339,23 +377,46 @@ describe('several worker processes on one database', () => {
 
     // The long one was handed back: waiting, unlocked, its interrupted attempt not counted.
     expect(await queues.getJob(long.id)).toMatchObject({ state: 'waiting', attempt: 0, errors: [] });
-    expect(await n('SELECT count(*) AS n FROM pgqueue.jobs WHERE id = $1 AND locked_by IS NULL AND locked_until IS NULL', [long.id])).toBe(1);
+    expect(
+      await n('SELECT count(*) AS n FROM pgqueue.jobs WHERE id = $1 AND locked_by IS NULL AND locked_until IS NULL', [long.id]),
+    ).toBe(1);
     expect(await n('SELECT count(*) AS n FROM runs WHERE job_id = $1', [long.id])).toBe(0);
     // Nothing is left active, and nothing is lost: every job is completed or waiting untouched.
     expect(await n(`SELECT count(*) AS n FROM pgqueue.jobs WHERE state = 'active'`)).toBe(0);
-    const live = await n(`SELECT count(*) AS n FROM pgqueue.jobs WHERE id = ANY($1::bigint[]) AND state = 'waiting' AND attempt = 0`, [all]);
-    const completed = await n(`SELECT count(*) AS n FROM pgqueue.job_history WHERE id = ANY($1::bigint[]) AND state = 'completed'`, [all]);
+    const live = await n(
+      `SELECT count(*) AS n FROM pgqueue.jobs WHERE id = ANY($1::bigint[]) AND state = 'waiting' AND attempt = 0`,
+      [all],
+    );
+    const completed = await n(
+      `SELECT count(*) AS n FROM pgqueue.job_history WHERE id = ANY($1::bigint[]) AND state = 'completed'`,
+      [all],
+    );
     expect(live + completed).toBe(all.length);
 
     // A second process (that does not sleep) picks the long job up and completes the rest.
-    const b = startWorker('worker-b', db!.url, { concurrency: 4, pollIntervalMs: 250, leaseMs: 30_000, shutdownTimeoutMs, noSleep: true });
+    const b = startWorker('worker-b', db!.url, {
+      concurrency: 4,
+      pollIntervalMs: 250,
+      leaseMs: 30_000,
+      shutdownTimeoutMs,
+      noSleep: true,
+    });
     await untilReady(b);
     await waitFor(
-      async () => (await n(`SELECT count(*) AS n FROM pgqueue.job_history WHERE id = ANY($1::bigint[]) AND state = 'completed'`, [all])) === all.length,
-      { timeoutMs: 10_000, intervalMs: 50, message: async () => `all ${all.length} jobs to complete; live: ${JSON.stringify(await q('SELECT id, state, attempt FROM pgqueue.jobs'))}` },
+      async () =>
+        (await n(`SELECT count(*) AS n FROM pgqueue.job_history WHERE id = ANY($1::bigint[]) AND state = 'completed'`, [all])) ===
+        all.length,
+      {
+        timeoutMs: 10_000,
+        intervalMs: 50,
+        message: async () =>
+          `all ${all.length} jobs to complete; live: ${JSON.stringify(await q('SELECT id, state, attempt FROM pgqueue.jobs'))}`,
+      },
     );
     expect(await queues.getJob(long.id)).toMatchObject({ state: 'completed', attempt: 1, errors: [] });
-    expect(await q('SELECT job_id::text, attempt, pid FROM runs WHERE job_id = $1', [long.id])).toEqual([{ job_id: long.id, attempt: 1, pid: b.pid }]);
+    expect(await q('SELECT job_id::text, attempt, pid FROM runs WHERE job_id = $1', [long.id])).toEqual([
+      { job_id: long.id, attempt: 1, pid: b.pid },
+    ]);
     expect(await n('SELECT count(*) AS n FROM runs')).toBe(all.length);
     expect(await n('SELECT count(DISTINCT job_id) AS n FROM runs WHERE job_id = ANY($1::bigint[])', [all])).toBe(all.length);
     expect(await n('SELECT count(*) AS n FROM pgqueue.jobs')).toBe(0);
@@ -374,7 +435,11 @@ describe('several worker processes on one database', () => {
       await untilReady(w);
       await proxy.stop();
       // Ten failed polls with no database (each one logged): claims fail, the listener retries, the process lives.
-      const failedClaims = () => w.output().split('\n').filter((l) => / ERROR pg-queue: .*ECONNREFUSED/.test(l)).length;
+      const failedClaims = () =>
+        w
+          .output()
+          .split('\n')
+          .filter((l) => / ERROR pg-queue: .*ECONNREFUSED/.test(l)).length;
       const before = failedClaims();
       await waitFor(() => w.exit !== null || failedClaims() >= before + 10, {
         timeoutMs: 15_000,

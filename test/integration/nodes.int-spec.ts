@@ -61,7 +61,11 @@ describe('nodes registry', () => {
   it('a worker process appears with its host, pid and queues, counts its running jobs, and leaves on shutdown', async () => {
     // No maintenance pass during this test (it would delete a stale row, and the next heartbeat
     // insert a new one): only the heartbeat's upsert can move last_seen_at here.
-    const app = await bootApp({ options: { connection: db.url, ...OPTS, rescueIntervalMs: 600_000 }, queues: [{ name: 'nodes', concurrency: 3 }], providers: [NodesProcessor] });
+    const app = await bootApp({
+      options: { connection: db.url, ...OPTS, rescueIntervalMs: 600_000 },
+      queues: [{ name: 'nodes', concurrency: 3 }],
+      providers: [NodesProcessor],
+    });
     apps.push(app);
     await app.init();
     const workerId = runtimeOf(app).supervisor.workerId;
@@ -72,7 +76,9 @@ describe('nodes registry', () => {
     expect(me.host.length).toBeGreaterThan(0);
     // Its heartbeat keeps it fresh while idle (no job to renew).
     const seen = me.lastSeenAt.getTime();
-    await waitFor(async () => (await store.nodes()).some((n) => n.id === workerId && n.lastSeenAt.getTime() > seen), { message: 'last_seen_at to move' });
+    await waitFor(async () => (await store.nodes()).some((n) => n.id === workerId && n.lastSeenAt.getTime() > seen), {
+      message: 'last_seen_at to move',
+    });
 
     await app.get(QueueService).add('nodes', 'hold', {});
     await app.get(QueueService).add('nodes', 'hold', {});
@@ -87,13 +93,19 @@ describe('nodes registry', () => {
   });
 
   it('the worker of each attempt is recorded: in the error of a failed attempt, and in history for the last', async () => {
-    const app = await bootApp({ options: { connection: db.url, ...OPTS }, queues: [{ name: 'nodes', defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10, jitter: false } } }], providers: [NodesProcessor] });
+    const app = await bootApp({
+      options: { connection: db.url, ...OPTS },
+      queues: [{ name: 'nodes', defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10, jitter: false } } }],
+      providers: [NodesProcessor],
+    });
     apps.push(app);
     await app.init();
     const workerId = runtimeOf(app).supervisor.workerId;
     const job = await app.get(QueueService).add('nodes', 'flaky', {});
     await waitFor(async () => (await app.get(QueueService).getJob(job.id))?.state === 'completed', { timeoutMs: 10_000 });
-    const { rows: [h] } = await sql.query('SELECT locked_by, errors FROM pgqueue.job_history WHERE id = $1', [job.id]);
+    const {
+      rows: [h],
+    } = await sql.query('SELECT locked_by, errors FROM pgqueue.job_history WHERE id = $1', [job.id]);
     expect(h.locked_by).toBe(workerId);
     expect(h.errors).toHaveLength(1);
     expect(h.errors[0]).toMatchObject({ attempt: 1, message: 'first attempt fails', worker: workerId });
@@ -123,22 +135,46 @@ describe('nodes registry', () => {
     try {
       const child = spawn(process.execPath, [FIXTURE], {
         cwd: ROOT,
-        env: { ...process.env, DB_URL: db.url, PGQ_CONCURRENCY: '2', PGQ_HEARTBEAT_MS: '200', PGQ_LEASE_MS: '3000', PGQ_RESCUE_MS: '200' },
+        env: {
+          ...process.env,
+          DB_URL: db.url,
+          PGQ_CONCURRENCY: '2',
+          PGQ_HEARTBEAT_MS: '200',
+          PGQ_LEASE_MS: '3000',
+          PGQ_RESCUE_MS: '200',
+        },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       children.push(child);
       let out = '';
       child.stdout!.on('data', (d) => (out += d));
       child.stderr!.on('data', (d) => (out += d));
-      const apiNodes = async () => (await request(watcher.getHttpServer()).get('/queues/api/nodes')).body.nodes as { pid: number; queues: unknown; running: number }[];
-      await waitFor(async () => (await apiNodes()).some((n) => n.pid === child.pid), { timeoutMs: 20_000, message: () => `the child to register; output: ${out}` });
-      expect((await apiNodes()).find((n) => n.pid === child.pid)).toMatchObject({ queues: [{ name: 'work', concurrency: 2 }], running: 0 });
+      const apiNodes = async () =>
+        (await request(watcher.getHttpServer()).get('/queues/api/nodes')).body.nodes as {
+          pid: number;
+          queues: unknown;
+          running: number;
+        }[];
+      await waitFor(async () => (await apiNodes()).some((n) => n.pid === child.pid), {
+        timeoutMs: 20_000,
+        message: () => `the child to register; output: ${out}`,
+      });
+      expect((await apiNodes()).find((n) => n.pid === child.pid)).toMatchObject({
+        queues: [{ name: 'work', concurrency: 2 }],
+        running: 0,
+      });
       const exited = new Promise((r) => child.once('exit', r));
       child.kill('SIGKILL');
       await exited;
       // Live: seen within 3 heartbeats. Its row is still there until maintenance drops it.
-      await waitFor(async () => !(await apiNodes()).some((n) => n.pid === child.pid), { timeoutMs: 10_000, message: 'the dead node to leave the live list' });
-      await waitFor(async () => !(await rows()).some((r) => r.pid === child.pid), { timeoutMs: 15_000, message: 'maintenance to delete the dead node' });
+      await waitFor(async () => !(await apiNodes()).some((n) => n.pid === child.pid), {
+        timeoutMs: 10_000,
+        message: 'the dead node to leave the live list',
+      });
+      await waitFor(async () => !(await rows()).some((r) => r.pid === child.pid), {
+        timeoutMs: 15_000,
+        message: 'maintenance to delete the dead node',
+      });
     } finally {
       await watcher.close();
     }

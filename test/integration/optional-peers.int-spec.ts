@@ -42,7 +42,12 @@ describe('missing optional peers', () => {
 
   it('nestjs-pg-queue/health without @nestjs/terminus says to npm install @nestjs/terminus', async () => {
     const out = await load(['@nestjs/terminus'], 'health');
-    expect(out).toMatchObject({ ok: false, name: 'PgQueueMissingPeerError', peer: '@nestjs/terminus', causeCode: 'MODULE_NOT_FOUND' });
+    expect(out).toMatchObject({
+      ok: false,
+      name: 'PgQueueMissingPeerError',
+      peer: '@nestjs/terminus',
+      causeCode: 'MODULE_NOT_FOUND',
+    });
     expect(out.message).toContain('nestjs-pg-queue/health needs the package "@nestjs/terminus"');
     expect(out.message).toContain('npm install @nestjs/terminus');
   });
@@ -61,7 +66,12 @@ describe('missing optional peers', () => {
 
     it('installed without its own peer nestjs-cls fails the boot, saying to npm install nestjs-cls', async () => {
       const out = await load(['nestjs-cls'], 'boot', t.db.url);
-      expect(out).toMatchObject({ ok: false, name: 'PgQueueMissingPeerError', peer: 'nestjs-cls', causeCode: 'MODULE_NOT_FOUND' });
+      expect(out).toMatchObject({
+        ok: false,
+        name: 'PgQueueMissingPeerError',
+        peer: 'nestjs-cls',
+        causeCode: 'MODULE_NOT_FOUND',
+      });
       expect(out.message).toContain('@nestjs-cls/transactional (installed in this app) needs the package "nestjs-cls"');
       expect(out.message).toContain('npm install nestjs-cls');
     });

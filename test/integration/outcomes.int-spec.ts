@@ -81,7 +81,10 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
   beforeAll(async () => {
     app = await bootApp({
       options: { connection: ctx.db.url, pollIntervalMs: 200, rescueIntervalMs: 60_000 },
-      queues: [{ name: 'work', concurrency: 10, defaultJobOptions: { backoff: { type: 'fixed', delayMs: 500 } } }, { name: 'direct' }],
+      queues: [
+        { name: 'work', concurrency: 10, defaultJobOptions: { backoff: { type: 'fixed', delayMs: 500 } } },
+        { name: 'direct' },
+      ],
       providers: [WorkProcessor],
       imports: [PgQueueMetricsModule.register({ registry })],
     });
@@ -102,7 +105,10 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
         job = await queues.getJob(id);
         return states.includes(job?.state ?? '');
       },
-      { timeoutMs, message: async () => `job ${id} to reach ${states.join(' or ')}; now ${JSON.stringify(await queues.getJob(id))}` },
+      {
+        timeoutMs,
+        message: async () => `job ${id} to reach ${states.join(' or ')}; now ${JSON.stringify(await queues.getJob(id))}`,
+      },
     );
     return job!;
   }
@@ -111,7 +117,9 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
     it('warns for each failed attempt and logs an error when the job fails for good', async () => {
       const job = await queues.add('work', 'fails', {}, { attempts: 2, backoff: { type: 'fixed', delayMs: 10 } });
       await ended(job.id, ['failed']);
-      await waitFor(() => logs.about(job.id).length >= 2, { message: () => `two lines about job ${job.id}: ${JSON.stringify(logs.about(job.id))}` });
+      await waitFor(() => logs.about(job.id).length >= 2, {
+        message: () => `two lines about job ${job.id}: ${JSON.stringify(logs.about(job.id))}`,
+      });
       const lines = logs.about(job.id);
       expect(lines.map((l) => [l.level, l.message])).toEqual([
         ['warn', `Job ${job.id} (work/fails) attempt 1/2 failed: refused by the mail server on attempt 1; retrying in 10 ms`],
@@ -155,7 +163,11 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
         CREATE TRIGGER record_retry AFTER UPDATE ON pgqueue.jobs FOR EACH ROW EXECUTE FUNCTION public.record_retry();`);
       try {
         // The queue's backoff is { type: 'fixed', delayMs: 500 }: no jitter given, so none.
-        const jobs = await queues.addBulk('work', [{ name: 'fails-once', payload: {} }, { name: 'fails-once', payload: {} }, { name: 'fails-once', payload: {} }]);
+        const jobs = await queues.addBulk('work', [
+          { name: 'fails-once', payload: {} },
+          { name: 'fails-once', payload: {} },
+          { name: 'fails-once', payload: {} },
+        ]);
         for (const j of jobs) expect(await ended(j.id, ['completed'])).toMatchObject({ state: 'completed', attempt: 2 });
         const { rows } = await ctx.pool.query<{ id: string; gap_ms: number }>(
           `SELECT id::text, (extract(epoch FROM run_at - written_at) * 1000)::float8 AS gap_ms FROM public.retry_writes
@@ -174,7 +186,10 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
       const sup = runtimeOf(app).supervisor;
       const seen = new Map<string, Promise<string | undefined>>();
       const read = (event: string) => (job: Job) => {
-        seen.set(`${event}:${job.id}`, queues.getJob(job.id).then((j) => (j?.state === 'delayed' ? 'waiting' : j?.state)));
+        seen.set(
+          `${event}:${job.id}`,
+          queues.getJob(job.id).then((j) => (j?.state === 'delayed' ? 'waiting' : j?.state)),
+        );
       };
       const onCompleted = read('completed');
       const onRetrying = read('retrying');
@@ -183,7 +198,10 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
       sup.on('retrying', onRetrying);
       sup.on('failed', onFailed);
       try {
-        const ok = await queues.addBulk('work', Array.from({ length: 20 }, () => ({ name: 'ok', payload: {} })));
+        const ok = await queues.addBulk(
+          'work',
+          Array.from({ length: 20 }, () => ({ name: 'ok', payload: {} })),
+        );
         const bad = await queues.add('work', 'fails', {}, { attempts: 2, backoff: { type: 'fixed', delayMs: 200 } });
         for (const j of ok) await ended(j.id, ['completed']);
         await ended(bad.id, ['failed']);
@@ -210,7 +228,9 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
         const job = await queues.add('work', 'held', {});
         await waitFor(() => held.has(job.id), { message: `job ${job.id} to start` });
         // Another worker took the job over (as after this one stalled past its lease).
-        await ctx.pool.query(`UPDATE pgqueue.jobs SET locked_by = 'another-worker', attempt = attempt + 1 WHERE id = $1`, [job.id]);
+        await ctx.pool.query(`UPDATE pgqueue.jobs SET locked_by = 'another-worker', attempt = attempt + 1 WHERE id = $1`, [
+          job.id,
+        ]);
         held.get(job.id)!();
         await waitFor(() => dropped.length > 0, { message: 'the dropped outcome to be reported' });
         expect(dropped).toEqual([[job.id, 'completed']]);
@@ -247,7 +267,10 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
           asyncCommit: true,
           preparedStatements: false,
         });
-        const added = await queues.addBulk('direct', Array.from({ length: 5 }, (_, i) => ({ name: `j${i}`, payload: {} })));
+        const added = await queues.addBulk(
+          'direct',
+          Array.from({ length: 5 }, (_, i) => ({ name: `j${i}`, payload: {} })),
+        );
         const rows = await store.claim('direct', 10, 'test-worker', 60_000);
         expect(rows).toHaveLength(5);
         const byName = new Map(rows.map((r) => [r.name, new RunningJob(r)]));
@@ -255,11 +278,16 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
         const outcome = (name: string) => ({ id: job(name).id, attempt: job(name).attempt, job: job(name) });
         const written: string[] = [];
         const refused: { id: string; failedInstead: string | null; error: string }[] = [];
-        const completer = new Completer(store, 'test-worker', { log() {}, warn() {}, error() {} }, {
-          written: (o) => written.push(`${o.kind}:${o.job.name}`),
-          dropped: (o) => written.push(`dropped:${o.job.name}`),
-          refused: (o, err, instead) => refused.push({ id: o.id, failedInstead: instead?.kind ?? null, error: err.message }),
-        });
+        const completer = new Completer(
+          store,
+          'test-worker',
+          { log() {}, warn() {}, error() {} },
+          {
+            written: (o) => written.push(`${o.kind}:${o.job.name}`),
+            dropped: (o) => written.push(`dropped:${o.job.name}`),
+            refused: (o, err, instead) => refused.push({ id: o.id, failedInstead: instead?.kind ?? null, error: err.message }),
+          },
+        );
         const batch: PendingOutcome[] = [
           { kind: 'completed', ...outcome('j0'), resultJson: '{"ok":true}', result: { ok: true } },
           { kind: 'snoozed', ...outcome('j1'), delayMs: 60_000 },
@@ -275,10 +303,21 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
         expect(written.sort()).toEqual(['completed:j0', 'completed:j4', 'snoozed:j1', 'snoozed:j3']);
         expect(refused).toEqual([{ id: job('j2').id, failedInstead: 'failed', error: expect.stringMatching(/out of range/) }]);
         const state = async (name: string) => (await queues.getJob(added[Number(name.slice(1))].id))?.state;
-        expect(await Promise.all(['j0', 'j1', 'j2', 'j3', 'j4'].map(state))).toEqual(['completed', 'delayed', 'failed', 'delayed', 'completed']);
+        expect(await Promise.all(['j0', 'j1', 'j2', 'j3', 'j4'].map(state))).toEqual([
+          'completed',
+          'delayed',
+          'failed',
+          'delayed',
+          'completed',
+        ]);
         const failed = await queues.getJob(job('j2').id);
         expect(failed?.errors).toEqual([
-          expect.objectContaining({ name: 'OutcomeRefusedError', message: expect.stringMatching(/^The database refused this attempt's snoozed outcome \(.*out of range.*\); the job was failed instead\.$/) }),
+          expect.objectContaining({
+            name: 'OutcomeRefusedError',
+            message: expect.stringMatching(
+              /^The database refused this attempt's snoozed outcome \(.*out of range.*\); the job was failed instead\.$/,
+            ),
+          }),
         ]);
         expect(await completer.drain(Date.now() + 1000)).toBe(0);
       } finally {
@@ -297,7 +336,10 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
       for (const j of jobs) if (j !== bad) await ended(j.id, ['completed']);
       const failed = await ended(bad.id, ['failed']);
       expect(failed.errors).toHaveLength(1);
-      expect(failed.errors[0]).toMatchObject({ name: 'PgQueueConfigError', message: expect.stringContaining('SnoozeJobError delayMs') });
+      expect(failed.errors[0]).toMatchObject({
+        name: 'PgQueueConfigError',
+        message: expect.stringContaining('SnoozeJobError delayMs'),
+      });
       // And completions after it are not held back.
       const later = await queues.add('work', 'ok', {});
       await ended(later.id, ['completed']);

@@ -46,7 +46,9 @@ describe('the README install example, run', () => {
     const { OrdersService } = require(join(dir, 'src', 'orders.service.js')) as {
       OrdersService: Type<{ placeOrder(item: string): Promise<{ id: number }> }>;
     };
-    const { Mailer } = require(join(dir, 'src', 'mailer.service.js')) as { Mailer: Type<{ sendConfirmation(id: number): Promise<void> }> };
+    const { Mailer } = require(join(dir, 'src', 'mailer.service.js')) as {
+      Mailer: Type<{ sendConfirmation(id: number): Promise<void> }>;
+    };
     app = await NestFactory.createApplicationContext(AppModule, { logger: ['error'] });
     await app.init();
 

@@ -26,7 +26,10 @@ describe('retention of finished jobs', () => {
     });
     try {
       const queues = app.get(QueueService);
-      const jobs = await queues.addBulk('keep', Array.from({ length: 50 }, (_, i) => ({ name: 'x', payload: { i } })));
+      const jobs = await queues.addBulk(
+        'keep',
+        Array.from({ length: 50 }, (_, i) => ({ name: 'x', payload: { i } })),
+      );
       const failing = await queues.add('keep', 'x', { poison: true }, { attempts: 1 });
       await waitFor(async () => (await t.pool.query('SELECT count(*)::int AS n FROM no_history.jobs')).rows[0].n === 0, {
         message: 'live table to empty',
@@ -43,7 +46,13 @@ describe('retention of finished jobs', () => {
 
   it('completed jobs past retention are pruned by the maintenance pass; failed ones stay', async () => {
     const app = await bootApp({
-      options: { connection: t.db.url, schema: 'short_history', retention: { completedMs: 1000 }, rescueIntervalMs: 200, pollIntervalMs: 100 },
+      options: {
+        connection: t.db.url,
+        schema: 'short_history',
+        retention: { completedMs: 1000 },
+        rescueIntervalMs: 200,
+        pollIntervalMs: 100,
+      },
       queues: [{ name: 'keep' }],
       providers: [KeepProcessor],
     });
@@ -55,7 +64,10 @@ describe('retention of finished jobs', () => {
         `INSERT INTO short_history.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at)
          VALUES (999999, 'keep', 'x', '{}', 'failed', 0, now(), 3, 3, '[]', now(), now() - interval '1 year')`,
       );
-      await waitFor(async () => (await queues.getJob(done.id)) === null, { timeoutMs: 10_000, message: 'completed job to be pruned' });
+      await waitFor(async () => (await queues.getJob(done.id)) === null, {
+        timeoutMs: 10_000,
+        message: 'completed job to be pruned',
+      });
       expect((await queues.getJob('999999'))?.state).toBe('failed');
     } finally {
       await app.close();

@@ -10,7 +10,10 @@ const attemptsSeen = new Map<string, { runAt: number; startedAt: number }[]>();
 const aborted = new Map<string, unknown>();
 
 function seen(job: Job): void {
-  attemptsSeen.set(job.id, [...(attemptsSeen.get(job.id) ?? []), { runAt: job.runAt.getTime(), startedAt: job.startedAt!.getTime() }]);
+  attemptsSeen.set(job.id, [
+    ...(attemptsSeen.get(job.id) ?? []),
+    { runAt: job.runAt.getTime(), startedAt: job.startedAt!.getTime() },
+  ]);
 }
 
 @Processor('flaky')
@@ -117,7 +120,10 @@ describe('handler outcomes: retries with backoff, failed state, error history', 
     const b = await queues.add('flaky', 'rejects-later', {}, { attempts: 1 });
     await waitFor(finished(a.id), { timeoutMs: 10_000 });
     await waitFor(finished(b.id), { timeoutMs: 10_000 });
-    expect((await queues.getJob(a.id))!.errors[0]).toMatchObject({ name: 'NonError', message: expect.stringContaining('not an Error') });
+    expect((await queues.getJob(a.id))!.errors[0]).toMatchObject({
+      name: 'NonError',
+      message: expect.stringContaining('not an Error'),
+    });
     expect((await queues.getJob(b.id))!.errors[0]).toMatchObject({ name: 'RangeError', message: 'async failure' });
   });
 

@@ -115,7 +115,10 @@ describe('retry, remove, dead letters, retention', () => {
     expect(await queue.cancel(cancelled.id)).toBe('cancelled');
     const failed = await queue.add('x', { fail: 1 });
     await waitFor(async () => (await stateOf(failed.id)) === 'failed');
-    await waitFor(async () => (await queue.getJob(cancelled.id)) === null, { timeoutMs: 5000, message: 'the cancelled job to be pruned' });
+    await waitFor(async () => (await queue.getJob(cancelled.id)) === null, {
+      timeoutMs: 5000,
+      message: 'the cancelled job to be pruned',
+    });
     expect(await stateOf(failed.id)).toBe('failed');
   });
 

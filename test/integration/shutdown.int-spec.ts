@@ -36,14 +36,20 @@ describe('graceful shutdown on app.close()', () => {
   it('lets short jobs finish, hands long ones back uncounted, and another worker completes them', async () => {
     const app = await boot(1000);
     const queues = app.get(QueueService);
-    const short = await queues.addBulk('work', [1, 2, 3].map((i) => ({ name: 'w', payload: { ms: 300, tag: `short${i}` } })));
+    const short = await queues.addBulk(
+      'work',
+      [1, 2, 3].map((i) => ({ name: 'w', payload: { ms: 300, tag: `short${i}` } })),
+    );
     const long = await queues.add('work', 'w', { ms: 60_000, tag: 'long' });
     await waitFor(() => ['short1', 'short2', 'short3', 'long'].every((t) => events.includes(`start:${t}`)), {
       message: 'all four jobs to start',
     });
     // close() returns without waiting out the 60 s job: the grace period ended it (ShutdownError below).
     await app.close();
-    for (const j of short) expect((await t.pool.query('SELECT state FROM pgqueue.job_history WHERE id = $1', [j.id])).rows[0]?.state).toBe('completed');
+    for (const j of short)
+      expect((await t.pool.query('SELECT state FROM pgqueue.job_history WHERE id = $1', [j.id])).rows[0]?.state).toBe(
+        'completed',
+      );
     expect(reasons.get('long')).toBeInstanceOf(ShutdownError);
     const back = (await t.pool.query('SELECT state, attempt, locked_by FROM pgqueue.jobs WHERE id = $1', [long.id])).rows[0];
     expect(back).toEqual({ state: 'waiting', attempt: 0, locked_by: null });

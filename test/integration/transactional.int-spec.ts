@@ -128,11 +128,18 @@ describe('transactional enqueue (outbox)', () => {
     const queue = app.get(QueueService);
     await expect(
       app.get(DataSource).transaction(async (manager) => {
-        await queue.addBulk('email', [20, 21, 22].map((orderId) => ({ name: 'confirm', payload: { orderId } })), { manager });
+        await queue.addBulk(
+          'email',
+          [20, 21, 22].map((orderId) => ({ name: 'confirm', payload: { orderId } })),
+          { manager },
+        );
         throw new Error('abort');
       }),
     ).rejects.toThrow('abort');
-    const jobs = await queue.addBulk('email', [30, 31, 32].map((orderId) => ({ name: 'confirm', payload: { orderId } })));
+    const jobs = await queue.addBulk(
+      'email',
+      [30, 31, 32].map((orderId) => ({ name: 'confirm', payload: { orderId } })),
+    );
     expect(jobs.map((j) => j.payload.orderId)).toEqual([30, 31, 32]);
     await waitFor(() => [30, 31, 32].every((o) => runs.some((r) => r.orderId === o)), { message: 'bulk jobs to run' });
     expect(runs.filter((r) => r.orderId >= 20 && r.orderId <= 22)).toEqual([]);

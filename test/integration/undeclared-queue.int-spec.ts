@@ -78,33 +78,43 @@ describe('a queue this app never registered', () => {
     expect(await queues.getJob('123456789')).toBeNull();
   });
 
-  it('@InjectQueue of an unregistered queue fails the boot with the same kind of message, not Nest\'s', async () => {
-    const ctor = await bootApp({ options: { connection: t.db.url, workers: false }, providers: [MisspeltInjection] }).catch((e: unknown) => e);
+  it("@InjectQueue of an unregistered queue fails the boot with the same kind of message, not Nest's", async () => {
+    const ctor = await bootApp({ options: { connection: t.db.url, workers: false }, providers: [MisspeltInjection] }).catch(
+      (e: unknown) => e,
+    );
     expect(ctor).toBeInstanceOf(PgQueueConfigError);
     expect((ctor as Error).message).toContain(`@InjectQueue('emial') in MisspeltInjection: queue "emial" is not registered`);
     expect((ctor as Error).message).toContain(`PgQueueModule.registerQueue({ name: 'emial' })`);
 
-    const prop = await bootApp({ options: { connection: t.db.url, workers: false }, providers: [PropertyInjection] }).catch((e: unknown) => e);
+    const prop = await bootApp({ options: { connection: t.db.url, workers: false }, providers: [PropertyInjection] }).catch(
+      (e: unknown) => e,
+    );
     expect(prop).toBeInstanceOf(PgQueueConfigError);
     expect((prop as Error).message).toContain(`@InjectQueue('nowhere') in PropertyInjection`);
 
-    const atInit = await bootApp({ options: { connection: t.db.url, workers: false }, imports: [SeedModule] }).catch((e: unknown) => e);
+    const atInit = await bootApp({ options: { connection: t.db.url, workers: false }, imports: [SeedModule] }).catch(
+      (e: unknown) => e,
+    );
     expect(atInit).toBeInstanceOf(PgQueueConfigError);
     expect((atInit as Error).message).toContain(`@InjectQueue('seeds') in SeedsAtInit: queue "seeds" is not registered`);
   });
 
-  it('@InjectQueue of a queue registered only in a module the class\'s module does not import names that module', async () => {
-    const err = await bootApp({ options: { connection: t.db.url, workers: false }, imports: [ReportsModule, UnrelatedModule] }).catch(
-      (e: unknown) => e,
-    );
+  it("@InjectQueue of a queue registered only in a module the class's module does not import names that module", async () => {
+    const err = await bootApp({
+      options: { connection: t.db.url, workers: false },
+      imports: [ReportsModule, UnrelatedModule],
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PgQueueConfigError);
-    expect((err as Error).message).toContain(`@InjectQueue('reports') in ReportsUser: queue "reports" is registered, but not in a module that UnrelatedModule imports`);
+    expect((err as Error).message).toContain(
+      `@InjectQueue('reports') in ReportsUser: queue "reports" is registered, but not in a module that UnrelatedModule imports`,
+    );
   });
 
   it('a deadLetterQueue that is not registered fails the boot and says what to do', async () => {
-    const err = await bootApp({ options: { connection: t.db.url, workers: false }, queues: [{ name: 'main', deadLetterQueue: 'main-dead' }] }).catch(
-      (e: unknown) => e,
-    );
+    const err = await bootApp({
+      options: { connection: t.db.url, workers: false },
+      queues: [{ name: 'main', deadLetterQueue: 'main-dead' }],
+    }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PgQueueConfigError);
     expect((err as Error).message).toContain(`Queue "main" names deadLetterQueue "main-dead", which is not registered`);
     expect((err as Error).message).toContain(`PgQueueModule.registerQueue({ name: 'main-dead' })`);

@@ -24,7 +24,11 @@ describe('unique keys', () => {
   let queue: Queue<{ x: { v: number; hold?: boolean } }>;
 
   beforeAll(async () => {
-    app = await bootApp({ options: { connection: t.db.url, pollIntervalMs: 100 }, queues: [{ name: 'uq' }], providers: [UqProcessor] });
+    app = await bootApp({
+      options: { connection: t.db.url, pollIntervalMs: 100 },
+      queues: [{ name: 'uq' }],
+      providers: [UqProcessor],
+    });
     queue = app.get(QueueService).getQueue('uq');
   });
   afterAll(async () => {

@@ -39,9 +39,17 @@ describe('vacuum of the jobs table', () => {
 
   /** Runs 1,000 jobs through the table, then waits until the statistics show their dead tuples. */
   async function churn(app: INestApplicationContext, schema: string): Promise<void> {
-    await app.get(QueueService).addBulk('vac', Array.from({ length: 1000 }, (_, i) => ({ name: 'n', payload: { i } })));
-    await waitFor(async () => (await t.pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs`)).rows[0].n === 0, { message: 'the queue to drain' });
-    await waitFor(async () => (await tableStats(schema)).dead >= 1000, { timeoutMs: 15_000, message: 'dead tuples in the statistics' });
+    await app.get(QueueService).addBulk(
+      'vac',
+      Array.from({ length: 1000 }, (_, i) => ({ name: 'n', payload: { i } })),
+    );
+    await waitFor(async () => (await t.pool.query(`SELECT count(*)::int AS n FROM ${schema}.jobs`)).rows[0].n === 0, {
+      message: 'the queue to drain',
+    });
+    await waitFor(async () => (await tableStats(schema)).dead >= 1000, {
+      timeoutMs: 15_000,
+      message: 'dead tuples in the statistics',
+    });
   }
 
   it('vacuums once the dead tuples pass the threshold', async () => {

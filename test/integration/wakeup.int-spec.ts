@@ -40,7 +40,10 @@ const WOKEN_WITHIN_MS = 15_000;
 async function startsWithoutPoll(app: INestApplicationContext): Promise<void> {
   const token = randomUUID();
   await app.get(QueueService).add('ping', 'p', { token });
-  await waitFor(() => started.has(token), { timeoutMs: WOKEN_WITHIN_MS, message: `job ${token} to start (by its NOTIFY: the poll is 60 s)` });
+  await waitFor(() => started.has(token), {
+    timeoutMs: WOKEN_WITHIN_MS,
+    message: `job ${token} to start (by its NOTIFY: the poll is 60 s)`,
+  });
 }
 
 describe('LISTEN/NOTIFY wake-ups, polling as the floor', () => {
@@ -78,10 +81,13 @@ describe('LISTEN/NOTIFY wake-ups, polling as the floor', () => {
     const missed = randomUUID();
     await app.get(QueueService).add('ping', 'p', { token: missed });
     await admin.end();
-    await waitFor(async () => {
-      const pids = await listenerPids(db.url);
-      return pids.length === 1 && pids[0] !== before && runtimeOf(app).supervisor.listenerState?.connected === true;
-    }, { timeoutMs: 15_000, message: 'listener to reconnect with a new backend' });
+    await waitFor(
+      async () => {
+        const pids = await listenerPids(db.url);
+        return pids.length === 1 && pids[0] !== before && runtimeOf(app).supervisor.listenerState?.connected === true;
+      },
+      { timeoutMs: 15_000, message: 'listener to reconnect with a new backend' },
+    );
     await waitFor(() => started.has(missed), { timeoutMs: 15_000, message: 'job enqueued during the outage to run' });
     await startsWithoutPoll(app);
   });
@@ -89,14 +95,22 @@ describe('LISTEN/NOTIFY wake-ups, polling as the floor', () => {
   it('with the listener unreachable, jobs still flow by polling', async () => {
     const polled = await bootApp({
       // Port 1 refuses connections: the listener retries forever in the background.
-      options: { connection: db.url, listenConnection: 'postgres://postgres@127.0.0.1:1/none', pollIntervalMs: 200, schema: 'pgqueue_poll' },
+      options: {
+        connection: db.url,
+        listenConnection: 'postgres://postgres@127.0.0.1:1/none',
+        pollIntervalMs: 200,
+        schema: 'pgqueue_poll',
+      },
       queues: [{ name: 'ping' }],
       providers: [PingProcessor],
     });
     await polled.init();
     try {
       const ids = Array.from({ length: 20 }, () => randomUUID());
-      await polled.get(QueueService).addBulk('ping', ids.map((token) => ({ name: 'p', payload: { token } })));
+      await polled.get(QueueService).addBulk(
+        'ping',
+        ids.map((token) => ({ name: 'p', payload: { token } })),
+      );
       await waitFor(() => ids.every((id) => started.has(id)), { timeoutMs: 10_000, message: 'polled jobs to run' });
       expect(runtimeOf(polled).supervisor.listenerState?.connected).toBe(false);
     } finally {
@@ -140,7 +154,11 @@ describe('LISTEN/NOTIFY wake-ups, polling as the floor', () => {
       // A new drop starts from the first delay again, not from where the last outage left off.
       seen.clear();
       await proxy.stop();
-      await waitFor(() => (record(), seen.size > 0), { timeoutMs: 10_000, intervalMs: 5, message: 'a reconnect to be scheduled' });
+      await waitFor(() => (record(), seen.size > 0), {
+        timeoutMs: 10_000,
+        intervalMs: 5,
+        message: 'a reconnect to be scheduled',
+      });
       expect(Math.min(...seen.keys())).toBeLessThanOrEqual(2);
     } finally {
       await through.close();
@@ -169,8 +187,13 @@ describe('LISTEN/NOTIFY wake-ups, polling as the floor', () => {
     const token = randomUUID();
     const job = await app.get(QueueService).add('ping', 'p', { token }, { delayMs: 700 });
     expect(job.state).toBe('delayed');
-    await waitFor(() => started.has(token), { timeoutMs: WOKEN_WITHIN_MS, message: 'delayed job to start (by its timer: the poll is 60 s)' });
-    await waitFor(async () => (await app.get(QueueService).getJob(job.id))?.state === 'completed', { message: 'delayed job to complete' });
+    await waitFor(() => started.has(token), {
+      timeoutMs: WOKEN_WITHIN_MS,
+      message: 'delayed job to start (by its timer: the poll is 60 s)',
+    });
+    await waitFor(async () => (await app.get(QueueService).getJob(job.id))?.state === 'completed', {
+      message: 'delayed job to complete',
+    });
     // Not before it was due, by the database's clock (the one that stamped both).
     const done = (await app.get(QueueService).getJob(job.id))!;
     expect(done.startedAt!.getTime()).toBeGreaterThanOrEqual(done.runAt.getTime());

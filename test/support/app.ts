@@ -19,7 +19,10 @@ export async function bootApp(t: TestAppOptions): Promise<INestApplicationContex
     providers: t.providers ?? [],
   })
   class TestAppModule {}
-  return NestFactory.createApplicationContext(TestAppModule, { logger: process.env.PGQUEUE_TEST_LOGS ? new Logger() : false, abortOnError: false });
+  return NestFactory.createApplicationContext(TestAppModule, {
+    logger: process.env.PGQUEUE_TEST_LOGS ? new Logger() : false,
+    abortOnError: false,
+  });
 }
 
 export function runtimeOf(app: INestApplicationContext): PgQueueRuntime {

@@ -12,7 +12,12 @@ export type Platform = (typeof PLATFORMS)[number];
 /** Boots an HTTP app (not yet listening; supertest drives its server) with the queue module and `imports`. */
 export async function bootHttpApp(
   platform: Platform,
-  t: { options: PgQueueModuleOptions; queues?: RegisterQueueOptions[]; imports?: ModuleMetadata['imports']; providers?: ModuleMetadata['providers'] },
+  t: {
+    options: PgQueueModuleOptions;
+    queues?: RegisterQueueOptions[];
+    imports?: ModuleMetadata['imports'];
+    providers?: ModuleMetadata['providers'];
+  },
 ): Promise<INestApplication> {
   @Module({
     imports: [PgQueueModule.forRoot(t.options), PgQueueModule.registerQueue(...(t.queues ?? [])), ...(t.imports ?? [])],
@@ -20,7 +25,10 @@ export async function bootHttpApp(
   })
   class HttpTestModule {}
   const adapter = platform === 'express' ? new ExpressAdapter() : new FastifyAdapter();
-  const app = await NestFactory.create(HttpTestModule, adapter, { logger: process.env.PGQUEUE_TEST_LOGS ? undefined : false, abortOnError: false });
+  const app = await NestFactory.create(HttpTestModule, adapter, {
+    logger: process.env.PGQUEUE_TEST_LOGS ? undefined : false,
+    abortOnError: false,
+  });
   await app.init();
   if (platform === 'fastify') await (app.getHttpAdapter().getInstance() as { ready(): Promise<unknown> }).ready();
   return app;

@@ -106,9 +106,7 @@ export async function waitFor(
     what = message;
   }
   const last =
-    lastError === undefined
-      ? ''
-      : `; last attempt threw: ${lastError instanceof Error ? lastError.message : String(lastError)}`;
+    lastError === undefined ? '' : `; last attempt threw: ${lastError instanceof Error ? lastError.message : String(lastError)}`;
   throw new Error(
     `waitFor timed out after ${Date.now() - started} ms (${attempts} attempts): ${what}${last}`,
     lastError === undefined ? undefined : { cause: lastError },

@@ -62,7 +62,10 @@ export function typeCheck(files: Record<string, string>): string[] {
   const dirs = new Set(Object.keys(files).map((f) => dirname(f)));
   const dirExists = host.directoryExists?.bind(host);
   host.directoryExists = (name) => dirs.has(name) || (dirExists ? dirExists(name) : true);
-  host.readFile = ((orig) => (name: string) => files[name] ?? orig(name))(host.readFile.bind(host));
+  host.readFile = (
+    (orig) => (name: string) =>
+      files[name] ?? orig(name)
+  )(host.readFile.bind(host));
   host.getSourceFile = (name, lang, onError, create) =>
     name in files ? ts.createSourceFile(name, files[name], lang) : read(name, lang, onError, create);
   const program = ts.createProgram(Object.keys(files), COMPILER_OPTIONS, host);

@@ -17,9 +17,12 @@ export async function afterRescuePass(db: Queryable, { schema = 'pgqueue', timeo
      VALUES ('test-rescue-canary', 'canary', '{}', 'active', 1, 2, 'canary', now() - interval '1 millisecond') RETURNING id`,
   );
   const id = String(rows[0].id);
-  await waitFor(async () => (await db.query(`SELECT state FROM ${schema}.jobs WHERE id = $1`, [id])).rows[0]?.state === 'waiting', {
-    timeoutMs,
-    message: 'a rescue pass to return the canary job to the queue',
-  });
+  await waitFor(
+    async () => (await db.query(`SELECT state FROM ${schema}.jobs WHERE id = $1`, [id])).rows[0]?.state === 'waiting',
+    {
+      timeoutMs,
+      message: 'a rescue pass to return the canary job to the queue',
+    },
+  );
   await db.query(`DELETE FROM ${schema}.jobs WHERE id = $1`, [id]);
 }

@@ -1,4 +1,11 @@
-import { DashboardInputError, decodeCursor, encodeCursor, parseEnqueueBody, parseIdsBody, parseJobListQuery } from '../../lib/dashboard/dashboard-input';
+import {
+  DashboardInputError,
+  decodeCursor,
+  encodeCursor,
+  parseEnqueueBody,
+  parseIdsBody,
+  parseJobListQuery,
+} from '../../lib/dashboard/dashboard-input';
 import { isHashedName, isSafeAssetName, renderIndex } from '../../lib/dashboard/dashboard-assets';
 import { resolveDashboardOptions } from '../../lib/dashboard/dashboard.options';
 
@@ -14,7 +21,10 @@ describe('dashboard input', () => {
 
   it('list queries: defaults, and every bad value refused with what to pass', () => {
     expect(parseJobListQuery({ state: 'failed' })).toEqual({ state: 'failed', filters: {}, cursor: null, limit: 50, id: null });
-    expect(parseJobListQuery({ state: 'waiting', payload: '{"a": 1}', name: 'x', limit: '10' })).toMatchObject({ filters: { payloadJson: '{"a":1}', name: 'x' }, limit: 10 });
+    expect(parseJobListQuery({ state: 'waiting', payload: '{"a": 1}', name: 'x', limit: '10' })).toMatchObject({
+      filters: { payloadJson: '{"a":1}', name: 'x' },
+      limit: 10,
+    });
     expect(() => parseJobListQuery({ state: 'waiting', limit: '1.5' })).toThrow(/limit must be an integer/);
     expect(() => parseJobListQuery({ state: ['a', 'b'] })).toThrow(/more than once/);
   });
@@ -26,14 +36,17 @@ describe('dashboard input', () => {
   });
 
   it('enqueue: runAt as ISO text becomes a Date; transaction handles are not job options', () => {
-    expect(parseEnqueueBody({ name: 'a', payload: null, options: { runAt: '2030-01-01T00:00:00Z' } }).options.runAt).toEqual(new Date('2030-01-01T00:00:00Z'));
+    expect(parseEnqueueBody({ name: 'a', payload: null, options: { runAt: '2030-01-01T00:00:00Z' } }).options.runAt).toEqual(
+      new Date('2030-01-01T00:00:00Z'),
+    );
     expect(() => parseEnqueueBody({ name: 'a', payload: 1, options: { client: {} } })).toThrow(/Unknown job option/);
   });
 });
 
 describe('dashboard assets', () => {
   it('serves only plain names with a known extension', () => {
-    for (const ok of ['app.js', 'app-3F9A1C2B.js', 'style.css', 'favicon.svg']) expect([ok, isSafeAssetName(ok)]).toEqual([ok, true]);
+    for (const ok of ['app.js', 'app-3F9A1C2B.js', 'style.css', 'favicon.svg'])
+      expect([ok, isSafeAssetName(ok)]).toEqual([ok, true]);
     for (const bad of ['../x.js', '..js', '.env', 'a/b.js', 'a\\b.js', 'x.exe', 'x.html', '', 'a'.repeat(200) + '.js']) {
       expect([bad, isSafeAssetName(bad)]).toEqual([bad, false]);
     }
@@ -43,7 +56,10 @@ describe('dashboard assets', () => {
 
   it('index.html gets the settings as escaped meta tags and the base path', () => {
     const o = resolveDashboardOptions({ public: true, title: '"><script>x</script>', path: '/admin/q' });
-    const html = renderIndex('<html><head><title>t</title></head><body><script src="%BASE%/assets/app.js"></script></body></html>', o);
+    const html = renderIndex(
+      '<html><head><title>t</title></head><body><script src="%BASE%/assets/app.js"></script></body></html>',
+      o,
+    );
     expect(html).toContain('<meta name="pgq-base" content="/admin/q">');
     expect(html).toContain('<meta name="pgq-title" content="&#34;&#62;&#60;script&#62;x&#60;/script&#62;">');
     expect(html).toContain('src="/admin/q/assets/app.js"');

@@ -1,5 +1,10 @@
 import { PgQueueConfigError } from '../../lib';
-import { evaluateHealth, validateHealthThresholds, type PgQueueHealthInput, type PgQueueHealthThresholds } from '../../lib/health';
+import {
+  evaluateHealth,
+  validateHealthThresholds,
+  type PgQueueHealthInput,
+  type PgQueueHealthThresholds,
+} from '../../lib/health';
 import type { QueueCounts } from '../../lib/core/job';
 
 const NOW = 1_700_000_000_000;
@@ -59,7 +64,12 @@ describe('evaluateHealth', () => {
       'queue "email": oldest available job waiting 101 ms > maxOldestAvailableAgeMs 100',
     ],
     ['maxFailed', { failed: 101 }, { failed: 100 }, 'queue "email": 101 failed > maxFailed 100'],
-    ['maxStalled', { stalled: 101, active: 101 }, { stalled: 100, active: 100 }, 'queue "email": 101 stalled (active past their lease) > maxStalled 100'],
+    [
+      'maxStalled',
+      { stalled: 101, active: 101 },
+      { stalled: 100, active: 100 },
+      'queue "email": 101 stalled (active past their lease) > maxStalled 100',
+    ],
   ] as const)('%s', (key, over, atLimit, problem) => {
     it('overall: down above the limit, with a sentence that names the queue, figure and limit', () => {
       const r = evaluateHealth(input({ counts: { email: counts(over), orders: counts() } }), { [key]: 100 });
@@ -89,12 +99,17 @@ describe('evaluateHealth', () => {
     });
 
     it('per queue without an overall limit: only that queue is checked', () => {
-      const r = evaluateHealth(input({ counts: { email: counts(over), orders: counts(over) } }), { queues: { email: { [key]: 100 } } });
+      const r = evaluateHealth(input({ counts: { email: counts(over), orders: counts(over) } }), {
+        queues: { email: { [key]: 100 } },
+      });
       expect(r.problems).toEqual([problem.replace(`${key} 100`, `queues["email"].${key} 100`)]);
     });
 
     it('Infinity lifts the overall limit for one queue', () => {
-      const r = evaluateHealth(input({ counts: { email: counts(over) } }), { [key]: 100, queues: { email: { [key]: Infinity } } });
+      const r = evaluateHealth(input({ counts: { email: counts(over) } }), {
+        [key]: 100,
+        queues: { email: { [key]: Infinity } },
+      });
       expect(r.up).toBe(true);
     });
   });
@@ -147,7 +162,9 @@ describe('evaluateHealth', () => {
     it('beyond the default grace: down', () => {
       const r = evaluateHealth(input({ listener: down(30_001) }));
       expect(r.up).toBe(false);
-      expect(r.problems).toEqual(['listener: LISTEN connection down for 30001 ms > listenerGraceMs 30000 (workers fall back to polling)']);
+      expect(r.problems).toEqual([
+        'listener: LISTEN connection down for 30001 ms > listenerGraceMs 30000 (workers fall back to polling)',
+      ]);
     });
 
     it('listenerGraceMs sets the grace', () => {
@@ -198,13 +215,21 @@ describe('validateHealthThresholds', () => {
     ['NaN', { maxStalled: NaN }, /maxStalled must be a number >= 0.*got NaN/],
     ['a string', { maxFailed: '10' }, /maxFailed must be a number >= 0.*got "10"/],
     ['a negative grace', { listenerGraceMs: -5 }, /listenerGraceMs must be a number >= 0/],
-    ['a per-queue negative', { queues: { email: { maxOldestAvailableAgeMs: -1 } } }, /queues\["email"\]\.maxOldestAvailableAgeMs must be a number >= 0/],
+    [
+      'a per-queue negative',
+      { queues: { email: { maxOldestAvailableAgeMs: -1 } } },
+      /queues\["email"\]\.maxOldestAvailableAgeMs must be a number >= 0/,
+    ],
     ['a per-queue non-object', { queues: { email: 5 } }, /queues\["email"\] must be an object/],
     ['queues not an object', { queues: 'email' }, /queues must be an object of per-queue limits/],
     ['a zero timeout', { timeoutMs: 0 }, /timeoutMs must be a whole number of ms from 1/],
     ['an infinite timeout', { timeoutMs: Infinity }, /timeoutMs must be a whole number of ms from 1/],
     ['a typo', { maxAvaliable: 5 }, /Unknown health threshold\(s\) maxAvaliable\. Known: maxAvailable, /],
-    ['a per-queue typo', { queues: { email: { listenerGraceMs: 5 } } }, /Unknown health threshold\(s\) in queues\["email"\]: listenerGraceMs\. Known: maxAvailable/],
+    [
+      'a per-queue typo',
+      { queues: { email: { listenerGraceMs: 5 } } },
+      /Unknown health threshold\(s\) in queues\["email"\]: listenerGraceMs\. Known: maxAvailable/,
+    ],
     ['not an object', null, /must be an object like \{ maxAvailable: 1000 \}, got null/],
   ])('rejects %s with a PgQueueConfigError that says what to change', (_, t, message) => {
     expect(() => validateHealthThresholds(t as PgQueueHealthThresholds)).toThrow(PgQueueConfigError);

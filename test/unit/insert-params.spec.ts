@@ -10,8 +10,18 @@ const params = (sql: string) => new Set([...sql.matchAll(/\$(\d+)/g)].map((m) =>
 const oneTo = (n: number) => new Set(Array.from({ length: n }, (_, i) => i + 1));
 
 const row: NewJobRow = {
-  queue: 'q', name: 'n', payload: {}, payloadJson: '{}', priority: 0, runAt: null, delayMs: 0, maxAttempts: 3,
-  backoff: null, timeoutMs: null, uniqueKey: null, replaceWaiting: false,
+  queue: 'q',
+  name: 'n',
+  payload: {},
+  payloadJson: '{}',
+  priority: 0,
+  runAt: null,
+  delayMs: 0,
+  maxAttempts: 3,
+  backoff: null,
+  timeoutMs: null,
+  uniqueKey: null,
+  replaceWaiting: false,
 };
 
 describe('insert parameters', () => {
@@ -25,7 +35,8 @@ describe('insert parameters', () => {
     ['every column a scalar', INSERT_COLUMNS.map(() => false)],
     ['mixed', INSERT_COLUMNS.map((_, i) => i % 2 === 0)],
   ])('the plain insert (%s) reads exactly $1..$N, the channel last', (_what, arrays) => {
-    for (const durable of [false, true]) expect(params(buildInsert('pgqueue', arrays, durable))).toEqual(oneTo(INSERT_PARAMS.insert.count));
+    for (const durable of [false, true])
+      expect(params(buildInsert('pgqueue', arrays, durable))).toEqual(oneTo(INSERT_PARAMS.insert.count));
     const sql = buildInsert('pgqueue', arrays, true);
     // payload, the columns, the channel: what JobStore.insert sends.
     expect(INSERT_PARAMS.insert.count).toBe(1 + insertColumns([row]).length + 1);
@@ -34,14 +45,17 @@ describe('insert parameters', () => {
     expect(INSERT_PARAMS.insert.channel).toBe(INSERT_PARAMS.insert.count);
   });
 
-  it.each([false, true])('the unique insert (replaceWaiting %s) reads exactly $1..$N: columns, unique key, channel', (replace) => {
-    expect(params(buildUniqueInsert('pgqueue', replace, false))).toEqual(oneTo(INSERT_PARAMS.unique.count));
-    const sql = buildUniqueInsert('pgqueue', replace, true);
-    // payload, the columns, unique_key, the channel: what JobStore.insertUnique sends.
-    expect(INSERT_PARAMS.unique.count).toBe(1 + insertColumns([row]).length + 2);
-    expect(params(sql)).toEqual(oneTo(INSERT_PARAMS.unique.count));
-    expect(sql).toContain(`$${INSERT_PARAMS.unique.uniqueKey}::text[]`);
-    expect(sql).toContain(`pg_notify($${INSERT_PARAMS.unique.channel}, `);
-    expect(INSERT_PARAMS.unique.channel).toBe(INSERT_PARAMS.unique.count);
-  });
+  it.each([false, true])(
+    'the unique insert (replaceWaiting %s) reads exactly $1..$N: columns, unique key, channel',
+    (replace) => {
+      expect(params(buildUniqueInsert('pgqueue', replace, false))).toEqual(oneTo(INSERT_PARAMS.unique.count));
+      const sql = buildUniqueInsert('pgqueue', replace, true);
+      // payload, the columns, unique_key, the channel: what JobStore.insertUnique sends.
+      expect(INSERT_PARAMS.unique.count).toBe(1 + insertColumns([row]).length + 2);
+      expect(params(sql)).toEqual(oneTo(INSERT_PARAMS.unique.count));
+      expect(sql).toContain(`$${INSERT_PARAMS.unique.uniqueKey}::text[]`);
+      expect(sql).toContain(`pg_notify($${INSERT_PARAMS.unique.channel}, `);
+      expect(INSERT_PARAMS.unique.channel).toBe(INSERT_PARAMS.unique.count);
+    },
+  );
 });

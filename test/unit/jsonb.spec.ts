@@ -115,7 +115,13 @@ describe('toJsonText: JSON jsonb stores exactly as passed', () => {
     ['an empty array and object', [[], {}]],
     ['a string at the root', 'just a string'],
     ['null', null],
-    ['the same object twice (not a cycle)', (() => { const o = { x: 1 }; return { a: o, b: [o, o] }; })()],
+    [
+      'the same object twice (not a cycle)',
+      (() => {
+        const o = { x: 1 };
+        return { a: o, b: [o, o] };
+      })(),
+    ],
   ])('writes %s exactly as JSON.stringify does', (_what, value) => {
     expect(toJsonText(value, 'payload')).toBe(JSON.stringify(value));
   });

@@ -7,8 +7,12 @@ describe('embedded migrations', () => {
   const root = join(__dirname, '..', '..');
 
   it('match migrations/*.sql exactly (the generated file is not stale)', () => {
-    expect(() => execFileSync(process.execPath, [join(root, 'scripts', 'embed-migrations.mjs'), '--check'], { stdio: 'pipe' })).not.toThrow();
-    const files = readdirSync(join(root, 'migrations')).filter((f) => f.endsWith('.sql')).sort();
+    expect(() =>
+      execFileSync(process.execPath, [join(root, 'scripts', 'embed-migrations.mjs'), '--check'], { stdio: 'pipe' }),
+    ).not.toThrow();
+    const files = readdirSync(join(root, 'migrations'))
+      .filter((f) => f.endsWith('.sql'))
+      .sort();
     expect(loadMigrations().map((m) => `${String(m.version).padStart(4, '0')}_${m.name}.sql`)).toEqual(files);
     for (const m of loadMigrations()) {
       const file = `${String(m.version).padStart(4, '0')}_${m.name}.sql`;

@@ -1,5 +1,11 @@
 import { PgQueueConfigError } from '../../lib';
-import { DEFAULTS, resolveModuleOptions, resolveQueueOptions, validateQueueName, validateSchemaName } from '../../lib/core/pg-queue.options';
+import {
+  DEFAULTS,
+  resolveModuleOptions,
+  resolveQueueOptions,
+  validateQueueName,
+  validateSchemaName,
+} from '../../lib/core/pg-queue.options';
 
 describe('module options', () => {
   it('fills every default', () => {
@@ -24,7 +30,9 @@ describe('module options', () => {
   });
 
   it('layers queue defaults over module defaults', () => {
-    const base = resolveModuleOptions({ defaultJobOptions: { attempts: 5, backoff: { type: 'fixed', delayMs: 10 } } }).defaultJobOptions;
+    const base = resolveModuleOptions({
+      defaultJobOptions: { attempts: 5, backoff: { type: 'fixed', delayMs: 10 } },
+    }).defaultJobOptions;
     const q = resolveQueueOptions({ name: 'email', defaultJobOptions: { priority: 3 } }, base);
     expect(q.defaultJobOptions).toEqual({
       priority: 3,
@@ -36,7 +44,9 @@ describe('module options', () => {
   });
 
   it('layers a partial backoff over the one below it field by field; jitter follows only a backoff of the same type', () => {
-    const base = resolveModuleOptions({ defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10, maxDelayMs: 500, jitter: false } } }).defaultJobOptions;
+    const base = resolveModuleOptions({
+      defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10, maxDelayMs: 500, jitter: false } },
+    }).defaultJobOptions;
     const q = resolveQueueOptions({ name: 'email', defaultJobOptions: { backoff: { type: 'exponential', delayMs: 20 } } }, base);
     // Another type: its own default jitter (on for exponential), the delays from below.
     expect(q.defaultJobOptions.backoff).toEqual({ type: 'exponential', delayMs: 20, maxDelayMs: 500, jitter: true });
@@ -46,7 +56,9 @@ describe('module options', () => {
 
   it('accepts retention of a month or more (a bigint in SQL, not a timer)', () => {
     const month = 30 * 86_400_000;
-    expect(resolveModuleOptions({ retention: { completedMs: month, cancelledMs: month, failedMs: 10 * 365 * 86_400_000 } }).retention).toEqual({
+    expect(
+      resolveModuleOptions({ retention: { completedMs: month, cancelledMs: month, failedMs: 10 * 365 * 86_400_000 } }).retention,
+    ).toEqual({
       completedMs: month,
       cancelledMs: month,
       failedMs: 10 * 365 * 86_400_000,
@@ -60,7 +72,11 @@ describe('module options', () => {
     ['an unknown retention key', { retention: { completed: 1 } }, /Unknown option\(s\) in retention: "completed"/],
     ['a retention that is not an object', { retention: 5 }, /Invalid retention: 5/],
     ['a key in other casing', { pollintervalms: 5 }, /"pollintervalms" \(use pollIntervalMs\)/],
-    ['a long bad value, quoted briefly', { leaseMs: 'l'.repeat(10_000) }, /^Invalid leaseMs: "l{60}"… \(10000 characters\) \(it is a string, not a number\)/],
+    [
+      'a long bad value, quoted briefly',
+      { leaseMs: 'l'.repeat(10_000) },
+      /^Invalid leaseMs: "l{60}"… \(10000 characters\) \(it is a string, not a number\)/,
+    ],
   ])('refuses %s', (_what, options, message) => {
     expect(() => resolveModuleOptions(options as never)).toThrow(PgQueueConfigError);
     expect(() => resolveModuleOptions(options as never)).toThrow(message);

@@ -37,7 +37,9 @@ describe('README examples', () => {
   });
 
   it('nothing else fails to compile', () => {
-    expect(errors.filter((e) => !e.startsWith('block-') && !app.some((b) => e.startsWith(`${basename(fileOf(b))}:`)))).toEqual([]);
+    expect(errors.filter((e) => !e.startsWith('block-') && !app.some((b) => e.startsWith(`${basename(fileOf(b))}:`)))).toEqual(
+      [],
+    );
   });
 
   it('a block that leaves out an import fails the check (so the check can fail)', () => {

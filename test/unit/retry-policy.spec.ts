@@ -40,9 +40,23 @@ describe('a partial backoff over the defaults', () => {
   });
 
   it('takes jitter from a layer below of the same type, and delays from any layer below', () => {
-    const queue = resolveJobDefaults('queue', { backoff: { type: 'fixed', delayMs: 200, maxDelayMs: 900, jitter: true } }, DEFAULTS.job);
-    expect(resolved({ backoff: { type: 'fixed', delayMs: 300 } }, queue)).toEqual({ type: 'fixed', delayMs: 300, maxDelayMs: 900, jitter: true });
-    expect(resolved({ backoff: { type: 'exponential' } }, queue)).toEqual({ type: 'exponential', delayMs: 200, maxDelayMs: 900, jitter: true });
+    const queue = resolveJobDefaults(
+      'queue',
+      { backoff: { type: 'fixed', delayMs: 200, maxDelayMs: 900, jitter: true } },
+      DEFAULTS.job,
+    );
+    expect(resolved({ backoff: { type: 'fixed', delayMs: 300 } }, queue)).toEqual({
+      type: 'fixed',
+      delayMs: 300,
+      maxDelayMs: 900,
+      jitter: true,
+    });
+    expect(resolved({ backoff: { type: 'exponential' } }, queue)).toEqual({
+      type: 'exponential',
+      delayMs: 200,
+      maxDelayMs: 900,
+      jitter: true,
+    });
     expect(resolved({ backoff: { type: 'exponential', delayMs: 100 } })).toEqual({ ...DEFAULTS.job.backoff, delayMs: 100 });
   });
 });
@@ -67,7 +81,10 @@ describe('attempt errors', () => {
 
   it('never throws, whatever was thrown', () => {
     const unprintable = Object.assign(Object.create(null) as object, { n: 1n }); // JSON and String() both throw
-    expect(toAttemptError(unprintable, 1)).toMatchObject({ name: 'NonError', message: 'Handler threw a non-Error value: [object Object]' });
+    expect(toAttemptError(unprintable, 1)).toMatchObject({
+      name: 'NonError',
+      message: 'Handler threw a non-Error value: [object Object]',
+    });
     const unreadable = new Error('x');
     Object.defineProperty(unreadable, 'message', {
       get() {

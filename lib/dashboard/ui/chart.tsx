@@ -40,8 +40,22 @@ export function ThroughputChart(props: { data: Throughput }) {
       ],
       series: [
         {},
-        { label: 'completed / min', stroke: '#1f9d55', fill: 'rgba(31,157,85,0.55)', width: 1, paths: left, points: { show: false } },
-        { label: 'failed / min', stroke: '#d64545', fill: 'rgba(214,69,69,0.8)', width: 1, paths: right, points: { show: false } },
+        {
+          label: 'completed / min',
+          stroke: '#1f9d55',
+          fill: 'rgba(31,157,85,0.55)',
+          width: 1,
+          paths: left,
+          points: { show: false },
+        },
+        {
+          label: 'failed / min',
+          stroke: '#d64545',
+          fill: 'rgba(214,69,69,0.8)',
+          width: 1,
+          paths: right,
+          points: { show: false },
+        },
       ],
     };
     const u = new uPlot(opts, toData(props.data), el);

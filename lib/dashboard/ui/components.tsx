@@ -39,7 +39,10 @@ export function ErrorBox(props: { error: ApiError | Error | string | null; title
   const status = e instanceof ApiError && e.status ? ` (${e.status})` : '';
   return (
     <div class="error-box" role="alert">
-      <strong>{props.title ?? 'The API answered with an error'}{status}</strong>
+      <strong>
+        {props.title ?? 'The API answered with an error'}
+        {status}
+      </strong>
       <span>{msg}</span>
     </div>
   );

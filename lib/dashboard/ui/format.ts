@@ -51,6 +51,6 @@ export function pretty(v: unknown): string {
 
 /** One-line JSON cut to `max` characters, for table cells. */
 export function compact(v: unknown, max = 80): string {
-  const s = v === undefined ? '' : JSON.stringify(v) ?? '';
+  const s = v === undefined ? '' : (JSON.stringify(v) ?? '');
   return s.length > max ? s.slice(0, max - 1) + '…' : s;
 }

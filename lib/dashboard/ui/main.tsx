@@ -27,7 +27,13 @@ function RefreshControl() {
         {age === null ? 'loading' : `updated ${age < 1000 ? 'just now' : duration(Math.floor(age / 1000) * 1000) + ' ago'}`}
         {s.paused ? ' · paused' : ''}
       </span>
-      <button type="button" class="btn btn-small" onClick={() => setPaused(!s.paused)} aria-pressed={s.paused} data-testid="refresh-toggle">
+      <button
+        type="button"
+        class="btn btn-small"
+        onClick={() => setPaused(!s.paused)}
+        aria-pressed={s.paused}
+        data-testid="refresh-toggle"
+      >
         {s.paused ? 'Resume refresh' : 'Pause refresh'}
       </button>
     </div>

@@ -73,7 +73,9 @@ function installBuiltPackage() {
     .map(String)
     .filter((f) => f.endsWith('.ts') && fs.statSync(path.join(lib, f)).mtimeMs > distTime);
   if (newer.length) {
-    console.warn(`  warning: lib/ has ${newer.length} file(s) newer than dist/index.js (${newer.slice(0, 3).join(', ')}...); testing the existing build`);
+    console.warn(
+      `  warning: lib/ has ${newer.length} file(s) newer than dist/index.js (${newer.slice(0, 3).join(', ')}...); testing the existing build`,
+    );
   }
   fs.rmSync(installed, { recursive: true, force: true });
   fs.mkdirSync(installed, { recursive: true });
@@ -112,13 +114,20 @@ async function main() {
       const expected = { '@nestjs/common': 12, '@nestjs/core': 12, typeorm: 1 };
       for (const [name, major] of Object.entries(expected)) {
         const resolved = pkgRequire.resolve(name);
-        assert.ok(resolved.startsWith(path.join(here, 'node_modules') + path.sep), `${name} resolves to ${resolved}, outside this workspace`);
+        assert.ok(
+          resolved.startsWith(path.join(here, 'node_modules') + path.sep),
+          `${name} resolves to ${resolved}, outside this workspace`,
+        );
         assert.equal(majorOf(packageJsonOf(resolved, name)), major, `${name} as seen from the package: ${resolved}`);
       }
       // The same module instances, not copies: require(esm) shares the ESM loader's cache.
       assert.equal(pkgRequire('@nestjs/common').Module, (await import('@nestjs/common')).Module, '@nestjs/common loaded twice');
       assert.equal(pkgRequire('@nestjs/core').NestFactory, NestFactory, '@nestjs/core loaded twice');
-      assert.equal(pkgRequire('typeorm').DataSource, DataSource, 'typeorm DataSource: require() and import give different classes');
+      assert.equal(
+        pkgRequire('typeorm').DataSource,
+        DataSource,
+        'typeorm DataSource: require() and import give different classes',
+      );
       // The package we import is the copy, and nothing from the root's NestJS 11 / TypeORM 0.3 got in.
       assert.equal(pkgRequire.resolve('nestjs-pg-queue'), path.join(installed, 'dist', 'index.js'));
       const rootNm = path.join(root, 'node_modules') + path.sep;

@@ -1,6 +1,18 @@
 import { useState } from 'preact/hooks';
 import { enc, post, type JobDetail, type TimelineEntry } from '../api';
-import { ActionButton, Empty, ErrorBox, Json, Link, Loading, Notice, Section, StateBadge, Time, type ActionResult } from '../components';
+import {
+  ActionButton,
+  Empty,
+  ErrorBox,
+  Json,
+  Link,
+  Loading,
+  Notice,
+  Section,
+  StateBadge,
+  Time,
+  type ActionResult,
+} from '../components';
 import { absolute, duration } from '../format';
 import { usePoll } from '../poll';
 import { navigate } from '../router';
@@ -72,7 +84,9 @@ export function JobPage(props: { id: string }) {
                 testId="retry-job"
                 run={async () => {
                   const r = await post<{ retried: string[] }>('/jobs/retry', { ids });
-                  return r.retried.length ? `Job ${j.id} is waiting again` : `Job ${j.id} was not retried (it is no longer finished)`;
+                  return r.retried.length
+                    ? `Job ${j.id} is waiting again`
+                    : `Job ${j.id} was not retried (it is no longer finished)`;
                 }}
                 onDone={done}
               />
@@ -84,7 +98,8 @@ export function JobPage(props: { id: string }) {
                 run={async () => {
                   const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', { ids });
                   if (r.cancelled.length) return `Job ${j.id} cancelled`;
-                  if (r.cancelling.length) return `Job ${j.id} is running: its signal was aborted, it ends cancelled once the handler stops`;
+                  if (r.cancelling.length)
+                    return `Job ${j.id} is running: its signal was aborted, it ends cancelled once the handler stops`;
                   return `Job ${j.id} was not cancelled (it had already finished)`;
                 }}
                 onDone={done}

@@ -60,7 +60,9 @@ export function OverviewPage() {
                   <Count queue={q.name} n={q.stalled} tone="warn" />
                   <Count queue={q.name} state="failed" n={q.failed} tone="bad" />
                   <Count queue={q.name} state="cancelled" n={q.cancelled} />
-                  <td class="num">{q.oldestWaitingAgeMs == null ? <span class="muted">–</span> : duration(q.oldestWaitingAgeMs)}</td>
+                  <td class="num">
+                    {q.oldestWaitingAgeMs == null ? <span class="muted">–</span> : duration(q.oldestWaitingAgeMs)}
+                  </td>
                   <td>{q.paused ? <span class="badge paused">paused</span> : <span class="badge running">running</span>}</td>
                 </tr>
               ))}

@@ -1,6 +1,18 @@
 import { useEffect, useState } from 'preact/hooks';
 import { JOB_STATES, enc, post, type JobPage, type JobState, type JobSummary, type QueueDetail } from '../api';
-import { ActionButton, Empty, ErrorBox, Json, Link, Loading, Notice, Section, StateBadge, Time, type ActionResult } from '../components';
+import {
+  ActionButton,
+  Empty,
+  ErrorBox,
+  Json,
+  Link,
+  Loading,
+  Notice,
+  Section,
+  StateBadge,
+  Time,
+  type ActionResult,
+} from '../components';
 import { compact, duration, num } from '../format';
 import { usePoll } from '../poll';
 import { navigate, qs } from '../router';
@@ -198,7 +210,8 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
         ) : rows.length === 0 ? (
           jobs.data && (
             <Empty>
-              No <span class="cap">{f.state}</span> jobs{f.name || f.uniqueKey || f.payload ? ' match these filters' : ' in this queue'}
+              No <span class="cap">{f.state}</span> jobs
+              {f.name || f.uniqueKey || f.payload ? ' match these filters' : ' in this queue'}
               {f.before ? ' on this page.' : '.'}
             </Empty>
           )
@@ -281,7 +294,11 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
             </Link>
           )}
           {jobs.data?.next && (
-            <Link to={pageUrl(qname, { ...f, before: jobs.data.next })} class="btn btn-plain" title="keyset: the jobs after the last one shown">
+            <Link
+              to={pageUrl(qname, { ...f, before: jobs.data.next })}
+              class="btn btn-plain"
+              title="keyset: the jobs after the last one shown"
+            >
               Next page ⟶
             </Link>
           )}
@@ -322,10 +339,20 @@ function Settings(props: { d: QueueDetail }) {
           <dd>{o.limiter ? <span class="mono">{compact(o.limiter, 200)}</span> : <span class="muted">none</span>}</dd>
           <dt>Dead-letter queue</dt>
           <dd>
-            {o.deadLetterQueue ? <Link to={`/queues/${enc(o.deadLetterQueue)}`}>{o.deadLetterQueue}</Link> : <span class="muted">none</span>}
+            {o.deadLetterQueue ? (
+              <Link to={`/queues/${enc(o.deadLetterQueue)}`}>{o.deadLetterQueue}</Link>
+            ) : (
+              <span class="muted">none</span>
+            )}
           </dd>
           <dt>Job defaults</dt>
-          <dd>{o.defaultJobOptions ? <Json value={o.defaultJobOptions} class="small" /> : <span class="muted">module defaults</span>}</dd>
+          <dd>
+            {o.defaultJobOptions ? (
+              <Json value={o.defaultJobOptions} class="small" />
+            ) : (
+              <span class="muted">module defaults</span>
+            )}
+          </dd>
         </>
       )}
       <dt>Retention</dt>
@@ -342,12 +369,14 @@ function Retention(props: { value: unknown }) {
   if (v == null) return <span class="muted">–</span>;
   if (typeof v !== 'object' || Array.isArray(v)) return <Json value={v} class="small" />;
   const entries = Object.entries(v as Record<string, unknown>);
-  if (!entries.every(([k, x]) => k.endsWith('Ms') && (x === null || typeof x === 'number'))) return <Json value={v} class="small" />;
+  if (!entries.every(([k, x]) => k.endsWith('Ms') && (x === null || typeof x === 'number')))
+    return <Json value={v} class="small" />;
   return (
     <ul class="plain-list">
       {entries.map(([k, x]) => (
         <li key={k}>
-          <span class="kv-key">{k.slice(0, -2)}</span> {x === null ? <span class="muted">kept until removed</span> : `kept ${duration(x as number)}`}
+          <span class="kv-key">{k.slice(0, -2)}</span>{' '}
+          {x === null ? <span class="muted">kept until removed</span> : `kept ${duration(x as number)}`}
         </li>
       ))}
     </ul>
@@ -378,7 +407,9 @@ function Filters(props: { queue: string; f: Filters; names: string[] }) {
       }
     }
     setProblem(null);
-    navigate(pageUrl(props.queue, { state: props.f.state, name: name.trim(), uniqueKey: uniqueKey.trim(), payload: payload.trim() }));
+    navigate(
+      pageUrl(props.queue, { state: props.f.state, name: name.trim(), uniqueKey: uniqueKey.trim(), payload: payload.trim() }),
+    );
   };
   const find = (e: Event): void => {
     e.preventDefault();
@@ -407,7 +438,11 @@ function Filters(props: { queue: string; f: Filters; names: string[] }) {
         </label>
         <label>
           Unique key
-          <input value={uniqueKey} onInput={(e) => setUniqueKey((e.currentTarget as HTMLInputElement).value)} placeholder="exact key" />
+          <input
+            value={uniqueKey}
+            onInput={(e) => setUniqueKey((e.currentTarget as HTMLInputElement).value)}
+            placeholder="exact key"
+          />
         </label>
         <label class="grow">
           Payload contains
@@ -431,7 +466,13 @@ function Filters(props: { queue: string; f: Filters; names: string[] }) {
       <form class="filter-form find" onSubmit={find}>
         <label>
           Job id
-          <input value={id} onInput={(e) => setId((e.currentTarget as HTMLInputElement).value)} placeholder="12345" inputMode="numeric" size={10} />
+          <input
+            value={id}
+            onInput={(e) => setId((e.currentTarget as HTMLInputElement).value)}
+            placeholder="12345"
+            inputMode="numeric"
+            size={10}
+          />
         </label>
         <button type="submit" class="btn btn-plain">
           Open

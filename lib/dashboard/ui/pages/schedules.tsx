@@ -11,7 +11,9 @@ export function SchedulesPage() {
       <ErrorBox error={error} title="Refresh failed; showing the last answer" />
       <Section title="Recurring jobs">
         {data.schedules.length === 0 ? (
-          <Empty>No recurring jobs. Declare one with <code>{'@Process({ name, cron, tz })'}</code> (README, “Recurring jobs”).</Empty>
+          <Empty>
+            No recurring jobs. Declare one with <code>{'@Process({ name, cron, tz })'}</code> (README, “Recurring jobs”).
+          </Empty>
         ) : (
           <table class="grid" data-testid="schedules-table">
             <thead>
@@ -32,7 +34,11 @@ export function SchedulesPage() {
                   </td>
                   <td class="mono">{s.name}</td>
                   <td class="mono">
-                    {s.cron ?? <span class="muted" title="ticked by another app or an earlier version of this one">not declared here</span>}
+                    {s.cron ?? (
+                      <span class="muted" title="ticked by another app or an earlier version of this one">
+                        not declared here
+                      </span>
+                    )}
                   </td>
                   <td>{s.tz ?? <span class="muted">server (UTC)</span>}</td>
                   <td>
