@@ -7,7 +7,10 @@
 // (80 % completed, 15 % failed, 5 % cancelled, finished over the last hour), ANALYZEs, then
 // times every read of the overview, a queue page and a job page through the built
 // DashboardStore, and prints EXPLAIN (ANALYZE, BUFFERS) of each, so a plan that scans history
-// without an index bound shows. Figures, not assertions: nothing here fails on timing.
+// without an index bound shows. Then it times each page's whole API answer end to end over HTTP:
+// a Nest app (Express, workers off) mounting PgQueueDashboardModule on the same database, as
+// the pages call it (the queue page asks for its counts and its first jobs page at once).
+// Figures, not assertions: nothing here fails on timing.
 import { createRequire } from 'node:module';
 import pg from 'pg';
 
@@ -24,6 +27,25 @@ if (!admin) {
 const { migrate } = require('../dist/db/migrator.js');
 const { DashboardStore } = require('../dist/db/dashboard-store.js');
 const { buildJobList } = require('../dist/db/dashboard-queries.js');
+require('reflect-metadata');
+const { Module } = require('@nestjs/common');
+const { NestFactory } = require('@nestjs/core');
+const { PgQueueModule } = require('../dist');
+const { PgQueueDashboardModule } = require('../dist/dashboard');
+
+/** p50 and p95 of `reps` calls of `fn`, after one warm-up call. */
+async function time(fn, reps) {
+  await fn();
+  const ms = [];
+  for (let i = 0; i < reps; i++) {
+    const s = performance.now();
+    await fn();
+    ms.push(performance.now() - s);
+  }
+  ms.sort((a, b) => a - b);
+  return { p50: ms[Math.floor(ms.length / 2)], p95: ms[Math.floor(ms.length * 0.95)] };
+}
+const row = (label, { p50, p95 }) => console.log(`| ${label} | ${p50.toFixed(2)} | ${p95.toFixed(2)} |`);
 
 const name = `pgq_dash_bench_${process.pid}`;
 const adminPool = new pg.Pool({ connectionString: admin, max: 1 });
@@ -76,16 +98,45 @@ try {
     nodes: () => store.nodes(),
   };
   console.log('| read | p50 ms | p95 ms |\n| --- | --- | --- |');
-  for (const [label, fn] of Object.entries(reads)) {
-    await fn();
-    const ms = [];
-    for (let i = 0; i < REPS; i++) {
-      const s = performance.now();
-      await fn();
-      ms.push(performance.now() - s);
-    }
-    ms.sort((a, b) => a - b);
-    console.log(`| ${label} | ${ms[Math.floor(ms.length / 2)].toFixed(2)} | ${ms[Math.floor(ms.length * 0.95)].toFixed(2)} |`);
+  for (const [label, fn] of Object.entries(reads)) row(label, await time(fn, REPS));
+
+  // The pages' API calls over HTTP, through the module, its guards and serialisation.
+  class DashBenchModule {}
+  Module({
+    imports: [
+      PgQueueModule.forRoot({ connection: u.toString(), workers: false }),
+      PgQueueModule.registerQueue({ name: 'email' }, { name: 'reports' }),
+      PgQueueDashboardModule.register({ public: true }),
+    ],
+  })(DashBenchModule);
+  const app = await NestFactory.create(DashBenchModule, { logger: ['error', 'fatal'] });
+  await app.listen(0, '127.0.0.1');
+  try {
+    const base = `${await app.getUrl()}/queues/api`;
+    const get = async (path) => {
+      const res = await fetch(`${base}${path}`);
+      if (!res.ok) throw new Error(`GET ${path}: ${res.status} ${await res.text()}`);
+      return res.json();
+    };
+    console.log('\n| page API call over HTTP | p50 ms | p95 ms |\n| --- | --- | --- |');
+    const first = performance.now();
+    await get('/overview');
+    console.log(
+      `| GET api/overview, first call after boot (counts the whole hour) | ${(performance.now() - first).toFixed(2)} | - |`,
+    );
+    row('GET api/overview', await time(() => get('/overview'), REPS));
+    row(
+      'GET api/queues/email + its first jobs page (waiting)',
+      await time(() => Promise.all([get('/queues/email'), get('/queues/email/jobs?state=waiting')]), REPS),
+    );
+    row(
+      'GET api/queues/email + its first jobs page (failed)',
+      await time(() => Promise.all([get('/queues/email'), get('/queues/email/jobs?state=failed')]), REPS),
+    );
+    row('GET api/jobs/:id (live)', await time(() => get(`/jobs/${liveId}`), REPS));
+    row('GET api/jobs/:id (history)', await time(() => get('/jobs/10500000'), REPS));
+  } finally {
+    await app.close();
   }
 
   const explain = async (label, text, values) => {
@@ -93,7 +144,9 @@ try {
     console.log(`\n### ${label}\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
   };
   const q = store.q;
-  await explain('counts', q.counts, [['email', 'reports'], null]);
+  await explain('counts (overview)', q.counts, [['email', 'reports'], null]);
+  await explain('counts (queue page)', q.counts, [['email', 'reports'], 'email']);
+  await explain('throughput (first poll)', q.throughput, [null]);
   await explain('throughput (later polls)', q.throughput, [new Date(Date.now() - 120_000)]);
   await explain('names', q.names, ['email']);
   for (const [state, filters] of [

@@ -26,20 +26,24 @@ const QUEUE = 'bench';
  * Boots an application context with PgQueueModule.forRoot({ connection, ...libOptions }) and
  * queue 'bench'. `libOptions` comes from `--lib-options` (default: none, so the library's
  * defaults apply). Only warnings and errors are logged: a per-job log line would be measured too.
+ * With `dashboard`, an HTTP app (Express) instead, mounting PgQueueDashboardModule at /queues
+ * (public: the bench is its only client), listening on 127.0.0.1 on a free port.
  */
-async function bootApp({ url, workers, concurrency = 10, libOptions = {}, providers = [] }) {
+async function bootApp({ url, workers, concurrency = 10, libOptions = {}, providers = [], dashboard = false }) {
   class BenchAppModule {}
   Module({
     imports: [
       pkg.PgQueueModule.forRoot({ connection: url, workers, ...libOptions }),
       pkg.PgQueueModule.registerQueue({ name: QUEUE, concurrency }),
+      ...(dashboard ? [require(path.join(distDir, 'dashboard')).PgQueueDashboardModule.register({ public: true })] : []),
     ],
     providers,
   })(BenchAppModule);
-  return NestFactory.createApplicationContext(BenchAppModule, {
-    logger: ['warn', 'error', 'fatal'],
-    abortOnError: false,
-  });
+  const appOptions = { logger: ['warn', 'error', 'fatal'], abortOnError: false };
+  if (!dashboard) return NestFactory.createApplicationContext(BenchAppModule, appOptions);
+  const app = await NestFactory.create(BenchAppModule, appOptions);
+  await app.listen(0, '127.0.0.1');
+  return app;
 }
 
 module.exports = { pkg, bootApp, QUEUE };

@@ -3,7 +3,10 @@
 // @Process() handler (concurrency 10 unless told otherwise). It records when handlers start;
 // run.mjs decides when the drain begins and counts completions in the database.
 //
-// Argument (JSON): { url, concurrency?, recordStarts?, libOptions? }
+// With `dashboard`, the app also serves the dashboard over HTTP (the `dashboard` command answers
+// its URL), so a poller's reads run in the same process and pool as the workers, as in an app.
+//
+// Argument (JSON): { url, concurrency?, recordStarts?, libOptions?, dashboard? }
 
 const { pkg, bootApp, QUEUE } = require('./lib-context.cjs');
 const { now, serve, roleArgs, sampleRss } = require('./role-common.cjs');
@@ -31,9 +34,11 @@ async function main() {
     concurrency: args.concurrency ?? 10,
     libOptions: args.libOptions,
     providers: [BenchProcessor],
+    dashboard: !!args.dashboard,
   });
   serve({
     progress: () => ({ handled: stats.handled }),
+    dashboard: async () => ({ url: args.dashboard ? `${await app.getUrl()}/queues` : null }),
     report: () => ({ ...stats, starts, rss, cpu: process.cpuUsage() }),
     stop: async () => {
       await app.close();

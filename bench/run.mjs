@@ -14,7 +14,7 @@
 //   --smoke          a few hundred jobs per workload, one repetition; exits non-zero unless
 //                    every workload completed with the expected job counts (never on timing)
 //   --reps=N         repetitions (default 3; smoke 1)
-//   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, latency, history, rss,
+//   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, latency, history, dashboard, rss,
 //                    scale (not in a default run: --only=scale; see bench/scale.mjs)
 //   --lib-options=J  JSON merged into PgQueueModule.forRoot() of every library process, e.g.
 //                    '{"poolSize":10}' or '{"retention":{"completedMs":0}}' (diagnostics)
@@ -132,6 +132,19 @@ function plan(size, opts) {
       ],
     ],
     ['history', [['history/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history })]]],
+    [
+      'dashboard',
+      [
+        [
+          'dashboard/open',
+          (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history, dashboard: { open: true } }),
+        ],
+        [
+          'dashboard/closed',
+          (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history, dashboard: { open: false } }),
+        ],
+      ],
+    ],
     [
       'rss',
       [

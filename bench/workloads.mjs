@@ -91,7 +91,7 @@ export function enqueue(ctx, { kind, mode, total, callers = 10, batch = 1000 }) 
  * while the table is locked, so all start on the same instant; the clock runs from that instant
  * until a poll finds the table empty (every outcome committed).
  */
-export function drain(ctx, { kind, processes = 1, jobs, history = 0 }) {
+export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard = null }) {
   return withDatabase(ctx.adminUrl, ctx.dbName, async (client, url) => {
     const table = kind === 'lib' ? LIB_TABLE : raw.TABLE;
     if (kind === 'lib') {
@@ -116,7 +116,7 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0 }) {
     try {
       const spec =
         kind === 'lib'
-          ? ['lib-worker.cjs', { url, concurrency: 10, libOptions: ctx.libOptions }]
+          ? ['lib-worker.cjs', { url, concurrency: 10, libOptions: ctx.libOptions, dashboard: !!dashboard }]
           : ['raw-worker.cjs', { url, batch: ctx.rawBatch }];
       roles = await startRoles(Array.from({ length: processes }, () => spec));
       const gateDeadline = now() + 10_000;
@@ -126,11 +126,14 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0 }) {
         client,
         roles.map((r) => r.pid),
       );
+      const dashUrl = dashboard?.open ? (await roles[0].request({ type: 'dashboard' })).url : null;
       const t0 = now();
       await gate.open();
+      const poller = dashUrl ? pollDashboard(dashUrl, DASHBOARD_REFRESH_MS) : null;
       const startedAll = async () =>
         (await Promise.all(roles.map((r) => r.request({ type: 'progress' })))).reduce((n, m) => n + m.handled, 0) >= jobs;
-      const done = await waitEmpty(url, table, Math.max(120_000, jobs * 2), { startedAll });
+      const done = await waitEmpty(url, table, Math.max(120_000, jobs * 2), { startedAll }).finally(() => poller?.stop());
+      const polled = poller ? await poller.done : null;
       const b = await counters(
         client,
         roles.map((r) => r.pid),
@@ -160,6 +163,7 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0 }) {
           xactsPer100: (100 * xacts) / jobs,
           perProcess: reports.map((r) => r.handled),
           ...rssFigures(reports[0].rss, t0, done.at),
+          ...(polled ? { polls: polled.polls, pollP50: polled.p(50), pollP95: polled.p(95), pollMax: polled.p(100) } : {}),
           statements,
         },
         check: check(
@@ -172,6 +176,45 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0 }) {
       await Promise.all(roles.map((r) => r.stop(2000)));
     }
   });
+}
+
+/** How often the dashboard's pages poll by default (DASHBOARD_DEFAULTS.refreshIntervalMs). */
+const DASHBOARD_REFRESH_MS = require('../dist/dashboard').DASHBOARD_DEFAULTS.refreshIntervalMs;
+
+/**
+ * What an open overview page and an open queue page ask the dashboard, every `everyMs` from now
+ * on, as the pages' own timers do (the next poll starts `everyMs` after the previous one ended):
+ * GET api/overview, and GET api/queues/bench with its first waiting page, at once. `stop()` ends
+ * the loop; `done` resolves with the poll count and the percentiles of a poll's duration (ms).
+ */
+function pollDashboard(base, everyMs) {
+  const ms = [];
+  let stopped = false;
+  let wake = () => undefined;
+  const get = async (p) => {
+    const res = await fetch(`${base}/api${p}`);
+    if (!res.ok) throw new Error(`dashboard GET ${p}: ${res.status} ${await res.text()}`);
+    await res.json();
+  };
+  const done = (async () => {
+    while (!stopped) {
+      const s = now();
+      await Promise.all([get('/overview'), get('/queues/bench'), get('/queues/bench/jobs?state=waiting')]);
+      ms.push(now() - s);
+      await new Promise((r) => {
+        const timer = setTimeout(r, everyMs);
+        wake = () => (clearTimeout(timer), r());
+      });
+    }
+    return { polls: ms.length, p: percentiles(ms) };
+  })();
+  return {
+    done,
+    stop() {
+      stopped = true;
+      wake();
+    },
+  };
 }
 
 /** Nearest-rank percentiles of `values`: returns p => value (p = 100 is the maximum). */

@@ -198,6 +198,36 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       expect(at(second)).toBe(at(first));
     });
 
+    it('throughput: a finished job counts in the minute it finished in (start inclusive, end exclusive), completed and failed apart', async () => {
+      const tp = await boot({ public: true, path: '/tp-minutes' });
+      const back = platform === 'express' ? 30 : 40; // a minute of its own per platform: throughput spans every queue
+      const {
+        rows: [{ m }],
+      } = await sql.query<{ m: Date }>(`SELECT date_trunc('minute', now()) - $1 * interval '1 minute' AS m`, [back]);
+      const q = `tpm-${platform}`;
+      const done = await seedHistory(q, 'completed', 3);
+      const failed = await seedHistory(q, 'failed', 2);
+      const [cancelled] = await seedHistory(q, 'cancelled', 1);
+      const at = (id: string, offset: string) =>
+        sql.query(`UPDATE pgqueue.job_history SET finished_at = $2::timestamptz + $3::interval WHERE id = $1`, [id, m, offset]);
+      await at(done[0], '0 seconds');
+      await at(done[1], '59.999999 seconds');
+      await at(done[2], '-1 microsecond');
+      await at(failed[0], '30 seconds');
+      await at(failed[1], '1 minute');
+      await at(cancelled, '10 seconds');
+      const body = (await request(tp.getHttpServer()).get('/tp-minutes/api/overview')).body as {
+        throughput: { minutes: string[]; completed: number[]; failed: number[] };
+      };
+      const minute = (shift: number) => {
+        const i = body.throughput.minutes.indexOf(new Date(m.getTime() + shift * 60_000).toISOString());
+        return { completed: body.throughput.completed[i], failed: body.throughput.failed[i] };
+      };
+      expect(minute(-1)).toEqual({ completed: 1, failed: 0 });
+      expect(minute(0)).toEqual({ completed: 2, failed: 1 });
+      expect(minute(1)).toEqual({ completed: 0, failed: 1 });
+    });
+
     it('queue: counts, options, retention, names seen', async () => {
       const q = `names-${platform}`;
       await seedWaiting(Q, [{ name: 'ship' }]);
