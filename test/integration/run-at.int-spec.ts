@@ -26,15 +26,19 @@ describe('runAt', () => {
     try {
       const queues = app.get(QueueService);
       const [{ now }] = (await t.pool.query<{ now: Date }>('SELECT now()')).rows;
-      const runAt = new Date(now.getTime() + 1500);
+      // 5 s ahead: on a loaded machine the insert below must still come before runAt.
+      const runAt = new Date(now.getTime() + 5000);
       const job = await queues.add('at', 'x', {}, { runAt });
       expect(job.state).toBe('delayed');
       expect(job.runAt.getTime()).toBe(runAt.getTime());
       // A job due now wakes the worker while the first is not due: its claim must leave that one.
       const now2 = await queues.add('at', 'x', {});
-      await waitFor(async () => (await queues.getJob(now2.id))?.state === 'completed', { message: 'the job due now to run' });
+      await waitFor(async () => (await queues.getJob(now2.id))?.state === 'completed', {
+        timeoutMs: 15_000,
+        message: 'the job due now to run',
+      });
       await waitFor(async () => (await queues.getJob(job.id))?.state === 'completed', {
-        timeoutMs: 10_000,
+        timeoutMs: 30_000,
         message: 'the job to run',
       });
       expect(ran.has(job.id)).toBe(true);
@@ -48,5 +52,5 @@ describe('runAt', () => {
     } finally {
       await app.close();
     }
-  });
+  }, 60_000);
 });
