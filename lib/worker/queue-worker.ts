@@ -214,6 +214,16 @@ export class QueueWorker {
     this.ctx.store.handBack(ids, this.ctx.workerId).catch((err: Error) => this.ctx.events.error(err));
   }
 
+  /**
+   * Notifications may have been missed (the listener just connected, or reconnected): claim what
+   * is due, and look up the next due time, as the poll does. A delayed job whose NOTIFY was lost
+   * otherwise waited for the next poll instead of its own due time.
+   */
+  catchUp(): void {
+    this.lookahead = true;
+    this.wake(0);
+  }
+
   /** A job is (or will be in `dueInMs`) available: claim now, or set a timer for then. */
   wake(dueInMs: number): void {
     if (this.stopping || this.manual) return;

@@ -221,7 +221,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         onWake: (queue, dueInMs) => this.workers.get(queue)?.wake(dueInMs),
         onCancel: (id) => this.workers.forEach((w) => w.cancel(id)),
         onPause: (queue) => this.workers.get(queue)?.paused(),
-        onConnected: () => this.workers.forEach((w) => w.wake(0)),
+        onConnected: () => this.workers.forEach((w) => w.catchUp()),
       });
       // Do not wait for the listener: if it cannot connect, polling carries the load meanwhile.
       void this.listener.start();

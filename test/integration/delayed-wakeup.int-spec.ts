@@ -3,6 +3,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { Process, Processor, QueueService, type Job } from '../../lib';
 import { bootApp, runtimeOf } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
+import { TcpProxy } from '../support/tcp-proxy';
 
 @Processor('later')
 class LaterProcessor {
@@ -67,4 +68,48 @@ describe('delayed jobs start at their own due time, with one timer and no poll',
     ]);
     for (const j of jobs) await startedOnTime(j.id);
   });
+
+  it('a delayed job whose NOTIFY was missed (the listener was down) starts at its due time once the listener is back', async () => {
+    // The listener goes through a proxy that is down when the job is enqueued, so its NOTIFY is
+    // lost; the catch-up claim when the listener connects must look up the next due time, as the
+    // poll does. It used to claim only what was due, and the job waited for the 5 min poll.
+    const proxy = await TcpProxy.forUrl(ctx.db.url);
+    await proxy.stop();
+    const other = await bootApp({
+      options: {
+        connection: ctx.db.url,
+        listenConnection: proxy.urlThrough(ctx.db.url),
+        pollIntervalMs: 300_000,
+        schema: 'pgqueue_missed',
+      },
+      queues: [{ name: 'later', concurrency: 5 }],
+      providers: [LaterProcessor],
+    });
+    try {
+      await other.init();
+      const q = other.get(QueueService);
+      const state = () => runtimeOf(other).supervisor.listenerState;
+      await waitFor(() => state()?.scheduledReconnect != null, { message: 'the listener to fail and schedule a reconnect' });
+      // The first claim (at start) has come back, so only a later wake-up can find the job.
+      await waitFor(() => runtimeOf(other).supervisor.claimsAnswered('later') > 0, { message: 'the first claim to be answered' });
+      const job = await q.add('later', 'missed', {}, { delayMs: 1500 });
+      await proxy.start();
+      await waitFor(() => state()?.connected === true, { timeoutMs: 20_000, message: 'the listener to connect' });
+      let seen: Job | null = null;
+      await waitFor(
+        async () => {
+          seen = await q.getJob(job.id);
+          return seen?.state === 'completed';
+        },
+        {
+          timeoutMs: 20_000,
+          message: async () => `the job to run without a poll; now ${JSON.stringify(await q.getJob(job.id))}`,
+        },
+      );
+      expect(seen!.startedAt!.getTime()).toBeGreaterThanOrEqual(seen!.runAt.getTime());
+    } finally {
+      await other.close();
+      await proxy.stop();
+    }
+  }, 60_000);
 });
