@@ -117,6 +117,10 @@ export async function startPgBouncer({ serverUrl, poolSize = 10, maxClientConn =
         `max_client_conn = ${maxClientConn}`,
         'server_lifetime = 3600',
         'server_idle_timeout = 60',
+        // A client waiting for a server fails after 10 s instead of 120, and a failed server login
+        // is retried after 1 s: a test whose database was just dropped gets an error, not a hang.
+        'query_wait_timeout = 10',
+        'server_login_retry = 1',
         // Parameters node-postgres sends at startup that PgBouncer 1.18 does not track itself.
         'ignore_startup_parameters = extra_float_digits,options',
         `logfile = ${logFile}`,

@@ -13,6 +13,10 @@ import { QueueWorker, type WorkerEvents } from './queue-worker';
 import { JobsTableVacuum } from './vacuum';
 import { CronScheduler, type CronEntry } from './cron';
 
+/** How long shutdown waits to remove this node's registry row. */
+const NODE_REMOVAL_WAIT_MS = 2000;
+/** How long shutdown waits for a heartbeat or maintenance pass already running. */
+const PASS_WAIT_MS = 5000;
 /** The handlers of one queue, as discovery found them. */
 export interface QueueHandlers {
   readonly queue: ResolvedQueueOptions;
@@ -403,18 +407,38 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
     if (this.maintenanceTimer) clearInterval(this.maintenanceTimer);
     if (this.workers.size > 0) {
-      await this.beat;
-      await this.store.removeNode(this.workerId).catch((err: Error) => {
+      // Best effort, and bounded: a database that does not answer (a blackholed network, a pooler
+      // waiting for a server) must not hold shutdown; the maintenance pass prunes a stale row.
+      const removed = (async () => {
+        await this.beat;
+        await this.store.removeNode(this.workerId);
+      })();
+      removed.catch(() => undefined);
+      let timer: NodeJS.Timeout | undefined;
+      const gaveUp = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), NODE_REMOVAL_WAIT_MS)));
+      try {
+        if ((await Promise.race([removed, gaveUp])) === 'timeout') {
+          this.logger.warn(
+            `Removing this node from the registry took over ${NODE_REMOVAL_WAIT_MS} ms; maintenance drops it after 10 heartbeats`,
+          );
+        }
+      } catch (err) {
         this.logger.warn(
-          `Removing this node from the registry failed (${err.message}); maintenance drops it after 10 heartbeats`,
+          `Removing this node from the registry failed (${(err as Error).message}); maintenance drops it after 10 heartbeats`,
         );
-      });
+      } finally {
+        clearTimeout(timer);
+      }
     }
     await this.listener?.stop();
     // A pass the timers started may still run (a vacuum check after the rescue, say): the pool
     // closes after stop() returns, and a pass that outlived it logged "Cannot use a pool after
     // calling end on the pool" (seen in the scale benchmark's shutdowns).
-    await Promise.all([...this.passes]);
+    // Bounded too: a pass stuck on a database that does not answer must not hold shutdown.
+    let passTimer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all([...this.passes]), new Promise((r) => (passTimer = setTimeout(r, PASS_WAIT_MS)))]).finally(
+      () => clearTimeout(passTimer),
+    );
     // Last: handlers still ran until the jobs were abandoned above.
     if (this.catchingRejections) process.off('unhandledRejection', this.onUnhandledRejection);
     this.catchingRejections = false;
