@@ -27,6 +27,8 @@ const byNature = {
   'poll-only': {
     'wakeup.int-spec.ts':
       'it tests the LISTEN/NOTIFY wake-up itself (60 s polls); poll-only has its own test in it, run in the plain suite',
+    'delayed-wakeup.int-spec.ts':
+      'it tests the wake-up timer set from NOTIFY payloads and on the listener connecting (5 min polls); poll-only finds a delayed job at its next poll',
   },
 };
 
