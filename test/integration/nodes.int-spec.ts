@@ -85,8 +85,14 @@ describe('nodes registry', () => {
     await waitFor(async () => (await store.nodes()).find((n) => n.id === workerId)?.running === 2, {
       message: async () => `running = 2; nodes: ${JSON.stringify(await store.nodes())}`,
     });
+    // Both handlers must be holding their gate: a claimed job counts as running before its
+    // handler has reached the gate, and a gate released before that would leave it waiting.
+    await waitFor(() => gates.length === 2, { message: () => `both handlers at their gate; ${gates.length} are` });
     gates.splice(0).forEach((g) => g());
-    await waitFor(async () => (await store.nodes()).find((n) => n.id === workerId)?.running === 0);
+    await waitFor(async () => (await store.nodes()).find((n) => n.id === workerId)?.running === 0, {
+      timeoutMs: 15_000,
+      message: async () => `running = 0; nodes: ${JSON.stringify(await store.nodes())}`,
+    });
 
     await app.close();
     expect(await rows()).toEqual([]);
