@@ -94,7 +94,10 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
             done('flaky') === 1 &&
             done('later') === 1 &&
             total(last, 'pgqueue_jobs_failed_total', { name: 'bad' }) === 1 &&
-            total(last, 'pgqueue_jobs_cancelled_total', { name: 'give-up' }) === 1
+            total(last, 'pgqueue_jobs_cancelled_total', { name: 'give-up' }) === 1 &&
+            // Each attempt's duration is observed when its outcome's event fires, after the write.
+            total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'failed' }) === 1 &&
+            total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'completed' }) === 4
           );
         },
         {
