@@ -9,28 +9,11 @@
 //                        container is then removed only by stop() (scripts/test.mjs calls it
 //                        on every exit path it controls, SIGINT and SIGTERM included)
 
-import http from 'node:http';
-
 export const DEFAULT_IMAGE = 'postgres:17-alpine';
 
-/** True when a Docker engine answers its ping within `timeoutMs`. */
-export function dockerAnswers(timeoutMs = 1500) {
-  const host = process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock';
-  let target;
-  if (host.startsWith('unix://')) target = { socketPath: host.slice('unix://'.length) };
-  else if (host.startsWith('tcp://')) {
-    const u = new URL(host.replace(/^tcp:/, 'http:'));
-    target = { host: u.hostname, port: Number(u.port || 2375) };
-  } else return Promise.resolve(false);
-  return new Promise((resolve) => {
-    const req = http.get({ ...target, path: '/_ping', timeout: timeoutMs }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on('timeout', () => req.destroy());
-    req.on('error', () => resolve(false));
-  });
-}
+// One Docker check for the package's testing entry point and this harness: `npm test` runs after
+// `npm run build`, so the built one is there.
+export { dockerAnswers } from '../dist/testing/index.js';
 
 /**
  * Starts a throwaway PostgreSQL container. Resolves to { url, image, stop() }; `url` is a
