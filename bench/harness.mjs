@@ -200,8 +200,12 @@ export async function usage(client, a, b, jobs) {
   let pgS = 0;
   for (const [pid, s] of b.pgCpu) pgS += s - (a.pgCpu.get(pid) ?? 0); // a process born meanwhile counts whole
   const pct = (s) => Math.round((100 * s) / wallS);
+  const roleS = a.roles.map((s, i) => (s === null || b.roles[i] === null ? null : b.roles[i] - s));
   return {
-    workerCpuPct: a.roles.map((s, i) => (s === null || b.roles[i] === null ? null : pct(b.roles[i] - s))),
+    workerCpuPct: roleS.map((s) => (s === null ? null : pct(s))),
+    // CPU (user + system) of the role processes per 1,000 jobs, in ms: a measure of the client's
+    // own cost per job that does not depend on how busy the machine was (10 ms ticks from /proc).
+    workerCpuMsPer1000: roleS.includes(null) ? null : (1e6 * roleS.reduce((x, y) => x + y, 0)) / jobs,
     postgresCpuPct: a.pgCpu.size ? pct(pgS) : null,
     machineBusyPct:
       a.machine && b.machine ? Math.round((100 * (b.machine.busy - a.machine.busy)) / (b.machine.total - a.machine.total)) : null,
