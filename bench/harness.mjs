@@ -18,7 +18,13 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * the answer of the same type; an 'error' message or an early exit rejects every waiter.
  */
 export async function startRole(script, arg, { readyTimeoutMs = 60_000 } = {}) {
-  const child = fork(path.join(here, script), [JSON.stringify(arg)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // BENCH_CPU_PROF=dir: every role process writes a V8 CPU profile there when it exits
+  // (node --cpu-prof; open it in Chrome DevTools or summarise it with bench/profile-top.mjs).
+  const execArgv = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = fork(path.join(here, script), [JSON.stringify(arg)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv,
+  });
   const waiters = new Map();
   let dead = null;
   const rejectAll = (err) => {
@@ -207,6 +213,8 @@ export async function usage(client, a, b, jobs) {
     // own cost per job that does not depend on how busy the machine was (10 ms ticks from /proc).
     workerCpuMsPer1000: roleS.includes(null) ? null : (1e6 * roleS.reduce((x, y) => x + y, 0)) / jobs,
     postgresCpuPct: a.pgCpu.size ? pct(pgS) : null,
+    // The same for every server process (backends and background workers): the server's cost per job.
+    postgresCpuMsPer1000: a.pgCpu.size ? (1e6 * pgS) / jobs : null,
     machineBusyPct:
       a.machine && b.machine ? Math.round((100 * (b.machine.busy - a.machine.busy)) / (b.machine.total - a.machine.total)) : null,
     walBytesPerJob: Math.round(Number(w.bytes) / jobs),

@@ -76,6 +76,14 @@ export function rowSpecs(size) {
       raw: ['drain/raw-1p', 'workerCpuMsPer1000'],
     },
     {
+      label: 'PostgreSQL CPU per 1,000 jobs, drain, 1 process (every server process)',
+      unit: 'ms',
+      lowerIsBetter: true,
+      lib: ['drain/lib-1p', 'postgresCpuMsPer1000'],
+      gw: ['drain/gw-1p', 'postgresCpuMsPer1000'],
+      raw: ['drain/raw-1p', 'postgresCpuMsPer1000'],
+    },
+    {
       label: 'worker CPU per 1,000 jobs, drain, 2 processes (both)',
       unit: 'ms',
       lowerIsBetter: true,
@@ -187,6 +195,7 @@ function drainNotes(runs, key) {
   const parts = [`worker CPU ${Math.round(workers.median)}%`];
   if (m('workerCpuMsPer1000') != null) parts.push(`${fmtNum(m('workerCpuMsPer1000'), 0)} ms CPU/1,000 jobs`);
   if (m('postgresCpuPct') != null) parts.push(`postgres ${Math.round(m('postgresCpuPct'))}%`);
+  if (m('postgresCpuMsPer1000') != null) parts.push(`postgres ${fmtNum(m('postgresCpuMsPer1000'), 0)} ms CPU/1,000 jobs`);
   if (m('machineBusyPct') != null) parts.push(`machine ${Math.round(m('machineBusyPct'))}% busy`);
   parts.push(`${fmtNum(m('walBytesPerJob'), 0)} B WAL/job`, `${m('xactsPer100').toFixed(1)} tx/100 jobs`);
   return parts.join(', ');

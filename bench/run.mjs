@@ -15,7 +15,8 @@
 //                    every workload completed with the expected job counts (never on timing)
 //   --reps=N         repetitions (default 3; smoke 1)
 //   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, latency, history, dashboard, rss,
-//                    scale (not in a default run: --only=scale; see bench/scale.mjs)
+//                    scale (not in a default run: --only=scale; see bench/scale.mjs), or single runs
+//                    by key (drain/lib-1p, drain/gw-2p, latency/raw, ...: the keys the progress lines show)
 //   --lib-options=J  JSON merged into PgQueueModule.forRoot() of every library process, e.g.
 //                    '{"poolSize":10}' or '{"retention":{"completedMs":0}}' (diagnostics)
 //   --raw-batch=N    claim size of the raw reference's worker (default 100; diagnostics)
@@ -214,7 +215,7 @@ async function main() {
   const size = { ...(opts.smoke ? SIZES.smoke : SIZES.full) };
   if (opts.scaleJobs) size.scale = opts.scaleJobs;
   // The scale workload is long (ten drains) and needs pgbouncer: only when asked for by name.
-  const withScale = opts.only?.includes('scale') ?? false;
+  const withScale = opts.only?.some((o) => o === 'scale' || o.startsWith('scale/')) ?? false;
   const started = Date.now();
   const server = await startPostgres({
     durable: !opts.smoke,
@@ -263,7 +264,14 @@ async function main() {
       },
       server: await serverInfo(server.url),
     };
-    const workloads = plan(size, opts).filter(([name]) => (opts.only ? opts.only.includes(name) : name !== 'scale'));
+    // --only names workloads (drain) or single runs (drain/lib-1p): a run is kept when its
+    // workload or its own key is named.
+    const workloads = plan(size, opts)
+      .map(([name, variants]) => [
+        name,
+        opts.only ? variants.filter(([key]) => opts.only.includes(name) || opts.only.includes(key)) : variants,
+      ])
+      .filter(([name, variants]) => variants.length > 0 && (opts.only || name !== 'scale'));
     const runs = {};
     const failures = [];
     for (let rep = 1; rep <= opts.reps; rep++) {

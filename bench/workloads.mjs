@@ -26,22 +26,22 @@ function workerArg(kind, url, ctx, extra = {}) {
   return { url, ...extra };
 }
 
-/** The library's default backoff, as its insert stores it (so preloaded rows match enqueued ones). */
-function backoffJson() {
-  return JSON.stringify(require('../dist/core/pg-queue.options.js').DEFAULTS.job.backoff);
-}
-
-/** A backlog inserted directly, with the column values QueueService.add would store. */
+/**
+ * A backlog inserted directly, with the column values QueueService.add stores: backoff NULL
+ * (add stores the built-in default as NULL, "the queue's default": lib/producer/enqueue.ts).
+ * Until issue 13 the preload stored the default's JSON instead, which the claim then returned
+ * and parsed on every row, as no job added through the API does.
+ */
 const LIB_PRELOAD = `
   INSERT INTO pgqueue.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms)
-  SELECT 'bench', 'noop', jsonb_build_object('i', g), 0, now(), 3, $2::jsonb, NULL
+  SELECT 'bench', 'noop', jsonb_build_object('i', g), 0, now(), 3, NULL, NULL
   FROM generate_series(1, $1) AS g`;
 
 /** $1 rows of completed history, finished over the last 23 hours (inside the default 1-day retention). */
 const LIB_HISTORY = `
   INSERT INTO pgqueue.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
                                    backoff, timeout_ms, errors, result, created_at, started_at, finished_at)
-  SELECT g, 'bench', 'noop', jsonb_build_object('i', g), 'completed', 0, t, 1, 3, $2::jsonb, NULL, '[]', NULL,
+  SELECT g, 'bench', 'noop', jsonb_build_object('i', g), 'completed', 0, t, 1, 3, NULL, NULL, '[]', NULL,
          t, t, t + interval '5 milliseconds'
   FROM generate_series(1, $1) AS g,
        LATERAL (SELECT now() - (($1 - g) * (82800000.0 / $1)) * interval '1 millisecond') AS x(t)`;
@@ -116,11 +116,11 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
     } else if (kind === 'lib') {
       await migrateLib(url, ctx);
       if (history) {
-        await client.query(LIB_HISTORY, [history, backoffJson()]);
+        await client.query(LIB_HISTORY, [history]);
         // New jobs take ids after the history's, as they would have in a live system.
         await client.query(`ALTER TABLE pgqueue.jobs ALTER COLUMN id RESTART WITH ${history + 1}`);
       }
-      await client.query(LIB_PRELOAD, [jobs, backoffJson()]);
+      await client.query(LIB_PRELOAD, [jobs]);
       await client.query('VACUUM ANALYZE pgqueue.jobs, pgqueue.job_history');
     } else {
       await client.query(raw.schema);

@@ -94,10 +94,25 @@ export type Outcome =
   | { kind: 'snoozed'; id: string; attempt: number; delayMs: number }
   | { kind: 'dead-letter'; id: string; attempt: number; errorJson: string; deadLetterQueue: string };
 
-/** What `settle` did: the ids it wrote, and each statement that failed with the outcomes it carried. */
+/** What `settle` did: which outcomes it wrote, and each statement that failed with the outcomes it carried. */
 export interface SettleResult<O extends Outcome = Outcome> {
-  readonly written: Set<string>;
+  /** True when this outcome's row was written (false: no row matched, or its statement failed). */
+  readonly written: (o: O) => boolean;
   readonly failures: { readonly outcomes: O[]; readonly error: Error }[];
+}
+
+/** Marks a statement that wrote every outcome of its group (see `settle`). */
+const ALL: readonly { id: string }[] = Object.freeze([]);
+
+/** The statement group of an outcome in `settle`: one per kind, dead letters one per target queue. */
+function groupKey(o: Outcome): string {
+  return o.kind === 'dead-letter' ? `dead-letter|${o.deadLetterQueue}` : o.kind;
+}
+
+/** A batch completion's answer: how many rows it wrote, and which, only when not all of them. */
+interface WrittenRow {
+  n: number;
+  ids: string[] | null;
 }
 
 /** The Job an insert created, from what was sent and what the database assigned. */
@@ -355,7 +370,7 @@ export class JobStore {
    * its error: the other statements' rows are written all the same.
    */
   async settle<O extends Outcome>(outcomes: readonly O[], workerId: string): Promise<SettleResult<O>> {
-    const groups: { outcomes: O[]; run: () => Promise<{ id: string }[]> }[] = [];
+    const groups: { outcomes: O[]; run: () => Promise<readonly { id: string }[]> }[] = [];
     const done = outcomes.filter((o) => o.kind === 'completed');
     const retry = outcomes.filter((o): o is O & Extract<Outcome, { kind: 'retry' }> => o.kind === 'retry');
     type Finished = Extract<Outcome, { kind: 'failed' | 'cancelled' }>;
@@ -366,12 +381,25 @@ export class JobStore {
       const ids = done.map((o) => o.id);
       const attempts = done.map((o) => o.attempt);
       const results = (done as Extract<Outcome, { kind: 'completed' }>[]).map((o) => o.resultJson);
+      // Most handlers return nothing: one NULL instead of an array of NULLs.
+      const resultParam = results.every((r) => r === null) ? null : results;
       groups.push({
         outcomes: done,
-        run: () =>
-          this.retention.completedMs > 0
-            ? this.db.query(this.q.completeArchive, [ids, attempts, results, workerId], this.name(this.q.completeArchive))
-            : this.db.query(this.q.completeDelete, [ids, attempts, workerId], this.name(this.q.completeDelete)),
+        run: async () => {
+          const [r] =
+            this.retention.completedMs > 0
+              ? await this.db.query<WrittenRow>(
+                  this.q.completeArchive,
+                  [ids, attempts, resultParam, workerId],
+                  this.name(this.q.completeArchive),
+                )
+              : await this.db.query<WrittenRow>(
+                  this.q.completeDelete,
+                  [ids, attempts, workerId],
+                  this.name(this.q.completeDelete),
+                );
+          return r.ids === null ? ALL : r.ids.map((id) => ({ id }));
+        },
       });
     }
     if (retry.length) {
@@ -431,13 +459,17 @@ export class JobStore {
           ]),
       });
     }
-    const written = new Set<string>();
+    // Outcomes of a statement that wrote every row of its group are known by their group, with
+    // no per-job bookkeeping; the others by id.
+    const whole = new Set<string>();
+    const byId = new Set<string>();
     const failures: { outcomes: O[]; error: Error }[] = [];
     await Promise.all(
       groups.map((g) =>
         g.run().then(
           (rows) => {
-            for (const r of rows) written.add(String(r.id));
+            if (rows === ALL) whole.add(groupKey(g.outcomes[0]));
+            else for (const r of rows) byId.add(String(r.id));
           },
           (error: Error) => {
             failures.push({ outcomes: g.outcomes, error });
@@ -445,7 +477,8 @@ export class JobStore {
         ),
       ),
     );
-    return { written, failures };
+    if (whole.size === 0) return { written: (o) => byId.has(o.id), failures };
+    return { written: (o) => whole.has(groupKey(o)) || byId.has(o.id), failures };
   }
 
   /** Milliseconds until the queue's next delayed job is due (database clock); null when none is. */

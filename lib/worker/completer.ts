@@ -145,11 +145,11 @@ export class Completer {
     this.logger.warn(`Writing ${outcomes.length} job outcome(s) failed (${err.message}); retrying`);
   }
 
-  private reportBatch(batch: readonly PendingOutcome[], ids: ReadonlySet<string>): void {
+  private reportBatch(batch: readonly PendingOutcome[], written: (o: PendingOutcome) => boolean): void {
     for (const o of batch) {
       // A listener that throws must not stop the reports of the rest of the batch.
       try {
-        if (ids.has(o.id)) this.report.written(o);
+        if (written(o)) this.report.written(o);
         else {
           this.droppedCount++;
           this.report.dropped(o);
@@ -192,7 +192,7 @@ export class Completer {
     try {
       const r = await this.store.settle([replacement], this.workerId);
       if (r.failures.length) throw r.failures[0].error;
-      if (r.written.has(o.id)) failedInstead = replacement;
+      if (r.written(replacement)) failedInstead = replacement;
     } catch (again) {
       // Even the plain failure was refused: give the job up to its lease; the rescuer retries
       // or fails it, recording a LeaseExpiredError. It is not lost, only late.

@@ -13,7 +13,7 @@ import {
 } from '../core/errors';
 import { quote } from '../core/input-text';
 import { executorFor } from '../db/executor';
-import type { Job, JobHandler } from '../core/job';
+import type { Job, JobHandler, TransactionClient, TransactionManager } from '../core/job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/pg-queue.options';
 import type { Completer, PendingOutcome } from './completer';
 import type { EngineLogger } from './logger';
@@ -49,6 +49,8 @@ interface Running {
   cancelRequested: boolean;
   /** completeWith() wrote the completion in the handler's transaction: no outcome is left to write. */
   completedInTransaction: boolean;
+  /** completeWith() was called (it may be called once per attempt). */
+  completeCalled: boolean;
   readonly startedAt: number;
 }
 
@@ -85,7 +87,9 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  */
 export class QueueWorker {
   private readonly running = new Map<string, Running>();
-  private buffer: { row: ClaimedRow; at: number }[] = [];
+  /** Prefetched rows, oldest first; `bufferAt[i]` is when `buffer[i]` arrived (a number array: no object per job). */
+  private buffer: ClaimedRow[] = [];
+  private bufferAt: number[] = [];
   private avgHandlerMs = Infinity;
   private readonly claimsInFlight = new Set<Promise<ClaimedRow[]>>();
   /** Jobs asked for by claims in flight. */
@@ -129,7 +133,7 @@ export class QueueWorker {
 
   /** Jobs this worker holds a lease on: running and prefetched. */
   runningIds(): string[] {
-    return [...this.running.keys(), ...this.buffer.map((b) => String(b.row.id))];
+    return [...this.running.keys(), ...this.buffer.map((r) => String(r.id))];
   }
 
   start(): void {
@@ -202,14 +206,16 @@ export class QueueWorker {
   /** Starts buffered jobs in free slots. */
   private pump(): void {
     if (this.stopping) return;
-    while (this.running.size < this.queue.concurrency && this.buffer.length > 0) this.run(this.buffer.shift()!.row);
+    while (this.running.size < this.queue.concurrency && this.buffer.length > 0) {
+      this.bufferAt.shift();
+      this.run(this.buffer.shift()!);
+    }
   }
 
   private returnStaleBuffer(): void {
     const now = Date.now();
-    if (this.buffer.length === 0 || now - this.buffer[0].at < MAX_BUFFER_WAIT_MS) return;
-    const ids = this.buffer.map((b) => String(b.row.id));
-    this.buffer = [];
+    if (this.buffer.length === 0 || now - this.bufferAt[0] < MAX_BUFFER_WAIT_MS) return;
+    const ids = this.takeBuffer();
     this.avgHandlerMs = Infinity;
     this.ctx.store.handBack(ids, this.ctx.workerId).catch((err: Error) => this.ctx.events.error(err));
   }
@@ -302,15 +308,41 @@ export class QueueWorker {
       }
       rows.sort((a, b) => a.priority - b.priority || a.run_at_ms - b.run_at_ms);
       const at = Date.now();
-      for (const row of rows) this.buffer.push({ row, at });
+      for (const row of rows) {
+        this.buffer.push(row);
+        this.bufferAt.push(at);
+      }
       if (this.stopping) return;
       this.pump();
     }
   }
 
+  /**
+   * job.completeWith() of every job this worker runs: one function, not a closure per job.
+   * Once the attempt is settled (handler returned or threw, timeout, cancel, shutdown) this
+   * worker no longer runs it: `running` holds an attempt exactly until then.
+   */
+  private readonly completeIn = async (
+    job: RunningJob,
+    target: { readonly manager?: TransactionManager; readonly client?: TransactionClient },
+    result: unknown,
+  ): Promise<void> => {
+    const entry = this.running.get(job.id);
+    if (entry?.job !== job) throw new CompleteWithError(job.id, job.attempt, 'attempt-ended', `${job.queue}/${job.name}`);
+    if (entry.completeCalled) throw new CompleteWithError(job.id, job.attempt, 'already-called', `${job.queue}/${job.name}`);
+    const db = executorFor(target);
+    if (!db) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
+    // A result JSON cannot carry throws here, before the call counts: the handler may correct it.
+    const resultJson = this.resultJson(job, result);
+    entry.completeCalled = true;
+    if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, resultJson))) {
+      throw new LeaseLostError(job.id);
+    }
+    entry.completedInTransaction = true;
+  };
+
   private run(row: ClaimedRow): void {
     const job = new RunningJob(row);
-    let completeCalled = false;
     const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
     if (backoff !== row.backoff && row.backoff !== null) {
       const shown = JSON.stringify(row.backoff).slice(0, 200);
@@ -325,24 +357,10 @@ export class QueueWorker {
       settled: false,
       cancelRequested: false,
       completedInTransaction: false,
+      completeCalled: false,
       startedAt: performance.now(),
     };
-    job.completeIn = async (target, result) => {
-      // Once the attempt is settled (handler returned or threw, timeout, cancel, shutdown) this
-      // worker no longer runs it: `running` holds an attempt exactly until then.
-      if (this.running.get(job.id)?.job !== job)
-        throw new CompleteWithError(job.id, job.attempt, 'attempt-ended', `${job.queue}/${job.name}`);
-      if (completeCalled) throw new CompleteWithError(job.id, job.attempt, 'already-called', `${job.queue}/${job.name}`);
-      const db = executorFor(target);
-      if (!db) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
-      // A result JSON cannot carry throws here, before the call counts: the handler may correct it.
-      const resultJson = this.resultJson(job, result);
-      completeCalled = true;
-      if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, resultJson))) {
-        throw new LeaseLostError(job.id);
-      }
-      entry.completedInTransaction = true;
-    };
+    job.completeIn = this.completeIn;
     this.running.set(job.id, entry);
     if (row.cancel_requested) {
       // Cancelled while an earlier attempt ran, and back in the queue since: never run again.
@@ -461,9 +479,10 @@ export class QueueWorker {
       entry.job.abort(new CancelJobError('Cancelled by queue.cancel() while running.'));
       return;
     }
-    const i = this.buffer.findIndex((b) => String(b.row.id) === id);
+    const i = this.buffer.findIndex((r) => String(r.id) === id);
     if (i >= 0) {
-      const [{ row }] = this.buffer.splice(i, 1);
+      const [row] = this.buffer.splice(i, 1);
+      this.bufferAt.splice(i, 1);
       row.cancel_requested = true;
       this.run(row);
     }
@@ -477,8 +496,7 @@ export class QueueWorker {
   /** The queue was paused: prefetched jobs go back at once, so no node starts them meanwhile. */
   paused(): void {
     if (this.buffer.length === 0) return;
-    const ids = this.buffer.map((b) => String(b.row.id));
-    this.buffer = [];
+    const ids = this.takeBuffer();
     this.ctx.store.handBack(ids, this.ctx.workerId).catch((err: Error) => this.ctx.events.error(err));
   }
 
@@ -523,8 +541,9 @@ export class QueueWorker {
 
   /** Prefetched jobs that have not started: handed back at once on shutdown. */
   takeBuffer(): string[] {
-    const ids = this.buffer.map((b) => String(b.row.id));
+    const ids = this.buffer.map((r) => String(r.id));
     this.buffer = [];
+    this.bufferAt = [];
     return ids;
   }
 
@@ -539,8 +558,7 @@ export class QueueWorker {
    * aborted and whatever they do later is ignored. Returns their ids, to hand back.
    */
   abandon(reason: Error): string[] {
-    const ids: string[] = this.buffer.map((b) => String(b.row.id));
-    this.buffer = [];
+    const ids: string[] = this.takeBuffer();
     for (const entry of this.running.values()) {
       entry.settled = true;
       if (entry.timer) clearTimeout(entry.timer);
