@@ -37,6 +37,7 @@ export class PgQueueRuntime {
       retention: options.retention,
       asyncCommit: options.asyncCommit,
       preparedStatements: options.preparedStatements,
+      poolSize: options.poolSize,
     });
     this.supervisor = new Supervisor(this.store, options, listen, logger);
   }

@@ -2,6 +2,7 @@ import type { JobStore, Outcome, SettleResult } from '../db/job-store';
 import type { Job, JobAttemptError } from '../core/job';
 import { attemptErrorJson } from './retry-policy';
 import type { EngineLogger } from './logger';
+import { isRefusal } from '../db/refusal';
 
 /**
  * An attempt's outcome with what its event reports once the outcome is written. The fields ride
@@ -219,16 +220,7 @@ export class Completer {
   }
 }
 
-/**
- * The database refused the values, not the connection: a data exception (class 22, e.g. an
- * interval or timestamp out of range), an integrity violation (23), or a program limit (54).
- * Writing the same batch again would fail again. Anything else (no SQLSTATE: the socket; 08
- * connection, 57 shutdown, 53 resources, 40 serialization) may pass on a retry.
- */
-export function isRefusal(err: Error): boolean {
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' && /^(22|23|54)[0-9A-Z]{3}$/.test(code);
-}
+export { isRefusal } from '../db/refusal';
 
 /** The failure that replaces an outcome the database refused: the attempt fails for good, saying why. */
 export function refusedOutcome(o: PendingOutcome, err: Error): PendingOutcome {

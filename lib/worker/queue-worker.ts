@@ -63,6 +63,16 @@ const FAST_JOB_MS = 20;
  * little more than one of 50, and buffered jobs go back after MAX_BUFFER_WAIT_MS if they wait.
  */
 const MIN_FAST_PREFETCH = 200;
+/**
+ * Handlers faster than VERY_FAST_JOB_MS on average (no-op-like: a buffer of 400 empties in well
+ * under a second at concurrency 10) claim up to VERY_FAST_PREFETCH ahead: claims of ~400 rows
+ * instead of ~200 halve the statements per job (1.0 -> 0.5 transactions per 100 jobs) and cut
+ * the CPU per 1,000 jobs of the worker from 8.7 to 7.6 ms and of PostgreSQL from 18.2 to 16.3 ms
+ * (issue 13: drains of 50,000, 2-4 runs each, CPU from /proc, bench/).
+ * 600 saved another ~4 % of server CPU for 1.5 x the buffered wait: not taken.
+ */
+const VERY_FAST_JOB_MS = 2;
+const VERY_FAST_PREFETCH = 400;
 /** A prefetched job that waited longer than this for a slot goes back to the queue. */
 const MAX_BUFFER_WAIT_MS = 1000;
 /**
@@ -78,7 +88,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * by a finished job when more may be waiting, and by timers for jobs due later.
  *
  * Prefetch: while handlers are fast (a moving average under FAST_JOB_MS), the worker also claims
- * a buffer of up to max(4 x concurrency, 200) jobs and claims again when half of it is used, so the next
+ * a buffer of up to max(4 x concurrency, 200) jobs (400 while they average under VERY_FAST_JOB_MS) and claims again when half of it is used, so the next
  * claim's round trip overlaps the running jobs instead of idling the slots; with concurrency 10
  * and no-op jobs this took the drain from ~850 to many thousands of jobs/s (bench/). Slow
  * handlers switch it off, so a long job never makes buffered jobs wait behind it; a buffered job
@@ -187,6 +197,7 @@ export class QueueWorker {
 
   private get prefetch(): number {
     if (this.limited) return 0;
+    if (this.avgHandlerMs < VERY_FAST_JOB_MS) return Math.max(4 * this.queue.concurrency, VERY_FAST_PREFETCH);
     return this.avgHandlerMs < FAST_JOB_MS ? Math.max(4 * this.queue.concurrency, MIN_FAST_PREFETCH) : 0;
   }
 
