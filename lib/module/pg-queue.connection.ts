@@ -43,6 +43,8 @@ export class PgQueueConnection {
     conn: { pool: PgPoolConfig; listen: PgClientConfig },
     logger: EngineLogger,
   ): Promise<PgQueueConnection> {
+    // What a named connection's pool, listener and workers log says which database it is about.
+    if (name !== 'default') logger = onConnection(logger, name);
     // PgPoolConfig mirrors pg's PoolConfig field by field (checked here), but types the client
     // class a custom `Client` must construct by the little this package calls on it.
     const pool = new Pool({ ...conn.pool, Client: conn.pool.Client as PoolConfig['Client'], max: options.poolSize });
@@ -54,7 +56,7 @@ export class PgQueueConnection {
     try {
       if (options.migrate) {
         const applied = await migrate(pool, options.schema);
-        if (applied.length) logger.log(`Applied migration(s) ${applied.join(', ')} to schema "${options.schema}"${on}`);
+        if (applied.length) logger.log(`Applied migration(s) ${applied.join(', ')} to schema "${options.schema}"`);
       } else {
         const have = await currentVersion(pool, options.schema);
         const need = latestVersion();
@@ -84,4 +86,15 @@ export class PgQueueConnection {
     await this.supervisor.stop();
     await this.pool.end();
   }
+}
+
+/** `logger` with ` (connection "name")` after each message. */
+function onConnection(logger: EngineLogger, name: string): EngineLogger {
+  const tag = (m: string) => `${m} (connection "${name}")`;
+  return {
+    log: (m) => logger.log(tag(m)),
+    warn: (m) => logger.warn(tag(m)),
+    error: (m, stack) => logger.error(tag(m), stack),
+    ...(logger.debug ? { debug: (m: string) => logger.debug!(tag(m)) } : {}),
+  };
 }
