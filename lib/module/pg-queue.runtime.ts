@@ -41,6 +41,10 @@ export class PgQueueRuntime {
   private closed = false;
 
   private constructor(private readonly byName: ReadonlyMap<string, PgQueueConnection>) {
+    // A handler's completeWith() transaction must be on its job's database, as an enqueue's.
+    if (byName.size > 1) {
+      for (const c of byName.values()) c.supervisor.onOwnDatabase = (exec) => this.onDatabaseOf(c, exec, null);
+    }
     const def = byName.get(DEFAULT_CONNECTION)!;
     this.store = def.store;
     this.supervisor = def.supervisor;
@@ -173,7 +177,7 @@ export class PgQueueRuntime {
    * TypeORM transaction has its own EntityManager), so a reused client pays one round trip once.
    * Only when the app has more than one connection: with one, every queue is on that database.
    */
-  onDatabaseOf(conn: PgQueueConnection, exec: SqlExecutor, queue: string): SqlExecutor {
+  onDatabaseOf(conn: PgQueueConnection, exec: SqlExecutor, queue: string | null): SqlExecutor {
     const key = exec.source;
     if (!key) return exec;
     let checked: Promise<void> | null = null;
@@ -181,13 +185,16 @@ export class PgQueueRuntime {
       (checked ??= this.identityOf(exec, key).then((identity) => {
         if (identity === conn.identity) return;
         const other = this.connections.find((c) => c.identity === identity);
+        const on = `${other ? `connection "${other.name}"'s database` : 'another database'} (${dbName(identity)})`;
         throw new PgQueueConfigError(
-          `Queue "${queue}" is on connection "${conn.name}" (database ${dbName(conn.identity)}), but the manager or ` +
-            `client passed (or the @Transactional() transaction) is on ${
-              other ? `connection "${other.name}"'s database` : 'another database'
-            } (${dbName(identity)}), so the job could not commit atomically with that transaction. Enqueue into a ` +
-            `queue of that database, pass a manager or client of "${conn.name}"'s database, or enqueue without ` +
-            "one (on the queue's own pool; not atomic with your transaction).",
+          queue !== null
+            ? `Queue "${queue}" is on connection "${conn.name}" (database ${dbName(conn.identity)}), but the manager or ` +
+                `client passed (or the @Transactional() transaction) is on ${on}, so the job could not commit ` +
+                'atomically with that transaction. Enqueue into a queue of that database, pass a manager or client of ' +
+                `"${conn.name}"'s database, or enqueue without one (on the queue's own pool; not atomic with your transaction).`
+            : `completeWith(): the job is on connection "${conn.name}" (database ${dbName(conn.identity)}), but the ` +
+                `manager or client passed is on ${on}, so the completion could not commit with that transaction. ` +
+                `Pass a manager or client of "${conn.name}"'s database, or complete by returning from the handler.`,
         );
       }));
     return {

@@ -6,7 +6,7 @@ import { ClsPluginTransactional, Transactional } from '@nestjs-cls/transactional
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
-import { InjectQueue, Process, Processor, QueueService, type Job, type Queue } from '../../lib';
+import { InjectQueue, Process, Processor, QueueService, type ActiveJob, type Job, type Queue } from '../../lib';
 import { bootApp, runtimeOf } from '../support/app';
 import { createTestDatabase, testPool, useTestDatabase, waitFor, type TestDatabase } from '../support/database';
 import { startSecondServer, type SecondServer } from '../support/second-server';
@@ -42,6 +42,28 @@ class BulkProcessor {
 }
 
 /** Which of `jobs` are completed in `pool`'s database, sorted. */
+/** The pool whose transaction the settle handler completes its job in, and what that threw. */
+let settleIn: Pool | null = null;
+const settleErrors: string[] = [];
+
+@Processor('settle')
+class SettleProcessor {
+  @Process()
+  async run(job: ActiveJob) {
+    const client = await settleIn!.connect();
+    try {
+      await client.query('BEGIN');
+      await job.completeWith({ client });
+      await client.query('COMMIT');
+    } catch (err) {
+      await client.query('ROLLBACK');
+      settleErrors.push((err as Error).message);
+    } finally {
+      client.release();
+    }
+  }
+}
+
 /** Enqueues inside a @Transactional() method of the app's DataSource (the CLS path, no manager argument). */
 @Injectable()
 class InAppTransaction {
@@ -172,6 +194,36 @@ describe('queues on two PostgreSQL servers', () => {
       await app.close();
     }
   }, 120_000);
+
+  it("completeWith() in a transaction of the other database is refused; in the job's own database it commits there", async () => {
+    const app = await bootApp({
+      options: { connection: t.db.url, pollIntervalMs: 200, connections: { bulk: { connection: second.url } } },
+      queues: [{ name: 'settle', connection: 'bulk' }],
+      providers: [SettleProcessor],
+    });
+    try {
+      settleErrors.length = 0;
+      settleIn = t.pool;
+      const wrong = await app.get(QueueService).add('settle', 'x', {});
+      await waitFor(async () => (await completed(secondPool, [wrong])).length === 1, {
+        timeoutMs: 20_000,
+        message: 'the job to complete (by its handler returning, after the refusal)',
+      });
+      expect(settleErrors).toEqual([
+        expect.stringMatching(/completeWith\(\): the job is on connection "bulk".*connection "default"'s database/),
+      ]);
+      settleIn = secondPool;
+      const right = await app.get(QueueService).add('settle', 'x', {});
+      await waitFor(async () => (await completed(secondPool, [right])).length === 1, {
+        timeoutMs: 20_000,
+        message: 'the job to complete in its own transaction',
+      });
+      expect(settleErrors).toHaveLength(1);
+    } finally {
+      settleIn = null;
+      await app.close();
+    }
+  }, 60_000);
 
   describe('a transaction of one database cannot enqueue into a queue of the other', () => {
     let app: INestApplicationContext;
