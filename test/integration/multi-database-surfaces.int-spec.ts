@@ -1,10 +1,12 @@
 import 'reflect-metadata';
-import type { INestApplication } from '@nestjs/common';
+import { Module, type INestApplication } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
 import { TerminusModule } from '@nestjs/terminus';
 import type { Pool } from 'pg';
 import { Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import request from 'supertest';
-import { Process, Processor, QueueService, type Job } from '../../lib';
+import { PgQueueModule, Process, Processor, QueueService, type Job } from '../../lib';
+import { PgQueueTester, PgQueueTestingModule } from '../../lib/testing';
 import { PgQueueDashboardModule } from '../../lib/dashboard';
 import { PgQueueHealthIndicator } from '../../lib/health';
 import { PgQueueMetricsModule } from '../../lib/metrics';
@@ -150,5 +152,44 @@ describe('counts, health, metrics, dashboard and cron over two databases', () =>
     expect(schedules.filter((s) => s.queue === 'bulk').map((s) => s.connection)).toContain('bulk');
     const nodes = (await http().get('/q/api/nodes').expect(200)).body.nodes as { connection: string }[];
     expect(new Set(nodes.map((n) => n.connection))).toEqual(new Set(['default', 'bulk']));
+  });
+});
+
+describe('PgQueueTester over two databases', () => {
+  const t = useTestDatabase();
+  let bulkDb: TestDatabase;
+  beforeAll(async () => {
+    bulkDb = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await bulkDb?.drop();
+  });
+
+  it("drains the queues of every connection in manual mode, each in its own database's store", async () => {
+    @Module({
+      imports: [
+        PgQueueModule.forRoot({ connection: t.db.url, connections: { bulk: { connection: bulkDb.url } } }),
+        PgQueueModule.registerQueue({ name: 'app' }, { name: 'bulk', connection: 'bulk' }),
+      ],
+      providers: [AppProcessor, BulkProcessor],
+    })
+    class AppModule {}
+    const moduleRef = await Test.createTestingModule({ imports: [AppModule, PgQueueTestingModule.forRoot()] }).compile();
+    moduleRef.useLogger(false);
+    const app = await moduleRef.init();
+    try {
+      const tester = app.get(PgQueueTester);
+      const queues = app.get(QueueService);
+      await queues.add('app', 'a', {});
+      await queues.add('bulk', 'later', {}, { delayMs: 3_600_000 });
+      expect(await tester.allCounts()).toMatchObject({ app: { waiting: 1 }, bulk: { delayed: 1 } });
+      const outcomes = await tester.drain({ makeDue: true });
+      expect(outcomes.map((o) => [o.job.queue, o.event, o.event === 'completed' ? o.result : null]).sort()).toEqual([
+        ['app', 'completed', 'app done'],
+        ['bulk', 'completed', 'bulk later'],
+      ]);
+    } finally {
+      await app.close();
+    }
   });
 });

@@ -268,6 +268,8 @@ describe('queues on two PostgreSQL servers', () => {
           /Queue "app" is on connection "default"/,
         );
         const job = await app.get(QueueService).add('bulk', 'x', { ok: 2 }, { client });
+        // getJob in that transaction reads its database (the job is not committed yet).
+        expect((await app.get(QueueService).getJob(job.id, { client }))?.payload).toEqual({ ok: 2 });
         await client.query('COMMIT');
         expect(await count(secondPool, 'SELECT count(*)::int AS n FROM pgqueue.jobs WHERE id = $1', [job.id])).toBe(1);
       } finally {
