@@ -6,6 +6,7 @@ import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import { DashboardInputError, encodeCursor, type JobListQuery } from './dashboard-input';
 import { PG_QUEUE_DASHBOARD_OPTIONS, type ResolvedDashboardOptions } from './dashboard.options';
+import { MinuteCounts, sumByMinute } from './dashboard-throughput';
 
 /** A job in a list: what the table shows, without the payload (a 200-character preview) or stacks. */
 export interface JobSummary {
@@ -37,12 +38,6 @@ export interface TimelineEntry {
 
 const PREVIEW_CHARS = 200;
 
-/** Completed and failed counts of minutes that closed over a minute ago, per database. */
-interface MinuteCache {
-  readonly closed: Map<string, { completed: number; failed: number }>;
-  from: Date | null;
-}
-
 /**
  * Builds every dashboard answer from the queue runtime (its connections' pools and stores, and
  * the registered queues). With more than one connection, every answer covers each database:
@@ -54,7 +49,7 @@ export class DashboardService {
   /** The default connection's store. */
   readonly store: DashboardStore;
   private readonly stores = new Map<string, DashboardStore>();
-  private readonly minutes = new Map<string, MinuteCache>();
+  private readonly minutes = new Map<string, MinuteCounts>();
   /** The connection a queue no node registers was last seen on (the overview lists it with it). */
   private readonly seenOn = new Map<string, string>();
 
@@ -63,8 +58,9 @@ export class DashboardService {
     @Inject(PG_QUEUE_DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
   ) {
     for (const c of runtime.connections) {
-      this.stores.set(c.name, new DashboardStore(c.pool, c.store.schema, c.store.channel));
-      this.minutes.set(c.name, { closed: new Map(), from: null });
+      const store = new DashboardStore(c.pool, c.store.schema, c.store.channel);
+      this.stores.set(c.name, store);
+      this.minutes.set(c.name, new MinuteCounts(store));
     }
     this.store = this.stores.get(runtime.connections[0].name)!;
   }
@@ -93,42 +89,9 @@ export class DashboardService {
     return store;
   }
 
-  /**
-   * Counts of minutes that closed over a minute ago: they no longer change (an outcome commits
-   * within milliseconds of its finished_at), so each poll recounts only the last two minutes.
-   */
-  private async throughputOf(name: string) {
-    const cache = this.minutes.get(name)!;
-    const t = await this.stores.get(name)!.throughput(cache.from);
-    const minutes = t.minutes;
-    const completed = t.completed.map((n, i) => cache.closed.get(minutes[i])?.completed ?? n);
-    const failed = t.failed.map((n, i) => cache.closed.get(minutes[i])?.failed ?? n);
-    // Keep the minutes older than the last two; forget those out of the window.
-    const keepBefore = minutes.length >= 2 ? minutes[minutes.length - 2] : null;
-    cache.closed.clear();
-    minutes.forEach((m, i) => {
-      if (keepBefore && m < keepBefore) cache.closed.set(m, { completed: completed[i], failed: failed[i] });
-    });
-    cache.from = keepBefore ? new Date(keepBefore) : null;
-    return { minutes, completed, failed, now: t.now };
-  }
-
-  /** Every database's throughput, summed per minute (the default's minutes and clock lead). */
+  /** Every database's throughput, summed per minute. */
   private async throughput() {
-    const all = await Promise.all(this.names.map((n) => this.throughputOf(n)));
-    const [first, ...rest] = all;
-    if (!rest.length) return first;
-    const completed = [...first.completed];
-    const failed = [...first.failed];
-    for (const t of rest) {
-      t.minutes.forEach((m, i) => {
-        const at = first.minutes.indexOf(m);
-        if (at < 0) return;
-        completed[at] += t.completed[i];
-        failed[at] += t.failed[i];
-      });
-    }
-    return { minutes: first.minutes, completed, failed, now: first.now };
+    return sumByMinute(await Promise.all(this.names.map((n) => this.minutes.get(n)!.read())));
   }
 
   private registered(connection: string): string[] {
