@@ -1,14 +1,16 @@
 import 'reflect-metadata';
-import { Injectable, type INestApplicationContext } from '@nestjs/common';
+import { Injectable, Module, type INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
 import { TypeOrmModule, getDataSourceToken } from '@nestjs/typeorm';
 import { ClsModule, ClsService } from 'nestjs-cls';
 import { ClsPluginTransactional, Transactional } from '@nestjs-cls/transactional';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
-import { InjectQueue, Process, Processor, QueueService, type ActiveJob, type Job, type Queue } from '../../lib';
+import { InjectQueue, PgQueueModule, Process, Processor, QueueService, type ActiveJob, type Job, type Queue } from '../../lib';
 import { bootApp, runtimeOf } from '../support/app';
 import { createTestDatabase, testPool, useTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { pooledOptions } from '../support/pgbouncer';
 import { startSecondServer, type SecondServer } from '../support/second-server';
 
 // Queues on two PostgreSQL servers: the test server (the app's database) and a throwaway
@@ -61,6 +63,28 @@ class SettleProcessor {
     } finally {
       client.release();
     }
+  }
+}
+
+let limitedRunning = 0;
+let limitedMax = 0;
+
+@Processor('limited')
+class LimitedProcessor {
+  @Process()
+  async run() {
+    limitedRunning++;
+    limitedMax = Math.max(limitedMax, limitedRunning);
+    await new Promise((r) => setTimeout(r, 30));
+    limitedRunning--;
+  }
+}
+
+@Processor('fragile')
+class FragileProcessor {
+  @Process()
+  run() {
+    throw new Error('broken for good');
   }
 }
 
@@ -380,6 +404,53 @@ describe('queues on two databases of one server', () => {
     await expect(
       bootApp({ options: { connection: t.db.url, workers: false, connections: { again: { connection: t.db.url } } } }),
     ).rejects.toThrow(/Connections "default" and "again" are the same database with the same schema "pgqueue"/);
+  }, 60_000);
+
+  it('forRootAsync with a TypeORM DataSource for the named connection; a global limit and a dead-letter queue there hold in its database', async () => {
+    const bulkData = await new DataSource({ type: 'postgres', url: other.url }).initialize();
+    limitedMax = 0;
+    @Module({
+      imports: [
+        PgQueueModule.forRootAsync({
+          useFactory: () =>
+            pooledOptions({ connection: t.db.url, pollIntervalMs: 100, connections: { bulk: { dataSource: bulkData } } }),
+        }),
+        PgQueueModule.registerQueue(
+          { name: 'limited', connection: 'bulk', concurrency: 5, globalConcurrency: 1 },
+          { name: 'fragile', connection: 'bulk', deadLetterQueue: 'parked', defaultJobOptions: { attempts: 1 } },
+          { name: 'parked', connection: 'bulk' },
+        ),
+      ],
+      providers: [LimitedProcessor, FragileProcessor],
+    })
+    class AsyncModule {}
+    const app = await NestFactory.createApplicationContext(AsyncModule, { logger: false, abortOnError: false });
+    try {
+      const queues = app.get(QueueService);
+      const limited = await queues.addBulk(
+        'limited',
+        Array.from({ length: 8 }, (_, i) => ({ name: 'x', payload: { i } })),
+      );
+      const fragile = await queues.add('fragile', 'y', { n: 1 });
+      await waitFor(async () => (await completed(otherPool, limited)).length === 8, {
+        timeoutMs: 20_000,
+        message: 'the 8 limited jobs to complete in the bulk database',
+      });
+      expect(limitedMax).toBe(1);
+      await waitFor(
+        async () =>
+          (await count(otherPool, `SELECT count(*)::int AS n FROM pgqueue.jobs WHERE id = $1 AND queue = 'parked'`, [
+            fragile.id,
+          ])) === 1,
+        { timeoutMs: 20_000, message: 'the failed job to wait in its dead-letter queue, in the bulk database' },
+      );
+      expect(
+        await count(t.pool, `SELECT count(*)::int AS n FROM pgqueue.jobs WHERE queue IN ('parked', 'fragile', 'limited')`),
+      ).toBe(0);
+    } finally {
+      await app.close();
+      await bulkData.destroy();
+    }
   }, 60_000);
 
   it('fails the boot on a queue of an undeclared connection, and on a dead-letter queue on another connection', async () => {
