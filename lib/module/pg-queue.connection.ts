@@ -22,7 +22,7 @@ export class PgQueueConnection {
     readonly name: string,
     readonly options: ResolvedPgQueueOptions,
     readonly pool: PgPool,
-    /** `system_identifier/database` of the server the pool is on: see lib/db/identity.ts. */
+    /** `system_identifier/database` of the server the pool is on (see lib/db/identity.ts); '' with one connection. */
     readonly identity: string,
     listen: PgClientConfig | null,
     logger: EngineLogger,
@@ -42,6 +42,7 @@ export class PgQueueConnection {
     options: ResolvedPgQueueOptions,
     conn: { pool: PgPoolConfig; listen: PgClientConfig },
     logger: EngineLogger,
+    identify = false,
   ): Promise<PgQueueConnection> {
     // What a named connection's pool, listener and workers log says which database it is about.
     if (name !== 'default') logger = onConnection(logger, name);
@@ -67,7 +68,9 @@ export class PgQueueConnection {
           );
         }
       }
-      identity = await databaseIdentity(poolExecutor(pool));
+      // Only an app with more than one connection compares identities: one with a single
+      // connection boots exactly as before, with no query more.
+      identity = identify ? await databaseIdentity(poolExecutor(pool)) : '';
     } catch (err) {
       await pool.end().catch(() => undefined);
       if (err instanceof PgQueueError) throw err;

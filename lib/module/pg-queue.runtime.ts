@@ -87,7 +87,7 @@ export class PgQueueRuntime {
     const open = new Map<string, PgQueueConnection>();
     try {
       for (const c of connections) {
-        const opened = await PgQueueConnection.open(c.name, c.options, c.conn, logger);
+        const opened = await PgQueueConnection.open(c.name, c.options, c.conn, logger, connections.length > 1);
         open.set(c.name, opened);
         const same = [...open.values()].find(
           (o) => o !== opened && o.identity === opened.identity && o.options.schema === opened.options.schema,
