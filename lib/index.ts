@@ -19,6 +19,7 @@ export type {
   JobAttemptError,
   JobHandler,
   JobOptions,
+  JobProgress,
   JobState,
   QueueCounts,
   TransactionClient,
