@@ -172,9 +172,9 @@ export function buildDashboardQueries(schema: string) {
 
     /** One job, live or finished, with what the job page shows beyond Job. $1 id */
     job: `
-      SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history FROM ${jobs} WHERE id = $1
+      SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1
       UNION ALL
-      SELECT ${HISTORY_COLS}, NULL::text, locked_by, true FROM ${history} WHERE id = $1`,
+      SELECT ${HISTORY_COLS}, NULL::text, locked_by, true, trace FROM ${history} WHERE id = $1`,
 
     /** Where jobs are: their queue and state, live or finished (primary keys). $1 id[] */
     locate: `
