@@ -136,7 +136,7 @@ export function activeTraceJson(): string | null {
 export function traceIdOf(trace: unknown): string | null {
   const tp = (trace as { traceparent?: unknown } | null)?.traceparent;
   const m = typeof tp === 'string' ? TRACEPARENT.exec(tp) : null;
-  return m ? m[1] : null;
+  return m && valid({ traceId: m[1], spanId: m[2], traceFlags: 0 }) ? m[1] : null;
 }
 
 /** A stored trace as a remote span context, or null when absent or malformed. */
