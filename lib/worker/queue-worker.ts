@@ -120,8 +120,11 @@ export class QueueWorker {
   /** Manual mode (nestjs-pg-queue/testing): no timers, no claims of its own; only `runRound` claims. */
   private manual = false;
   private readonly progress: ProgressTracker;
-  /** Settled attempts whose last progress is being written before their outcome is handed on. */
-  private flushing = 0;
+  /**
+   * Settled attempts whose last progress is being written before their outcome is handed on: their
+   * leases are still renewed (runningIds), as the completer's pending outcomes are.
+   */
+  private readonly flushing = new Set<string>();
 
   constructor(
     readonly queue: ResolvedQueueOptions,
@@ -155,7 +158,7 @@ export class QueueWorker {
 
   /** Jobs this worker holds a lease on: running and prefetched. */
   runningIds(): string[] {
-    return [...this.running.keys(), ...this.buffer.map((b) => String(b.row.id))];
+    return [...this.running.keys(), ...this.flushing, ...this.buffer.map((b) => String(b.row.id))];
   }
 
   start(): void {
@@ -492,16 +495,16 @@ export class QueueWorker {
       this.ctx.completer.push(outcome);
       return;
     }
-    this.flushing++;
+    this.flushing.add(job.id);
     void flushed.then(() => {
-      this.flushing--;
+      this.flushing.delete(job.id);
       this.ctx.completer.push(outcome);
       this.notifyIdle();
     });
   }
 
   private notifyIdle(): void {
-    if (this.running.size === 0 && this.flushing === 0) this.idleWaiters.splice(0).forEach((w) => w());
+    if (this.running.size === 0 && this.flushing.size === 0) this.idleWaiters.splice(0).forEach((w) => w());
   }
 
   /**
@@ -584,7 +587,7 @@ export class QueueWorker {
 
   /** Resolves when no job runs (and every settled attempt's outcome is with the completer). */
   idle(): Promise<void> {
-    if (this.running.size === 0 && this.flushing === 0) return Promise.resolve();
+    if (this.running.size === 0 && this.flushing.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
