@@ -363,6 +363,14 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
         { traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
       ]);
       expect((await http().get(`/queues/api/jobs/${done}`)).body.job).toMatchObject({ progress: 100, traceId });
+      // Retried from the dashboard, a failed job keeps its progress and trace, as queue.retry(id) does.
+      const [failed] = await seedHistory(q, 'failed', 1);
+      await sql.query(`UPDATE pgqueue.job_history SET progress = '7', trace = $2 WHERE id = $1`, [
+        failed,
+        { traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+      ]);
+      expect((await post('/queues/api/jobs/retry', { ids: [failed] })).status).toBe(200);
+      expect((await http().get(`/queues/api/jobs/${failed}`)).body.job).toMatchObject({ state: 'waiting', progress: 7, traceId });
       // A hand-written trace that is not a traceparent shows no id rather than failing the page.
       await sql.query(`UPDATE pgqueue.job_history SET progress = NULL, trace = '{"traceparent": "junk"}' WHERE id = $1`, [done]);
       expect((await http().get(`/queues/api/jobs/${done}`)).body.job).toMatchObject({ progress: null, traceId: null });

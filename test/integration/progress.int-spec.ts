@@ -169,6 +169,17 @@ describe('job.updateProgress()', () => {
     expect(await queues.getJob(job.id)).toMatchObject({ state: 'completed', attempt: 2, progress: 100 });
   });
 
+  it('queue.retry(id) of a failed job keeps its progress: the new attempt starts from it', async () => {
+    const job = await queues.add<Work>('prog', 'work', { mode: 'retry' }, { attempts: 1 });
+    await finished(job.id, 'failed');
+    expect(await queues.getJob(job.id)).toMatchObject({ state: 'failed', progress: { stage: 'download' } });
+    // attempt is back to 0, so the handler's first-attempt branch fails it again; what matters is what it started from.
+    expect(await queues.getQueue('prog').retry(job.id)).toBe(true);
+    await waitFor(async () => (seenAtStart.get(job.id) ?? []).length === 2, { message: 'the retried attempt to start' });
+    expect(seenAtStart.get(job.id)).toEqual([null, { stage: 'download' }]);
+    await finished(job.id, 'failed');
+  });
+
   it('a write after this node lost the lease changes nothing', async () => {
     const worker = runtimeOf(app).supervisor;
     const droppedBefore = worker.unmatchedOutcomes;
