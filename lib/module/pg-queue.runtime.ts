@@ -35,6 +35,7 @@ export class PgQueueRuntime {
     this.store = new JobStore(pool, {
       schema: options.schema,
       retention: options.retention,
+      historyPartitionMs: options.historyPartitionMs,
       asyncCommit: options.asyncCommit,
       preparedStatements: options.preparedStatements,
     });
