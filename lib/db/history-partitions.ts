@@ -233,55 +233,67 @@ export class HistoryPartitions {
    * than 10 minutes ahead with the swap undone is dropped and chosen again.
    */
   async convertLegacy(now: number): Promise<HistoryPassResult['converted']> {
-    const legacy = this.t('job_history_legacy');
-    const read = async () =>
-      (
-        await this.pool.query<{ valid: boolean; bound: number }>(
-          `SELECT convalidated AS valid,
-                  extract(epoch FROM (regexp_match(pg_get_constraintdef(oid), '''([^'']+)'''))[1]::timestamptz)::float8 * 1000 AS bound
-           FROM pg_constraint WHERE conrelid = $1::regclass AND conname = 'job_history_legacy_bound'`,
-          [legacy],
-        )
-      ).rows[0];
-    let c = await read();
+    let c = await this.legacyBound();
     if (c && c.bound - now < LEGACY_BOUND_GIVE_UP_MS) {
-      await this.step((x) => x.query(`ALTER TABLE ${legacy} DROP CONSTRAINT job_history_legacy_bound`));
-      return 'bound-dropped';
+      const legacy = this.t('job_history_legacy');
+      const dropped = await this.step((x) => x.query(`ALTER TABLE ${legacy} DROP CONSTRAINT job_history_legacy_bound`));
+      return dropped === null ? null : 'bound-dropped';
     }
     if (!c) {
-      const { rows } = await this.pool.query<{ m: number | null }>(
-        `SELECT extract(epoch FROM greatest(
-            (SELECT max(finished_at) FROM ${legacy} WHERE state = 'completed'),
-            (SELECT max(finished_at) FROM ${legacy} WHERE state = 'failed'),
-            (SELECT max(finished_at) FROM ${legacy} WHERE state = 'cancelled')))::float8 * 1000 AS m`,
-      );
-      const after = Math.max(now + LEGACY_BOUND_AHEAD_MS, (rows[0].m ?? 0) + 1);
-      const t0 = Math.ceil(after / this.intervalMs) * this.intervalMs;
-      const done = await this.step((x) =>
-        x.query(
-          `ALTER TABLE ${legacy} ADD CONSTRAINT job_history_legacy_bound CHECK (finished_at < '${new Date(t0).toISOString()}') NOT VALID`,
-        ),
-      );
-      if (done === null) return null;
-      c = await read();
+      if (!(await this.addLegacyBound(now))) return null;
+      c = await this.legacyBound();
+      if (!c) return null;
     }
-    if (!c.valid) {
-      // The scan: no lock_timeout cap on its length, only on the wait for its lock.
-      await this.validateLegacyBound();
-      c = await read();
-    }
+    // The scan: lock_timeout caps the wait for its lock, not its length.
+    if (!c.valid && (await this.validateLegacyBound()) === null) return 'bound-added';
     const t0 = new Date(c.bound).toISOString();
-    const swapped = await this.step(async (x) => {
-      await this.swapLegacy(x, t0);
-    });
+    const swapped = await this.step((x) => this.swapLegacy(x, t0));
     return swapped === null ? 'validated' : 'swapped';
   }
 
-  /** Step 2 of convertLegacy, on its own (tests hold it open to watch its lock). */
-  async validateLegacyBound(client?: PgPoolClient): Promise<void> {
+  /** The CHECK (finished_at < T0) of the old table, if added: T0 and whether it is validated. */
+  async legacyBound(): Promise<{ valid: boolean; bound: number } | null> {
+    const { rows } = await this.pool.query<{ valid: boolean; bound: number }>(
+      `SELECT convalidated AS valid,
+              extract(epoch FROM (regexp_match(pg_get_constraintdef(oid), '''([^'']+)'''))[1]::timestamptz)::float8 * 1000 AS bound
+       FROM pg_constraint WHERE conrelid = $1::regclass AND conname = 'job_history_legacy_bound'`,
+      [this.t('job_history_legacy')],
+    );
+    return rows[0] ?? null;
+  }
+
+  /**
+   * Step 1 of convertLegacy: T0 is the first partition boundary at least an hour ahead and after
+   * every finished_at in the old table (three probes of its (state, finished_at) index).
+   * false when another node holds the lock.
+   */
+  async addLegacyBound(now: number): Promise<boolean> {
+    const legacy = this.t('job_history_legacy');
+    const { rows } = await this.pool.query<{ m: number | null }>(
+      `SELECT extract(epoch FROM greatest(
+          (SELECT max(finished_at) FROM ${legacy} WHERE state = 'completed'),
+          (SELECT max(finished_at) FROM ${legacy} WHERE state = 'failed'),
+          (SELECT max(finished_at) FROM ${legacy} WHERE state = 'cancelled')))::float8 * 1000 AS m`,
+    );
+    const after = Math.max(now + LEGACY_BOUND_AHEAD_MS, (rows[0].m ?? 0) + 1);
+    const t0 = new Date(Math.ceil(after / this.intervalMs) * this.intervalMs).toISOString();
+    const done = await this.step((x) =>
+      x.query(`ALTER TABLE ${legacy} ADD CONSTRAINT job_history_legacy_bound CHECK (finished_at < '${t0}') NOT VALID`),
+    );
+    return done !== null;
+  }
+
+  /** Step 2 of convertLegacy, in `client`'s transaction or its own (null: another node holds the lock). */
+  async validateLegacyBound(client?: PgPoolClient): Promise<true | null> {
     const sql = `ALTER TABLE ${this.t('job_history_legacy')} VALIDATE CONSTRAINT job_history_legacy_bound`;
-    if (client) await client.query(sql);
-    else await this.step((x) => x.query(sql));
+    if (client) {
+      await client.query(sql);
+      return true;
+    }
+    return this.step(async (x) => {
+      await x.query(sql);
+      return true as const;
+    });
   }
 
   /** Step 3 of convertLegacy: catalog-only (the validated CHECK proves the new bound). */
