@@ -178,9 +178,18 @@ describe('migrating a big history to partitions (version 10)', () => {
     }
     expect((await t.pool.query(`SELECT max(version) AS v FROM orm.migrations`)).rows[0].v).toBe(10);
     expect((await t.pool.query(`SELECT count(*)::int AS n FROM orm.job_history`)).rows[0].n).toBe(1000);
-    // The maintenance pass finishes the conversion (all of its steps in one pass).
+    // A bound left by a pass whose swap never ran, 5 minutes ahead, is about to reject new rows: the
+    // next pass drops it; the one after converts (all of its steps in one pass).
     const parts = new HistoryPartitions(t.pool, 'orm', D);
+    const now = Number((await t.pool.query(`SELECT extract(epoch FROM now())::float8 * 1000 AS n`)).rows[0].n);
+    const soon = new Date(now + 300_000).toISOString();
+    await t.pool.query(
+      `ALTER TABLE orm.job_history_legacy ADD CONSTRAINT job_history_legacy_bound CHECK (finished_at < '${soon}') NOT VALID`,
+    );
+    expect((await parts.runOnce(D)).converted).toBe('bound-dropped');
+    expect(await parts.legacyBound()).toBeNull();
     expect((await parts.runOnce(D)).converted).toBe('swapped');
+    expect((await parts.legacyBound())!.bound).toBeGreaterThan(now + 3_600_000);
     expect((await t.pool.query(`SELECT count(*)::int AS n FROM orm.job_history`)).rows[0].n).toBe(1000);
     // Migrating again is a no-op.
     expect(await migrate(t.pool, 'orm')).toEqual([]);
