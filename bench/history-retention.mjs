@@ -126,6 +126,7 @@ async function main() {
     const pool = new pg.Pool({ connectionString: url, max: 4 });
     try {
       const nowMs = Number((await pool.query(`SELECT extract(epoch FROM now())::float8 * 1000 AS n`)).rows[0].n);
+      results.server = (await pool.query(`SELECT current_setting('server_version') AS v`)).rows[0].v;
       await migrate(pool, 'parts');
       await migrate(pool, 'empty');
       const parts = new HistoryPartitions(pool, 'parts', D);
@@ -244,7 +245,7 @@ async function drains(adminUrl) {
 function print(r) {
   const mb = (b) => `${(b / 1_048_576).toFixed(1)} MB`;
   const lines = [
-    `# History retention and getJob (${r.rows.toLocaleString('en')} rows over ${r.days} days)`,
+    `# History retention and getJob (${r.rows.toLocaleString('en')} rows over ${r.days} days; PostgreSQL ${r.server})`,
     '',
     `Removing the oldest day (${r.day.rows.toLocaleString('en')} completed jobs; ${r.day.partition}):`,
     '',
