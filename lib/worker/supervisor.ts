@@ -293,8 +293,9 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   async maintain(): Promise<void> {
     try {
       const r = await this.store.maintain(1000);
-      // Not awaited (see HistoryUpkeep), but tracked: shutdown waits for it like any pass.
-      if (r) void this.track(this.history.runOnce((err) => this.emit('error', err)).then(() => undefined));
+      // Not awaited (see HistoryUpkeep), but tracked: shutdown waits for it like any pass. Not
+      // started once stop() began: it waits only for the passes running then, then ends the pool.
+      if (r && !this.stopped) void this.track(this.history.runOnce((err) => this.emit('error', err)).then(() => undefined));
       if (r) await this.vacuum.runOnce();
       // Every node that runs schedules, not only the elected one: ticks are deduplicated in the database.
       await this.cron?.catchUp();
