@@ -22,6 +22,7 @@ function row(i: number, over: Partial<NewJobRow> = {}): NewJobRow {
     timeoutMs: null,
     uniqueKey: null,
     replaceWaiting: false,
+    traceJson: null,
     ...over,
   };
 }
