@@ -160,6 +160,7 @@ export function isJobId(id: string): boolean {
 /** Every read and write of job rows, on the queue's pool or on a caller's transaction. */
 export class JobStore {
   readonly q: Queries;
+  private readonly claimSinceSql: string;
   private readonly insertSql = new Map<string, string>();
   private readonly names = new Map<string, string>();
   private readonly prepare: boolean;
@@ -183,6 +184,7 @@ export class JobStore {
     this.retention = opts.retention;
     const schema = opts.schema;
     this.q = buildQueries(schema, { asyncCommit: opts.asyncCommit });
+    this.claimSinceSql = this.q.claimSince; // built once, so a claim it cannot extend fails at boot
     // One channel per schema; the payload names the queue. Channel names are identifiers of at
     // most 63 bytes: the schema is at most 48, so this always fits.
     this.channel = `${schema}_jobs`;
@@ -286,6 +288,22 @@ export class JobStore {
 
   claim(queue: string, limit: number, workerId: string, leaseMs: number): Promise<ClaimedRow[]> {
     return this.db.query<ClaimedRow>(this.q.claim, [queue, limit, workerId, leaseMs], this.name(this.q.claim));
+  }
+
+  /**
+   * The claim restricted to jobs of priority >= `fromPriority` due within the last `windowMs`
+   * (database clock): what stays fast while vacuum is held back (queries.ts, `claimSince`).
+   */
+  claimSince(
+    queue: string,
+    limit: number,
+    workerId: string,
+    leaseMs: number,
+    fromPriority: number,
+    windowMs: number,
+  ): Promise<ClaimedRow[]> {
+    const sql = this.claimSinceSql;
+    return this.db.query<ClaimedRow>(sql, [queue, limit, workerId, leaseMs, fromPriority, Math.ceil(windowMs)], this.name(sql));
   }
 
   /**
