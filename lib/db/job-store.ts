@@ -161,6 +161,7 @@ export function isJobId(id: string): boolean {
 export class JobStore {
   readonly q: Queries;
   private readonly claimSinceSql: string;
+  private readonly claimOutsideSql: string;
   private readonly insertSql = new Map<string, string>();
   private readonly names = new Map<string, string>();
   private readonly prepare: boolean;
@@ -184,7 +185,9 @@ export class JobStore {
     this.retention = opts.retention;
     const schema = opts.schema;
     this.q = buildQueries(schema, { asyncCommit: opts.asyncCommit });
-    this.claimSinceSql = this.q.claimSince; // built once, so a claim it cannot extend fails at boot
+    // Built once, so a claim they cannot extend fails at boot.
+    this.claimSinceSql = this.q.claimSince;
+    this.claimOutsideSql = this.q.claimOutside;
     // One channel per schema; the payload names the queue. Channel names are identifiers of at
     // most 63 bytes: the schema is at most 48, so this always fits.
     this.channel = `${schema}_jobs`;
@@ -292,7 +295,8 @@ export class JobStore {
 
   /**
    * The claim restricted to jobs of priority >= `fromPriority` due within the last `windowMs`
-   * (database clock): what stays fast while vacuum is held back (queries.ts, `claimSince`).
+   * (database clock): what stays fast while vacuum is held back (queries.ts, `claimSince`);
+   * `outside`: the claim of every other due job (`claimOutside`).
    */
   claimSince(
     queue: string,
@@ -301,8 +305,9 @@ export class JobStore {
     leaseMs: number,
     fromPriority: number,
     windowMs: number,
+    side: 'inside' | 'outside' = 'inside',
   ): Promise<ClaimedRow[]> {
-    const sql = this.claimSinceSql;
+    const sql = side === 'inside' ? this.claimSinceSql : this.claimOutsideSql;
     return this.db.query<ClaimedRow>(sql, [queue, limit, workerId, leaseMs, fromPriority, Math.ceil(windowMs)], this.name(sql));
   }
 

@@ -115,11 +115,22 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * the index scan at ($5 priority, run_at = now() - $6 ms), past that dead prefix, and the
      * run_at bound skips the older entries of any later priority inside the index, without a
      * heap visit: 8 buffers for the same claim. A live job outside the window (run_at older, or
-     * priority lower than $5) is what the worker's periodic full claim is for.
+     * priority lower than $5) is what `claimOutside` is for.
      * $1 to $4 as the claim, $5 lowest priority $6 window in ms back from now()
      */
     get claimSince(): string {
-      return withClaimWindow(this.claim);
+      return withClaimWindow(this.claim, 'inside');
+    },
+
+    /**
+     * The worker's periodic catch-up while its window is on: the claim of the jobs claimSince
+     * leaves out, and only those. It still walks the dead prefix (a heap filter, not an index
+     * condition), but the jobs inside the window are not its to take, so none of them waits for
+     * that walk: in a 4-minute held-horizon phase (test:chaos --long) the catch-up, as a full
+     * claim, had late jobs waiting for it. $1 to $6 as claimSince
+     */
+    get claimOutside(): string {
+      return withClaimWindow(this.claim, 'outside');
     },
 
     /**
@@ -513,15 +524,20 @@ export type Queries = ReturnType<typeof buildQueries>;
 const CLAIM_DUE = 'AND run_at <= now()';
 
 /**
- * The claim with the window's conditions added (see `claimSince`): built from the claim itself,
- * so a condition added to what is claimable applies to both. Throws if the claim no longer has
- * the condition it anchors on (the store builds it once, at boot; a unit test builds it too).
+ * The claim with the window's conditions added (`claimSince`), or their complement
+ * (`claimOutside`): built from the claim itself, so a condition added to what is claimable
+ * applies to all three. Throws if the claim no longer has the condition it anchors on (the store
+ * builds both once, at boot; a unit test builds them too).
  */
-export function withClaimWindow(claim: string): string {
+export function withClaimWindow(claim: string, side: 'inside' | 'outside'): string {
   const parts = claim.split(CLAIM_DUE);
   if (parts.length !== 2) throw new Error(`claimSince: the claim must contain '${CLAIM_DUE}' exactly once`);
   const from = `now() - $6::bigint * interval '1 millisecond'`;
-  return parts.join(`${CLAIM_DUE} AND (priority, run_at) >= ($5::int, ${from}) AND run_at >= ${from}`);
+  const cond =
+    side === 'inside'
+      ? `(priority, run_at) >= ($5::int, ${from}) AND run_at >= ${from}`
+      : `(priority < $5::int OR run_at < ${from})`;
+  return parts.join(`${CLAIM_DUE} AND ${cond}`);
 }
 
 /**

@@ -100,7 +100,7 @@ export class QueueWorker {
   private staleTimer: NodeJS.Timeout | null = null;
   private dueTimer: NodeJS.Timeout | null = null;
   private dueAt = Infinity;
-  /** Fires when a full claim is due, after a claim within the window came back short (claim-window.ts). */
+  /** Fires when the catch-up claim is due, after a claim within the window came back short (claim-window.ts). */
   private fullTimer: NodeJS.Timeout | null = null;
   private readonly window: ClaimWindow;
   /**
@@ -319,12 +319,12 @@ export class QueueWorker {
     }
   }
 
-  /** The full claim, or the claim within the window (claim-window.ts says which). */
+  /** The full claim, the claim within the window, or the catch-up (claim-window.ts says which). */
   private claimAs(plan: ClaimPlan, free: number): Promise<ClaimedRow[]> {
     const { store, workerId, leaseMs } = this.ctx;
-    return plan.kind === 'window'
-      ? store.claimSince(this.queue.name, free, workerId, leaseMs, plan.fromPriority, plan.windowMs)
-      : store.claim(this.queue.name, free, workerId, leaseMs);
+    if (plan.kind === 'full') return store.claim(this.queue.name, free, workerId, leaseMs);
+    const side = plan.kind === 'window' ? 'inside' : 'outside';
+    return store.claimSince(this.queue.name, free, workerId, leaseMs, plan.fromPriority, plan.windowMs, side);
   }
 
   private afterClaim(plan: ClaimPlan, sentAt: number, free: number, rows: readonly ClaimedRow[]): void {
@@ -339,7 +339,7 @@ export class QueueWorker {
 
   /**
    * After a short claim within the window, a job outside it (an old run_at, a new lowest
-   * priority) may be waiting with no wake-up to come: claim in full when that is next due.
+   * priority) may be waiting with no wake-up to come: send the catch-up when it is next due.
    */
   private armFullClaim(): void {
     if (this.fullTimer || this.stopping) return;

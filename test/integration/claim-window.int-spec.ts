@@ -8,8 +8,8 @@ import { testPool, useTestDatabase, waitFor } from '../support/database';
 
 // The claim within a window (issue 13: pick-up while vacuum is held back; lib/worker/claim-window.ts,
 // `claimSince` in lib/db/queries.ts). It leaves out jobs older than the window and jobs of a
-// priority below any the worker claimed; the full claim, due at least once a second, takes
-// them. Nothing here asserts a time: only which jobs each claim takes, and that every job runs.
+// priority below any the worker claimed; the catch-up claim (`claimOutside`), due at least once
+// a second, takes them, and only them. Nothing here asserts a time: only which jobs each claim takes, and that every job runs.
 
 const ran: string[] = [];
 
@@ -40,7 +40,7 @@ describe('the claim within a window', () => {
     await app?.close();
   });
 
-  it('leaves older and lower-priority jobs to the full claim, which takes them first, in priority and run_at order', async () => {
+  it('leaves older and lower-priority jobs to the catch-up claim, which takes them, and nothing inside the window', async () => {
     // Queue 'direct' has no handler in this app, so only this test's store claims from it.
     const pool = testPool(ctx.db.url, 2);
     try {
@@ -83,11 +83,14 @@ describe('the claim within a window', () => {
       );
       expect(windowed.map((r) => r.name)).toEqual(['new']);
 
+      await q.add('newer', {});
       plan = w.plan(1000);
-      expect(plan.kind).toBe('full');
-      const full = await store.claim('direct', 10, 'test-worker', 60_000);
-      full.sort((a, b) => a.priority - b.priority || a.run_at_ms - b.run_at_ms);
-      expect(full.map((r) => r.name)).toEqual(['urgent', 'old']);
+      expect(plan).toEqual({ kind: 'outside', fromPriority: 0, windowMs: 5900 }); // from the short claim at 100
+      const outside = await store.claimSince('direct', 10, 'test-worker', 60_000, 0, 5900, 'outside');
+      outside.sort((a, b) => a.priority - b.priority || a.run_at_ms - b.run_at_ms);
+      expect(outside.map((r) => r.name)).toEqual(['urgent', 'old']);
+      const rest = await store.claim('direct', 10, 'test-worker', 60_000);
+      expect(rest.map((r) => r.name)).toEqual(['newer']);
     } finally {
       await pool.end();
     }

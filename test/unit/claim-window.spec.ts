@@ -26,7 +26,7 @@ describe('ClaimWindow: when a claim may start past the head of the queue', () =>
     expect(w.plan(1001)).toEqual({ kind: 'full' });
   });
 
-  it('a full claim at least every fullEveryMs; a short window claim moves the window forward', () => {
+  it('a catch-up claim of what lies outside the window at least every fullEveryMs; a short window claim moves the window forward', () => {
     const w = new ClaimWindow(opts);
     w.sent({ kind: 'full' }, 0);
     w.answered({ kind: 'full' }, 0, 10, [1]);
@@ -36,7 +36,23 @@ describe('ClaimWindow: when a claim may start past the head of the queue', () =>
     w.answered(plan, 400, 10, []);
     expect(w.plan(500)).toEqual({ kind: 'window', fromPriority: 1, windowMs: 5100 });
     expect(w.fullDueInMs(500)).toBe(500);
-    expect(w.plan(1000)).toEqual({ kind: 'full' });
+    const catchUp = w.plan(1000);
+    expect(catchUp).toEqual({ kind: 'outside', fromPriority: 1, windowMs: 5600 });
+    w.sent(catchUp, 1000);
+    expect(w.plan(1001).kind).toBe('window');
+    w.answered(catchUp, 1000, 10, [0]); // short: the window stays, and now starts at priority 0
+    expect(w.plan(1002)).toEqual({ kind: 'window', fromPriority: 0, windowMs: 5602 });
+  });
+
+  it('a catch-up claim that came back full turns the window off', () => {
+    const w = new ClaimWindow(opts);
+    w.sent({ kind: 'full' }, 0);
+    w.answered({ kind: 'full' }, 0, 10, [0]);
+    const catchUp = w.plan(1000);
+    expect(catchUp.kind).toBe('outside');
+    w.sent(catchUp, 1000);
+    w.answered(catchUp, 1000, 1, [0]);
+    expect(w.plan(1001)).toEqual({ kind: 'full' });
   });
 
   it('a window claim that came back full keeps the window where it was', () => {
@@ -61,7 +77,7 @@ describe('ClaimWindow: when a claim may start past the head of the queue', () =>
     expect(w.plan(4001)).toMatchObject({ fromPriority: -3 });
   });
 
-  it('no window before any job was claimed, after restart(), or when disabled', () => {
+  it('no window before any job was claimed, the catch-up after restart(), nothing but full claims when disabled', () => {
     const w = new ClaimWindow(opts);
     w.sent({ kind: 'full' }, 0);
     w.answered({ kind: 'full' }, 0, 10, []);
@@ -70,9 +86,10 @@ describe('ClaimWindow: when a claim may start past the head of the queue', () =>
     w.answered({ kind: 'full' }, 2, 10, [0]);
     expect(w.plan(3).kind).toBe('window');
     w.restart();
-    expect(w.plan(4)).toEqual({ kind: 'full' });
-    w.sent({ kind: 'full' }, 4);
-    w.answered({ kind: 'full' }, 4, 10, []);
+    const catchUp = w.plan(4);
+    expect(catchUp.kind).toBe('outside');
+    w.sent(catchUp, 4);
+    w.answered(catchUp, 4, 10, []);
     expect(w.plan(5).kind).toBe('window');
 
     const off = new ClaimWindow({ ...opts, enabled: false });
@@ -83,10 +100,13 @@ describe('ClaimWindow: when a claim may start past the head of the queue', () =>
   });
 });
 
-describe('claimSince: the claim with the window conditions added', () => {
-  it('is the claim with a row comparison and a run_at bound next to its due-time condition', () => {
+describe('claimSince and claimOutside: the claim with the window conditions added, or their complement', () => {
+  it('are the claim with a row comparison and a run_at bound, or their negation, next to its due-time condition', () => {
     const q = buildQueries('pgqueue');
     const since = q.claimSince;
+    expect(
+      q.claimOutside.replace(/ AND \(priority < \$5::int OR run_at < now\(\) - \$6::bigint \* interval '1 millisecond'\)/, ''),
+    ).toBe(q.claim);
     expect(since).toContain(
       "AND run_at <= now() AND (priority, run_at) >= ($5::int, now() - $6::bigint * interval '1 millisecond')",
     );
@@ -96,6 +116,6 @@ describe('claimSince: the claim with the window conditions added', () => {
   });
 
   it('refuses a claim without the condition it anchors on', () => {
-    expect(() => withClaimWindow('UPDATE jobs SET x = 1')).toThrow(/must contain 'AND run_at <= now\(\)' exactly once/);
+    expect(() => withClaimWindow('UPDATE jobs SET x = 1', 'inside')).toThrow(/must contain 'AND run_at <= now\(\)' exactly once/);
   });
 });
