@@ -110,7 +110,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * scans mark those entries dead and vacuum removes them; while any snapshot older than them
      * is open (an idle-in-transaction session, a long REPEATABLE READ report) neither can, so
      * every claim walks, and visits in the heap, every job finished since that snapshot: 6,086
-     * shared buffers and 13 ms per claim after 150,000 jobs (bench/held-xmin.mjs). This is the
+     * shared buffers and 13-14 ms per claim after 150,000 jobs (bench/held-xmin.mjs). This is the
      * claim statement itself with one more pair of index conditions: the row comparison starts
      * the index scan at ($5 priority, run_at = now() - $6 ms), past that dead prefix, and the
      * run_at bound skips the older entries of any later priority inside the index, without a
@@ -313,7 +313,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * the doorbell so another worker takes them at once. run_at stays: it was due already (so the
      * job keeps its place at the head of the queue), and a recurring job's run_at is its tick.
      * The wake-up's due time is -1, not 0: that old run_at may lie outside a worker's claim
-     * window (claimSince), so it asks for a full claim; a node that predates the window reads
+     * window (claimSince), so it asks for the catch-up claim; a node that predates the window reads
      * any due time <= 0 as "now". $1 id[] $2 worker $3 channel
      */
     handBack: `
