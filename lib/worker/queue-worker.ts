@@ -306,8 +306,11 @@ export class QueueWorker {
       }
       // A short claim means the queue was empty when it ran; but a job committed meanwhile (its
       // NOTIFY arrived during the claim) may not have been visible to it: claim again then.
-      if (rows.length < free && this.wakes === wakesBefore) this.mayHaveMore = false;
-      if (rows.length < free && this.lookahead) {
+      // The catch-up took only what lies outside the window: the jobs the wake-up was for may be
+      // inside it, so a claim within the window follows (the loop goes round once more).
+      const catchUp = plan.kind === 'outside';
+      if (rows.length < free && this.wakes === wakesBefore && !catchUp) this.mayHaveMore = false;
+      if (rows.length < free && this.lookahead && !catchUp) {
         this.lookahead = false;
         void this.armForNextDue();
       }
