@@ -3,6 +3,7 @@ export { PG_QUEUE_MODULE_OPTIONS } from './module/pg-queue.module-definition';
 export { getQueueToken } from './module/pg-queue.constants';
 export type {
   PgQueueModuleOptions,
+  PgQueueConnectionOptions,
   JobFailureLogging,
   RegisterQueueOptions,
   DataSourceLike,
@@ -19,6 +20,7 @@ export type {
   JobAttemptError,
   JobHandler,
   JobOptions,
+  JobProgress,
   JobState,
   QueueCounts,
   TransactionClient,
