@@ -7,6 +7,7 @@ import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
 import { Supervisor } from '../worker/supervisor';
 import { Queue } from '../producer/queue';
+import { FlowProducer } from '../producer/flow';
 import {
   resolveQueueOptions,
   validateQueueName,
@@ -39,7 +40,15 @@ export class PgQueueRuntime {
       preparedStatements: options.preparedStatements,
     });
     this.supervisor = new Supervisor(this.store, options, listen, logger);
+    this.flows = new FlowProducer(
+      this.store,
+      (name) => this.queue(name, 'QueueService.addFlow'),
+      () => this.ambientTransaction(),
+    );
   }
+
+  /** Creates flows (trees of jobs across queues): `QueueService.addFlow`. */
+  readonly flows: FlowProducer;
 
   /** Connects, then migrates (or checks the schema version), so a bad setup fails the boot. */
   static async create(

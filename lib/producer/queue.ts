@@ -1,8 +1,8 @@
-import type { BulkJob, EnqueueOptions, Job, QueueCounts } from '../core/job';
+import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
 import type { ResolvedJobDefaults } from '../core/pg-queue.options';
 import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/executor';
-import { insertedToJob, isJobId, type JobStore } from '../db/job-store';
-import { buildJobRow, checkBulkEntry } from './enqueue';
+import { insertedToJob, isJobId, type JobStore, type NewJobRow } from '../db/job-store';
+import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
 
 export type { TransactionTarget } from '../db/executor';
 
@@ -13,6 +13,7 @@ export const EMPTY_COUNTS: QueueCounts = Object.freeze({
   active: 0,
   stalled: 0,
   failed: 0,
+  waitingChildren: 0,
   oldestWaitingAgeMs: null,
 });
 
@@ -50,6 +51,16 @@ export class Queue<TJobs extends JobMap = JobMap> {
    * Reports the rows an add actually inserted (metrics: pgqueue_jobs_enqueued_total). An add
    * whose uniqueKey found a live job, or replaced a waiting one, added no job: not counted.
    */
+  /** @internal Reports the rows a flow inserted into this queue (see `enqueued`). */
+  reportEnqueued(rows: readonly { name: string }[]): void {
+    this.enqueued(rows);
+  }
+
+  /** @internal One job of a flow as a row, validated with this queue's defaults. */
+  flowRow(name: string, payload: unknown, opts: JobOptions | undefined): NewJobRow {
+    return buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes, 'flow');
+  }
+
   private enqueued(rows: readonly { name: string }[]): void {
     // Counting per name costs a pass over the batch: only when someone (metrics) listens.
     if (!this.onEnqueued || !this.wantsEnqueued()) return;
@@ -69,6 +80,15 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
+    if (opts?.dependsOn !== undefined) {
+      const existing = resolveDependencies(this.name, name, opts.dependsOn, row.uniqueKey !== null);
+      if (existing.length) {
+        const out = await this.store.insertFlow([{ row, parent: -1, onFailure: 'fail-parent' }], existing, this.target(opts));
+        this.enqueued([row]);
+        const job = insertedToJob<TJobs[N]>(row, out.ids[0], out.now);
+        return out.waitingChildren[0] ? { ...job, state: 'waiting-children' } : job;
+      }
+    }
     if (row.uniqueKey !== null) {
       const { jobs, inserted } = await this.store.insertUnique<TJobs[N]>([row], this.target(opts));
       this.enqueued(inserted);

@@ -1,6 +1,7 @@
 import type { ClaimedRow } from '../db/job-store';
+import type { FlowStore } from '../db/flow-store';
 import { CompleteWithError } from '../core/errors';
-import type { ActiveJob, JobAttemptError, JobState, TransactionClient, TransactionManager } from '../core/job';
+import type { ActiveJob, ChildResult, JobAttemptError, JobState, TransactionClient, TransactionManager } from '../core/job';
 
 /**
  * The job a handler receives. Its AbortController is made only when the handler reads `signal`
@@ -33,7 +34,11 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   private abortReason: unknown = undefined;
   private aborted = false;
 
-  constructor(row: ClaimedRow) {
+  /** Where childResults() reads: a reference the worker holds anyway, so nothing is allocated per job. */
+  private readonly flows: FlowStore | null;
+
+  constructor(row: ClaimedRow, flows: FlowStore | null = null) {
+    this.flows = flows;
     this.id = String(row.id);
     this.queue = row.queue;
     this.name = row.name;
@@ -65,6 +70,11 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     return this.completeIn(target, result);
   }
 
+  childResults<TResult = unknown>(): Promise<ChildResult<TResult>[]> {
+    if (!this.flows) return Promise.resolve([]);
+    return this.flows.children(this.id, null) as Promise<ChildResult<TResult>[]>;
+  }
+
   /** Fires the signal (now, or when it is first read). */
   abort(reason: unknown): void {
     if (this.aborted) return;
@@ -74,7 +84,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   }
 
   toJSON() {
-    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, ...rest } = this;
+    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, flows: _f, ...rest } = this;
     return rest;
   }
 }
