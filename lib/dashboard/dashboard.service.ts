@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { JobAttemptError, JobOptions } from '../core/job';
 import { PgQueueError } from '../core/errors';
-import { DashboardStore, type DashboardJob } from '../db/dashboard-store';
+import { DashboardStore, type DashboardFlow, type DashboardJob } from '../db/dashboard-store';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import { DashboardInputError, encodeCursor, type JobListQuery } from './dashboard-input';
@@ -101,12 +101,15 @@ export class DashboardService {
       stalled: 0,
       failed: 0,
       cancelled: 0,
+      waitingChildren: 0,
       paused: false,
       oldestWaitingAgeMs: null,
     };
+    // The page keys its tabs by state name.
+    const { waitingChildren, ...live } = rest;
     return {
       name,
-      counts: rest,
+      counts: { ...live, 'waiting-children': waitingChildren },
       paused,
       options: o
         ? {
@@ -132,9 +135,9 @@ export class DashboardService {
     return { jobs: page.jobs.map(summary), next: page.next ? encodeCursor(page.next) : null };
   }
 
-  async job(id: string): Promise<{ job: DashboardJob; timeline: TimelineEntry[] } | null> {
-    const job = await this.store.job(id);
-    return job ? { job, timeline: timeline(job) } : null;
+  async job(id: string): Promise<{ job: DashboardJob; timeline: TimelineEntry[]; flow: DashboardFlow | null } | null> {
+    const [job, flow] = await Promise.all([this.store.job(id), this.store.flow(id)]);
+    return job ? { job, timeline: timeline(job), flow } : null;
   }
 
   async schedules() {
@@ -197,7 +200,7 @@ export class DashboardService {
     const cancelled: string[] = [];
     const cancelling: string[] = [];
     for (const j of await this.store.locate(ids)) {
-      if (j.state !== 'waiting' && j.state !== 'active') continue;
+      if (j.state !== 'waiting' && j.state !== 'active' && j.state !== 'waiting-children') continue;
       const r = await this.runtime.store.cancel(j.queue, j.id);
       if (r === 'cancelled') cancelled.push(j.id);
       else if (r === 'cancelling') cancelling.push(j.id);

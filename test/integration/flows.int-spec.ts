@@ -265,10 +265,22 @@ describe('flows and dependencies', () => {
     const [a, b] = flow.children.map((c) => c.job.id);
     await waitFor(async () => (await state(a)) === 'failed', { message: 'child a to fail' });
     expect((await queues.getJob(flow.job.id))?.flow?.pendingDependencies).toBe(1);
-    // Run a again, this time succeeding: rewrite its payload in place, then retry it.
+    // Run a again, this time succeeding: rewrite its payload in place, then retry it; and while
+    // it waits, make another job depend on it, so its second ending does fire the release (for
+    // that new job) and must leave the parent's already resolved edge alone.
     await ctx.pool.query(`UPDATE pgqueue.job_history SET payload = '{}' WHERE id = $1`, [a]);
-    expect(await queues.getQueue('stock').retry(a)).toBe(true);
+    const stock = queues.getQueue('stock');
+    await stock.pause();
+    let later: Job;
+    try {
+      expect(await stock.retry(a)).toBe(true);
+      later = await queues.add('orders', 'after-retry', {}, { dependsOn: [a] });
+      expect(later.state).toBe('waiting-children');
+    } finally {
+      await stock.resume();
+    }
     await waitFor(async () => (await state(a)) === 'completed', { message: 'child a to complete on retry' });
+    await waitFor(async () => (await state(later.id)) === 'completed', { message: 'the job added on the retried child to run' });
     const parent = await queues.getJob(flow.job.id);
     expect(parent?.state).toBe('waiting-children');
     expect(parent?.flow?.pendingDependencies).toBe(1);
