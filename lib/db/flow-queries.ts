@@ -17,11 +17,12 @@ export function buildFlowQueries(schema: string) {
      * dependsOn: marks the live ones among existing jobs as having dependents, which locks
      * them until the enqueue's transaction ends. A dependency that finishes meanwhile waits for
      * that lock, then deletes the row as marked, so its trigger sees the new edges (committed
-     * with the mark). Those not returned are finished or unknown. $1 id[]
+     * with the mark). Those not returned are finished or unknown. A top-level SELECT: TypeORM's
+     * query() answers an UPDATE with [rows, count], a SELECT with its rows. $1 id[]
      */
     lockDependencies: `
-      UPDATE ${jobs} SET has_dependents = true WHERE id = ANY($1::bigint[])
-      RETURNING id::text AS id`,
+      WITH marked AS (UPDATE ${jobs} SET has_dependents = true WHERE id = ANY($1::bigint[]) RETURNING id)
+      SELECT id::text AS id FROM marked`,
 
     /**
      * The dependencies that were not live: how they ended (a fresh snapshot, READ COMMITTED, so

@@ -10,6 +10,7 @@ import {
   type FlowNode,
   type Job,
 } from '../../lib';
+import { DataSource } from 'typeorm';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
 
@@ -317,6 +318,34 @@ describe('flows and dependencies', () => {
         [done.id, 'completed', 'early'],
         [live.id, 'completed', 'late'],
       ]);
+    });
+
+    it('in a TypeORM transaction: the dependency is locked there, and a rollback leaves no job and no edge', async () => {
+      const ds = new DataSource({ type: 'postgres', url: ctx.db.url });
+      await ds.initialize();
+      try {
+        const stock = queues.getQueue('stock');
+        await stock.pause();
+        try {
+          const dep = await stock.add('dep', {});
+          await expect(
+            ds.transaction(async (manager) => {
+              await queues.add('orders', 'waits', {}, { dependsOn: [dep.id], manager });
+              throw new Error('rolled back');
+            }),
+          ).rejects.toThrow('rolled back');
+          expect((await queues.getJob(dep.id))?.flow).toBeUndefined();
+          const kept = await ds.transaction((manager) => queues.add('orders', 'waits', {}, { dependsOn: [dep.id], manager }));
+          expect(kept.state).toBe('waiting-children');
+          expect((await queues.getJob(dep.id))?.flow?.parentIds).toEqual([kept.id]);
+          await stock.resume();
+          await waitFor(async () => (await state(kept.id)) === 'completed', { message: 'the dependent to run' });
+        } finally {
+          await stock.resume();
+        }
+      } finally {
+        await ds.destroy();
+      }
     });
 
     it('all dependencies already completed: the job is waiting at once', async () => {
