@@ -6,6 +6,7 @@ import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import { DashboardInputError, encodeCursor, type JobListQuery } from './dashboard-input';
 import { PG_QUEUE_DASHBOARD_OPTIONS, type ResolvedDashboardOptions } from './dashboard.options';
+import { MinuteCounts, sumByMinute } from './dashboard-throughput';
 
 /** A job in a list: what the table shows, without the payload (a 200-character preview) or stacks. */
 export interface JobSummary {
@@ -37,48 +38,81 @@ export interface TimelineEntry {
 
 const PREVIEW_CHARS = 200;
 
-/** Builds every dashboard answer from the queue runtime (its pool, store and registered queues). */
+/**
+ * Builds every dashboard answer from the queue runtime (its connections' pools and stores, and
+ * the registered queues). With more than one connection, every answer covers each database:
+ * queues, schedules and nodes carry their `connection`, and a job is found by id in the database
+ * its `connection` names (ids are per database), else in each in turn, the default first.
+ */
 @Injectable()
 export class DashboardService {
+  /** The default connection's store. */
   readonly store: DashboardStore;
+  private readonly stores = new Map<string, DashboardStore>();
+  private readonly minutes = new Map<string, MinuteCounts>();
+  /** The connection a queue no node registers was last seen on (the overview lists it with it). */
+  private readonly seenOn = new Map<string, string>();
 
   constructor(
     @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime,
     @Inject(PG_QUEUE_DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
   ) {
-    this.store = new DashboardStore(runtime.pool, runtime.store.schema, runtime.store.channel);
+    for (const c of runtime.connections) {
+      const store = new DashboardStore(c.pool, c.store.schema, c.store.channel);
+      this.stores.set(c.name, store);
+      this.minutes.set(c.name, new MinuteCounts(store));
+    }
+    this.store = this.stores.get(runtime.connections[0].name)!;
   }
 
-  /**
-   * Counts of minutes that closed over a minute ago: they no longer change (an outcome commits
-   * within milliseconds of its finished_at), so each poll recounts only the last two minutes.
-   */
-  private readonly closedMinutes = new Map<string, { completed: number; failed: number }>();
-  private countedFrom: Date | null = null;
+  /** The connection names, the default first. */
+  private get names(): string[] {
+    return [...this.stores.keys()];
+  }
 
+  /** The connection of a queue: where it is registered, else where the overview last saw it. */
+  private connectionOf(queue: string): string {
+    return this.runtime.queueOptions(queue) ? this.runtime.connectionOf(queue).name : (this.seenOn.get(queue) ?? this.names[0]);
+  }
+
+  private storeOf(queue: string): DashboardStore {
+    return this.stores.get(this.connectionOf(queue))!;
+  }
+
+  /** The store a job action or lookup names, the default one when none is named. */
+  private storeNamed(connection: string | null): DashboardStore {
+    const store = this.stores.get(connection ?? this.names[0]);
+    if (!store)
+      throw new DashboardInputError(
+        `No connection "${connection}" in this app; its connections: ${this.names.map((n) => `"${n}"`).join(', ')}.`,
+      );
+    return store;
+  }
+
+  /** Every database's throughput, summed per minute. */
   private async throughput() {
-    const t = await this.store.throughput(this.countedFrom);
-    const minutes = t.minutes;
-    const completed = t.completed.map((n, i) => this.closedMinutes.get(minutes[i])?.completed ?? n);
-    const failed = t.failed.map((n, i) => this.closedMinutes.get(minutes[i])?.failed ?? n);
-    // Keep the minutes older than the last two; forget those out of the window.
-    const keepBefore = minutes.length >= 2 ? minutes[minutes.length - 2] : null;
-    this.closedMinutes.clear();
-    minutes.forEach((m, i) => {
-      if (keepBefore && m < keepBefore) this.closedMinutes.set(m, { completed: completed[i], failed: failed[i] });
-    });
-    this.countedFrom = keepBefore ? new Date(keepBefore) : null;
-    return { minutes, completed, failed, now: t.now };
+    return sumByMinute(await Promise.all(this.names.map((n) => this.minutes.get(n)!.read())));
   }
 
-  private registered(): string[] {
-    return this.runtime.registeredQueues.map((q) => q.name);
+  private registered(connection: string): string[] {
+    return this.runtime.registeredQueues.filter((q) => q.connection === connection).map((q) => q.name);
   }
 
   async overview() {
-    const [queues, t] = await Promise.all([this.store.counts(this.registered()), this.throughput()]);
+    const [perConnection, t] = await Promise.all([
+      Promise.all(this.names.map((n) => this.stores.get(n)!.counts(this.registered(n)))),
+      this.throughput(),
+    ]);
+    const queues = perConnection.flatMap((rows, i) =>
+      rows.map((q) => {
+        const registered = this.runtime.queueOptions(q.name) !== undefined;
+        if (!registered) this.seenOn.set(q.name, this.names[i]);
+        return { ...q, registered, connection: this.names[i] };
+      }),
+    );
     return {
-      queues: queues.map((q) => ({ ...q, registered: this.runtime.queueOptions(q.name) !== undefined })),
+      queues,
+      connections: this.names,
       throughput: { minutes: t.minutes, completed: t.completed, failed: t.failed },
       readOnly: this.options.readOnly,
       now: t.now,
@@ -86,7 +120,9 @@ export class DashboardService {
   }
 
   async queue(name: string) {
-    const [[found], names] = await Promise.all([this.store.counts(this.registered(), name), this.store.names(name)]);
+    const connection = this.connectionOf(name);
+    const store = this.stores.get(connection)!;
+    const [[found], names] = await Promise.all([store.counts(this.registered(connection), name), store.names(name)]);
     const o = this.runtime.queueOptions(name);
     // A queue nothing knows of (no jobs, no history, not registered, never paused) answers zeros.
     const {
@@ -109,6 +145,7 @@ export class DashboardService {
     const { waitingChildren, ...live } = rest;
     return {
       name,
+      connection,
       counts: { ...live, 'waiting-children': waitingChildren },
       paused,
       options: o
@@ -120,32 +157,42 @@ export class DashboardService {
             defaultJobOptions: o.defaultJobOptions,
           }
         : null,
-      retention: this.runtime.options.retention,
+      retention: this.runtime.connectionOf(name).options.retention,
       names: [...new Set([...names, ...(o?.repeat.map((r) => r.name) ?? [])])].sort(),
     };
   }
 
   async jobs(queue: string, q: JobListQuery): Promise<{ jobs: JobSummary[]; next: string | null }> {
+    const store = this.storeOf(queue);
     if (q.id !== null) {
-      const job = await this.store.job(q.id);
+      const job = await store.job(q.id);
       // By id: the job of this queue in whatever state it is now (a list by state would miss it once it moved).
       return { jobs: job && job.queue === queue ? [summary(job)] : [], next: null };
     }
-    const page = await this.store.listJobs(queue, q.state, q.filters, q.cursor, q.limit);
+    const page = await store.listJobs(queue, q.state, q.filters, q.cursor, q.limit);
     return { jobs: page.jobs.map(summary), next: page.next ? encodeCursor(page.next) : null };
   }
 
-  async job(id: string): Promise<{ job: DashboardJob; timeline: TimelineEntry[]; flow: DashboardFlow | null } | null> {
-    const [job, flow] = await Promise.all([this.store.job(id), this.store.flow(id)]);
-    return job ? { job, timeline: timeline(job), flow } : null;
+  /** A job by id, in the named connection's database, else in each in turn (the default first); with its flow. */
+  async job(
+    id: string,
+    connection: string | null = null,
+  ): Promise<{ job: DashboardJob; timeline: TimelineEntry[]; connection: string; flow: DashboardFlow | null } | null> {
+    for (const name of connection === null ? this.names : [connection]) {
+      const store = this.storeNamed(name);
+      const [job, flow] = await Promise.all([store.job(id), store.flow(id)]);
+      if (job) return { job, timeline: timeline(job), connection: name, flow };
+    }
+    return null;
   }
 
   async schedules() {
-    const ticks = await this.store.lastTicks();
+    const ticksOf = new Map(await Promise.all(this.names.map(async (n) => [n, await this.stores.get(n)!.lastTicks()] as const)));
     const now = new Date();
     const out: {
       queue: string;
       name: string;
+      connection: string;
       cron: string | null;
       tz: string | null;
       registered: boolean;
@@ -155,80 +202,97 @@ export class DashboardService {
     const seen = new Set<string>();
     for (const q of this.runtime.registeredQueues) {
       for (const r of q.repeat) {
-        seen.add(r.key);
+        seen.add(`${q.connection}\u0000${r.key}`);
         const next: string[] = [];
         let t = r.next(now);
         for (let i = 0; t && i < 5; i++, t = r.next(t)) next.push(t.toISOString());
         out.push({
           queue: q.name,
           name: r.name,
+          connection: q.connection,
           cron: r.cron,
           tz: r.tz,
           registered: true,
-          lastTick: ticks.get(r.key) ?? null,
+          lastTick: ticksOf.get(q.connection)?.get(r.key) ?? null,
           next,
         });
       }
     }
     // Schedules another app (or an earlier version of this one) ticked: shown, with no expression known here.
-    for (const [key, lastTick] of ticks) {
-      if (seen.has(key)) continue;
-      const cut = key.indexOf('/');
-      out.push({
-        queue: key.slice(0, cut),
-        name: key.slice(cut + 1),
-        cron: null,
-        tz: null,
-        registered: false,
-        lastTick,
-        next: [],
-      });
+    for (const [connection, ticks] of ticksOf) {
+      for (const [key, lastTick] of ticks) {
+        if (seen.has(`${connection}\u0000${key}`)) continue;
+        const cut = key.indexOf('/');
+        out.push({
+          queue: key.slice(0, cut),
+          name: key.slice(cut + 1),
+          connection,
+          cron: null,
+          tz: null,
+          registered: false,
+          lastTick,
+          next: [],
+        });
+      }
     }
     return { schedules: out.sort((a, b) => a.queue.localeCompare(b.queue) || a.name.localeCompare(b.name)) };
   }
 
+  /** The live nodes of each database's registry (a node with queues on two databases is in both). */
   async nodes() {
-    const nodes = await this.store.nodes();
-    return { nodes: nodes.map(({ heartbeatMs: _h, ...n }) => n) };
+    const all = await Promise.all(
+      this.names.map(async (connection) =>
+        (await this.stores.get(connection)!.nodes()).map(({ heartbeatMs: _h, ...n }) => ({ ...n, connection })),
+      ),
+    );
+    return { nodes: all.flat() };
   }
 
-  async retry(ids: string[]) {
-    return { retried: await this.store.retryIds(ids) };
+  async retry(ids: string[], connection: string | null = null) {
+    return { retried: await this.storeNamed(connection).retryIds(ids) };
   }
 
-  async cancel(ids: string[]) {
+  /** The runtime store of the connection a job action names (the default when none is named). */
+  private jobStoreNamed(connection: string | null) {
+    this.storeNamed(connection);
+    return this.runtime.connections.find((c) => c.name === (connection ?? this.names[0]))!.store;
+  }
+
+  async cancel(ids: string[], connection: string | null = null) {
     const cancelled: string[] = [];
     const cancelling: string[] = [];
-    for (const j of await this.store.locate(ids)) {
+    const store = this.jobStoreNamed(connection);
+    for (const j of await this.storeNamed(connection).locate(ids)) {
       if (j.state !== 'waiting' && j.state !== 'active' && j.state !== 'waiting-children') continue;
-      const r = await this.runtime.store.cancel(j.queue, j.id);
+      const r = await store.cancel(j.queue, j.id);
       if (r === 'cancelled') cancelled.push(j.id);
       else if (r === 'cancelling') cancelling.push(j.id);
     }
     return { cancelled, cancelling };
   }
 
-  async remove(ids: string[]) {
+  async remove(ids: string[], connection: string | null = null) {
     const removed: string[] = [];
-    for (const j of await this.store.locate(ids)) {
-      if (await this.runtime.store.remove(j.queue, j.id)) removed.push(j.id);
+    const store = this.jobStoreNamed(connection);
+    for (const j of await this.storeNamed(connection).locate(ids)) {
+      if (await store.remove(j.queue, j.id)) removed.push(j.id);
     }
     return { removed };
   }
 
   async retryFailed(queue: string, name: string | null) {
-    return { retried: await this.store.retryFailed(queue, name) };
+    return { retried: await this.storeOf(queue).retryFailed(queue, name) };
   }
 
   async setPaused(queue: string, paused: boolean) {
-    await this.runtime.store.setPaused(queue, paused);
+    await this.jobStoreNamed(this.connectionOf(queue)).setPaused(queue, paused);
     return { paused };
   }
 
   async enqueue(queue: string, body: { name: string; payload: unknown; options: Record<string, unknown> }) {
     try {
       const job = await this.runtime.queue(queue, 'dashboard enqueue').add(body.name, body.payload, body.options as JobOptions);
-      return { job };
+      return { job, connection: this.connectionOf(queue) };
     } catch (err) {
       // Every refusal of add() (unregistered queue, bad name, payload or option) is the caller's to fix.
       if (err instanceof PgQueueError) throw new DashboardInputError(err.message, { cause: err });

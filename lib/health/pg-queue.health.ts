@@ -71,13 +71,13 @@ export class PgQueueHealthIndicator {
       const message = (err as { message?: unknown } | null)?.message;
       database = `database: ${typeof message === 'string' ? message : String(err)}`;
     }
-    const supervisor = this.runtime.supervisor;
+    // Every connection's: the listener down longest, and workers running only if all run.
     const verdict = evaluateHealth(
       {
         counts,
-        listener: supervisor.listenerState,
+        listener: this.runtime.listenerState,
         workersExpected: this.runtime.options.workers,
-        workersRunning: supervisor.running,
+        workersRunning: this.runtime.workersRunning,
         now: Date.now(),
       },
       thresholds,

@@ -1,9 +1,9 @@
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 import type { FlowJob, FlowNode, Job, JobOptions } from '../core/job';
-import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/executor';
+import type { TransactionTarget } from '../db/executor';
 import type { FlowNodeRow } from '../db/flow-store';
-import { insertedToJob, type JobStore } from '../db/job-store';
+import { insertedToJob } from '../db/job-store';
 import { failurePolicy } from './enqueue';
 import type { Queue } from './queue';
 
@@ -22,14 +22,9 @@ const FLOW_HINTS: Readonly<Record<string, string>> = {
  */
 export class FlowProducer {
   /** @internal */
-  constructor(
-    private readonly store: JobStore,
-    private readonly queueOf: (name: string) => Queue,
-    private readonly ambient: () => SqlExecutor | undefined,
-  ) {}
+  constructor(private readonly queueOf: (name: string) => Queue) {}
 
   async add<TPayload = unknown>(flow: FlowJob<TPayload>, target?: TransactionTarget): Promise<FlowNode<TPayload>> {
-    const db = executorFor(target) ?? this.ambient();
     const nodes: FlowNodeRow[] = [];
     const queues: Queue[] = [];
     const childrenOf: number[][] = [];
@@ -40,6 +35,14 @@ export class FlowProducer {
       const { f, parent, path } = stack.pop()!;
       const node = checkNode(f, path);
       const q = this.queueOf(node.queue);
+      // One statement writes the whole tree, and a child's release is a statement of its own
+      // database: every queue of a flow must be on the root's connection.
+      if (queues.length && !queues[0].sameDatabaseAs(q)) {
+        throw new PgQueueConfigError(
+          `${path}: queue ${quote(node.queue)} is on another connection (database) than the flow's root queue ` +
+            `${quote(queues[0].name)}; a flow is written in one statement of one database. Put the flow's queues on one connection.`,
+        );
+      }
       const row = q.flowRow(node.name, node.payload, node.opts as JobOptions | undefined);
       const i = nodes.push({ row, parent, onFailure: failurePolicy(path, node.onFailure) }) - 1;
       queues.push(q);
@@ -50,7 +53,7 @@ export class FlowProducer {
         throw new PgQueueConfigError(`${path}.children must be an array of flow jobs, got ${quote(kids)}.`);
       for (let k = kids.length - 1; k >= 0; k--) stack.push({ f: kids[k], parent: i, path: `${path}.children[${k}]` });
     }
-    const out = await this.store.insertFlow(nodes, [], db);
+    const out = await queues[0].insertFlow(nodes, target);
     const byQueue = new Map<Queue, FlowNodeRow['row'][]>();
     nodes.forEach((n, i) => {
       const list = byQueue.get(queues[i]);

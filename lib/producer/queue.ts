@@ -2,6 +2,7 @@ import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../c
 import type { ResolvedJobDefaults } from '../core/pg-queue.options';
 import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/executor';
 import { insertedToJob, isJobId, type JobStore, type NewJobRow } from '../db/job-store';
+import type { FlowInserted, FlowNodeRow } from '../db/flow-store';
 import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
 
 export type { TransactionTarget } from '../db/executor';
@@ -37,6 +38,8 @@ export class Queue<TJobs extends JobMap = JobMap> {
     private readonly onEnqueued: ((queue: string, name: string, count: number) => void) | null = null,
     private readonly wantsEnqueued: () => boolean = () => false,
     private readonly ambient: () => SqlExecutor | undefined = () => undefined,
+    /** Wraps a caller's transaction so it is checked to be on this queue's database (more than one connection). */
+    private readonly onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor,
   ) {}
 
   /**
@@ -44,13 +47,10 @@ export class Queue<TJobs extends JobMap = JobMap> {
    * Every method that takes a target uses it: add, addBulk, cancel, retry, remove and getJob.
    */
   private target(t: TransactionTarget | undefined): SqlExecutor | undefined {
-    return executorFor(t) ?? this.ambient();
+    const exec = executorFor(t) ?? this.ambient();
+    return exec && this.onOwnDatabase ? this.onOwnDatabase(exec) : exec;
   }
 
-  /**
-   * Reports the rows an add actually inserted (metrics: pgqueue_jobs_enqueued_total). An add
-   * whose uniqueKey found a live job, or replaced a waiting one, added no job: not counted.
-   */
   /** @internal Reports the rows a flow inserted into this queue (see `enqueued`). */
   reportEnqueued(rows: readonly { name: string }[]): void {
     this.enqueued(rows);
@@ -61,6 +61,20 @@ export class Queue<TJobs extends JobMap = JobMap> {
     return buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes, 'flow');
   }
 
+  /** @internal True when `other` stores its jobs in this queue's database (a flow is one statement there). */
+  sameDatabaseAs(other: Queue): boolean {
+    return other.store === this.store;
+  }
+
+  /** @internal Inserts a flow's rows in this queue's database, in `t` (checked to be that database) or on its pool. */
+  insertFlow(nodes: readonly FlowNodeRow[], t: TransactionTarget | undefined): Promise<FlowInserted> {
+    return this.store.insertFlow(nodes, [], this.target(t));
+  }
+
+  /**
+   * Reports the rows an add actually inserted (metrics: pgqueue_jobs_enqueued_total). An add
+   * whose uniqueKey found a live job, or replaced a waiting one, added no job: not counted.
+   */
   private enqueued(rows: readonly { name: string }[]): void {
     // Counting per name costs a pass over the batch: only when someone (metrics) listens.
     if (!this.onEnqueued || !this.wantsEnqueued()) return;

@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { enc, post, type FlowLink, type JobDetail, type JobFlow, type TimelineEntry } from '../api';
+import { enc, onConnection, post, type FlowLink, type JobDetail, type JobFlow, type TimelineEntry } from '../api';
 import {
   ActionButton,
   Empty,
@@ -15,24 +15,26 @@ import {
 } from '../components';
 import { absolute, duration } from '../format';
 import { usePoll } from '../poll';
-import { navigate } from '../router';
+import { navigate, qs } from '../router';
 import { settings } from '../settings';
 
 interface JobAnswer {
   job: JobDetail;
   timeline: TimelineEntry[];
   flow?: JobFlow | null;
+  /** The connection (database) the job was found in. */
+  connection?: string;
 }
 
 const LIVE = new Set(['waiting', 'delayed', 'active', 'waiting-children']);
 
 /** Jobs of a flow as links with their states; a job gone from both tables shows its id only. */
-function FlowLinks(props: { links: FlowLink[]; testId: string }) {
+function FlowLinks(props: { links: FlowLink[]; testId: string; on: string }) {
   return (
     <ul class="flow-links" data-testid={props.testId}>
       {props.links.map((l) => (
         <li key={l.id}>
-          <Link to={`/jobs/${enc(l.id)}`}>
+          <Link to={`/jobs/${enc(l.id)}${props.on}`}>
             <span class="mono">{l.id}</span>
           </Link>{' '}
           {l.queue ? (
@@ -50,7 +52,7 @@ function FlowLinks(props: { links: FlowLink[]; testId: string }) {
 }
 
 /** Its parents (the jobs that wait on it) and its children (the jobs it waits on). */
-function FlowSection(props: { flow: JobFlow }) {
+function FlowSection(props: { flow: JobFlow; on: string }) {
   const f = props.flow;
   return (
     <div class="two-col">
@@ -58,7 +60,7 @@ function FlowSection(props: { flow: JobFlow }) {
         {f.parents.length === 0 ? (
           <Empty>No job waits on this one.</Empty>
         ) : (
-          <FlowLinks links={f.parents} testId="flow-parents" />
+          <FlowLinks links={f.parents} testId="flow-parents" on={props.on} />
         )}
       </Section>
       <Section title={`Children (${f.childrenTotal}${f.childrenPending ? `, ${f.childrenPending} not finished` : ''})`}>
@@ -66,7 +68,7 @@ function FlowSection(props: { flow: JobFlow }) {
           <Empty>This job waits on no other.</Empty>
         ) : (
           <>
-            <FlowLinks links={f.children} testId="flow-children" />
+            <FlowLinks links={f.children} testId="flow-children" on={props.on} />
             {f.childrenTotal > f.children.length && (
               <p class="muted">
                 The first {f.children.length} of {f.childrenTotal}, by id.
@@ -89,8 +91,8 @@ const EVENT_LABEL: Record<string, string> = {
   cancelled: 'Cancelled',
 };
 
-export function JobPage(props: { id: string }) {
-  const { data, error, reload } = usePoll<JobAnswer>(`/jobs/${enc(props.id)}`);
+export function JobPage(props: { id: string; connection?: string | null }) {
+  const { data, error, reload } = usePoll<JobAnswer>(`/jobs/${enc(props.id)}${qs(onConnection(props.connection))}`);
   const [notice, setNotice] = useState<ActionResult | null>(null);
   const done = (r: ActionResult): void => {
     setNotice(r);
@@ -117,6 +119,7 @@ export function JobPage(props: { id: string }) {
   }
   const j = data.job;
   const ids = [j.id];
+  const on = onConnection(data.connection ?? props.connection);
   const nodeOf = (attempt: number): string | null | undefined =>
     j.errors.find((e) => e.attempt === attempt)?.worker ??
     data.timeline.find((t) => t.attempt === attempt && t.node)?.node ??
@@ -137,7 +140,7 @@ export function JobPage(props: { id: string }) {
                 kind="primary"
                 testId="retry-job"
                 run={async () => {
-                  const r = await post<{ retried: string[] }>('/jobs/retry', { ids });
+                  const r = await post<{ retried: string[] }>('/jobs/retry', { ids, ...on });
                   return r.retried.length
                     ? `Job ${j.id} is waiting again`
                     : `Job ${j.id} was not retried (it is no longer finished)`;
@@ -150,7 +153,7 @@ export function JobPage(props: { id: string }) {
                 label="Cancel"
                 testId="cancel-job"
                 run={async () => {
-                  const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', { ids });
+                  const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', { ids, ...on });
                   if (r.cancelled.length) return `Job ${j.id} cancelled`;
                   if (r.cancelling.length)
                     return `Job ${j.id} is running: its signal was aborted, it ends cancelled once the handler stops`;
@@ -166,7 +169,7 @@ export function JobPage(props: { id: string }) {
                 confirm="Remove for good?"
                 testId="remove-job"
                 run={async () => {
-                  const r = await post<{ removed: string[] }>('/jobs/remove', { ids });
+                  const r = await post<{ removed: string[] }>('/jobs/remove', { ids, ...on });
                   if (!r.removed.length) return `Job ${j.id} was not removed (it is running: cancel it first)`;
                   navigate(`/queues/${enc(j.queue ?? '')}`);
                   return `Job ${j.id} removed`;
@@ -252,7 +255,7 @@ export function JobPage(props: { id: string }) {
         </Section>
       </div>
 
-      {data.flow && <FlowSection flow={data.flow} />}
+      {data.flow && <FlowSection flow={data.flow} on={qs(on)} />}
 
       <div class="two-col">
         <Section title="Payload">
