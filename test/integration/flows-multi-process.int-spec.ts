@@ -167,13 +167,18 @@ describe('flows across worker processes', () => {
     await ds.initialize();
     try {
       await ds.query(`CREATE TABLE shop_orders (id int PRIMARY KEY)`);
+      // attempts: 10, as a crash also takes down the other jobs its worker held (concurrency 4):
+      // three such losses on one job must not fail it (seen once under load with the default 3).
+      const opts = { attempts: 10 };
       const flowFor = (orderId: number): FlowJob => ({
         queue: 'orders',
         name: 'fulfil',
+        opts,
         payload: { orderId, effect: true, dieInTransactionOnAttempt: 1 },
         children: Array.from({ length: 30 }, (_, i) => ({
           queue: i % 2 ? 'stock' : 'orders',
           name: 'line',
+          opts,
           // Three children (on both queues) kill their worker mid-transaction on their first attempt.
           payload: { orderId, line: i, effect: true, ...(i % 10 === 3 ? { dieInTransactionOnAttempt: 1 } : {}) },
         })),
