@@ -27,6 +27,7 @@ export type {
   JobFlow,
   JobHandler,
   JobOptions,
+  JobProgress,
   JobState,
   QueueCounts,
   TransactionClient,

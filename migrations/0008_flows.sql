@@ -65,7 +65,9 @@ BEGIN
   IF NOT OLD.has_dependents THEN
     RETURN NULL;
   END IF;
-  SELECT h.state INTO outcome FROM job_history h WHERE h.id = OLD.id;
+  -- The row this statement wrote has finished_at = now() (every finishing statement writes that):
+  -- the bound lets a history partitioned by finish time (migration 10) skip its older partitions.
+  SELECT h.state INTO outcome FROM job_history h WHERE h.id = OLD.id AND h.finished_at >= now();
   IF outcome IS NULL THEN
     -- No history row: completed with retention.completedMs = 0, or removed (queue.remove() names
     -- the id it removes in this transaction-local setting).
@@ -86,11 +88,13 @@ BEGIN
       WITH gone AS (
         DELETE FROM jobs WHERE id = p.parent_id AND state = 'waiting-children' RETURNING *
       )
+      -- progress and trace are added by migration 9; a function body is resolved when it runs,
+      -- and the library runs only on a schema migrated to its latest version.
       INSERT INTO job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
-        backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by)
+        backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by, progress, trace)
       SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff, timeout_ms,
              errors || jsonb_build_array(err || jsonb_build_object('attempt', attempt)), NULL, created_at,
-             started_at, now(), locked_by
+             started_at, now(), locked_by, progress, trace
       FROM gone;
     ELSE
       -- The last child: the parent becomes claimable, and its queue's workers are woken (the

@@ -66,6 +66,15 @@ export interface PgQueueModuleOptions {
   /** Largest payload accepted, in bytes of JSON. @default 1_048_576 */
   maxPayloadBytes?: number;
   /**
+   * `job.updateProgress()` writes at most once per this many milliseconds per job; calls in
+   * between only change `job.progress` and fire the `progress` event, and the latest value is
+   * written when the interval ends (and always before the attempt's outcome). A tight loop of
+   * 10,000 calls makes 2 writes. @default 500
+   */
+  progressIntervalMs?: number;
+  /** Largest progress value `job.updateProgress()` accepts, in bytes of JSON. @default 4096 */
+  maxProgressBytes?: number;
+  /**
    * Let claims, job outcomes and heartbeats commit without waiting for the WAL flush
    * (`synchronous_commit = off` for those statements only). Several times the drain rate; the
    * cost is that a PostgreSQL crash (not a clean restart) can forget the last fraction of a
@@ -106,6 +115,15 @@ export interface PgQueueModuleOptions {
    * @default { completedMs: 86_400_000, cancelledMs: 86_400_000 } (one day; failed: for ever)
    */
   retention?: { completedMs?: number; cancelledMs?: number; failedMs?: number };
+  /**
+   * The span of one partition of the history table of completed and cancelled jobs, in whole
+   * hours: retention drops a partition once all of it is past retention, so a job stays in
+   * history between its retention and its retention plus one partition (a state whose retention
+   * is shorter than this is deleted row by row instead). The maintenance node creates the
+   * partitions ahead of time; every node should be given the same value.
+   * @default 86_400_000 (one day, from UTC midnight)
+   */
+  historyPartitionMs?: number;
   /** Job options every queue starts from. */
   defaultJobOptions?: JobDefaults;
   /**
@@ -210,11 +228,14 @@ export interface ResolvedPgQueueOptions {
   readonly shutdownTimeoutMs: number;
   readonly poolSize: number;
   readonly maxPayloadBytes: number;
+  readonly progressIntervalMs: number;
+  readonly maxProgressBytes: number;
   readonly asyncCommit: boolean;
   readonly preparedStatements: boolean;
   readonly handleUnhandledRejections: boolean;
   readonly logJobFailures: JobFailureLogging;
   readonly retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
+  readonly historyPartitionMs: number;
   readonly defaultJobOptions: ResolvedJobDefaults;
 }
 
@@ -244,11 +265,14 @@ export const DEFAULTS = {
   shutdownTimeoutMs: 10_000,
   poolSize: 4,
   maxPayloadBytes: 1_048_576,
+  progressIntervalMs: 500,
+  maxProgressBytes: 4096,
   asyncCommit: true,
   preparedStatements: true,
   handleUnhandledRejections: true,
   logJobFailures: 'all' as JobFailureLogging,
   retention: { completedMs: 86_400_000, cancelledMs: 86_400_000 },
+  historyPartitionMs: 86_400_000,
   concurrency: 10,
   job: {
     priority: 0,
@@ -317,7 +341,7 @@ const BULLMQ_NAMES: Readonly<Record<string, string>> = {
   stackTraceLimit: "nothing: every attempt's error is kept with its stack",
   timestamp: 'nothing: createdAt is set by the database',
   prevMillis: 'nothing',
-  telemetry: 'nothing',
+  telemetry: 'nothing: install @opentelemetry/api and register an SDK; enqueues and handlers are traced then',
 };
 
 /**
@@ -484,11 +508,14 @@ const KNOWN_MODULE_KEYS = [
   'shutdownTimeoutMs',
   'poolSize',
   'maxPayloadBytes',
+  'progressIntervalMs',
+  'maxProgressBytes',
   'asyncCommit',
   'preparedStatements',
   'handleUnhandledRejections',
   'logJobFailures',
   'retention',
+  'historyPartitionMs',
   'defaultJobOptions',
   'connections',
 ] as const;
@@ -541,6 +568,8 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     shutdownTimeoutMs: int('shutdownTimeoutMs', o.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, 0),
     poolSize: int('poolSize', o.poolSize, DEFAULTS.poolSize, 1, 100),
     maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, DEFAULTS.maxPayloadBytes, 1, 256 * 1_048_576),
+    progressIntervalMs: int('progressIntervalMs', o.progressIntervalMs, DEFAULTS.progressIntervalMs, 10, 3_600_000),
+    maxProgressBytes: int('maxProgressBytes', o.maxProgressBytes, DEFAULTS.maxProgressBytes, 16, 1_048_576),
     asyncCommit: bool('asyncCommit', o.asyncCommit, DEFAULTS.asyncCommit),
     preparedStatements: bool('preparedStatements', o.preparedStatements, DEFAULTS.preparedStatements),
     handleUnhandledRejections: bool('handleUnhandledRejections', o.handleUnhandledRejections, DEFAULTS.handleUnhandledRejections),
@@ -551,8 +580,23 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
       failedMs:
         o.retention?.failedMs === undefined ? null : int('retention.failedMs', o.retention.failedMs, 0, 0, MAX_RETENTION_MS),
     },
+    historyPartitionMs: historyPartitionMs(o.historyPartitionMs),
     defaultJobOptions: resolveJobDefaults('defaultJobOptions', o.defaultJobOptions, DEFAULTS.job),
   };
+}
+
+const HOUR_MS = 3_600_000;
+
+/** Whole hours from one hour to 31 days: partitions start on the hour in UTC (days at midnight). */
+function historyPartitionMs(value: unknown): number {
+  const ms = int('historyPartitionMs', value, DEFAULTS.historyPartitionMs, HOUR_MS, 31 * 86_400_000);
+  if (ms % HOUR_MS !== 0) {
+    throw new PgQueueConfigError(
+      `Invalid historyPartitionMs: ${ms} is not a whole number of hours. Use a multiple of 3600000 ` +
+        `(3600000 for hourly partitions, 86400000 for daily), or leave it out for daily partitions.`,
+    );
+  }
+  return ms;
 }
 
 /** Validates one `registerQueue` entry against the resolved module defaults. */

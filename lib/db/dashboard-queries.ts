@@ -43,7 +43,10 @@ const RUN_AT_KEY = `to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.
  *   jobs running now, sorted by id.
  * - waiting-children: jobs_waiting_children_idx (queue, id) WHERE state = 'waiting-children',
  *   newest first, in the index's own order.
- * - completed / failed / cancelled: job_history_queue_state_idx (queue, state, id), newest first.
+ * - completed / failed / cancelled: job_history_queue_state_idx (queue, state, id), newest first;
+ *   `page` names the state too, so its lookups by id visit only that state's partitions of the
+ *   history (failed jobs have their own): without it each id probed every partition's id index
+ *   (361 buffers against 208 for a page of failed jobs, bench/dashboard-plans.mjs).
  * - uniqueKey (live states): jobs_unique_key_idx (queue, unique_key): at most one row.
  * Parameters: $1 queue, then in order: cursor values, unique key, scan limit, filters, limit.
  */
@@ -67,7 +70,8 @@ export function buildJobList(
   else if (state === 'delayed') where.push(`state = 'waiting'`, 'run_at > now()');
   else if (state === 'active') where.push(`state = 'active'`);
   else if (state === 'waiting-children') where.push(`state = 'waiting-children'`);
-  else where.push(`state = ${p(state)}`);
+  const stateParam = live ? null : p(state);
+  if (stateParam) where.push(`state = ${stateParam}`);
   const c = opts.cursor;
   if (c && claimOrder && 'runAt' in c) {
     where.push(
@@ -93,7 +97,7 @@ export function buildJobList(
       SELECT ${keyCols} FROM ${table} WHERE ${where.join(' AND ')} ORDER BY ${order} LIMIT ${scanLimit}
     ), page AS (
       SELECT ${cols}, ${RUN_AT_KEY} AS run_at_key FROM ${table}
-      WHERE id IN (SELECT id FROM scan) ${rowFilter.map((f) => `AND ${f}`).join(' ')}
+      WHERE id IN (SELECT id FROM scan) ${stateParam ? `AND state = ${stateParam}` : ''} ${rowFilter.map((f) => `AND ${f}`).join(' ')}
       ORDER BY ${order} LIMIT ${limit}
     ), e AS (
       SELECT (SELECT count(*) FROM scan)::int AS scanned,
@@ -178,9 +182,9 @@ export function buildDashboardQueries(schema: string) {
 
     /** One job, live or finished, with what the job page shows beyond Job. $1 id */
     job: `
-      SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history FROM ${jobs} WHERE id = $1
+      SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1
       UNION ALL
-      SELECT ${HISTORY_COLS}, NULL::text, locked_by, true FROM ${history} WHERE id = $1`,
+      SELECT ${HISTORY_COLS}, NULL::text, locked_by, true, trace FROM ${history} WHERE id = $1`,
 
     /**
      * The jobs that wait on a job (its parents), each as it is now, first 100 by id: the edges'
@@ -230,9 +234,10 @@ export function buildDashboardQueries(schema: string) {
       WITH h AS (
         DELETE FROM ${history} WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled') RETURNING *
       ), back AS (
-        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at)
+        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
+                             progress, trace)
         OVERRIDING SYSTEM VALUE
-        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at FROM h
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace FROM h
         RETURNING id, queue
       ), wake AS (SELECT pg_notify($2, queue || '|0') FROM back GROUP BY queue)
       SELECT id::text AS id, (SELECT count(*) FROM wake) AS woken FROM back`,
@@ -248,9 +253,10 @@ export function buildDashboardQueries(schema: string) {
           SELECT id FROM ${history} WHERE queue = $1 AND state = 'failed' AND ($2::text IS NULL OR name = $2) LIMIT $3)
         RETURNING *
       ), back AS (
-        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at)
+        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
+                             progress, trace)
         OVERRIDING SYSTEM VALUE
-        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at FROM h
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace FROM h
         RETURNING id
       ), wake AS (SELECT pg_notify($4, $1 || '|0') WHERE EXISTS (SELECT 1 FROM back))
       SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,

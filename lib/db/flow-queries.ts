@@ -87,7 +87,8 @@ export type FlowQueries = ReturnType<typeof buildFlowQueries>;
  * that can run, delivered on commit. Every column travels as an array: flows are not the hot path.
  * $1 payload[] $2 queue[] $3 name[] $4 priority[] $5 run_at[] $6 delay_ms[] $7 max_attempts[]
  * $8 backoff[] $9 timeout_ms[] $10 parent[] $11 on_failure[] $12 pending[] $13 has_dependencies[]
- * $14 ext_parent[] $15 ext_child_id[] $16 ext_on_failure[] $17 ext_state[] $18 channel
+ * $14 ext_parent[] $15 ext_child_id[] $16 ext_on_failure[] $17 ext_state[] $18 channel $19 trace[]
+ * (each job's W3C trace context, migration 0009: every job of a flow records the span it was built in)
  */
 export function buildFlowInsert(schema: string, durable: boolean): string {
   const s = escapeIdentifier(schema);
@@ -95,17 +96,17 @@ export function buildFlowInsert(schema: string, durable: boolean): string {
     WITH input AS MATERIALIZED (
       SELECT t.*, nextval(pg_get_serial_sequence('${s}.jobs', 'id')) AS id
       FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::bigint[], $7::int[],
-                  $8::text[], $9::int[], $10::int[], $11::text[], $12::int[], $13::boolean[])
+                  $8::text[], $9::int[], $10::int[], $11::text[], $12::int[], $13::boolean[], $19::text[])
            WITH ORDINALITY AS t(payload, queue, name, priority, run_at, delay_ms, max_attempts, backoff, timeout_ms,
-                                parent, on_failure, pending, has_dependencies, ord)
+                                parent, on_failure, pending, has_dependencies, trace, ord)
       ${durable ? `WHERE ${DURABLE}` : ''}
     ), ins AS (
       INSERT INTO ${s}.jobs (id, queue, name, payload, state, priority, run_at, max_attempts, backoff, timeout_ms,
-                             pending_dependencies, has_dependents, has_dependencies)
+                             pending_dependencies, has_dependents, has_dependencies, trace)
       OVERRIDING SYSTEM VALUE
       SELECT id, queue, name, payload::jsonb, CASE WHEN pending > 0 THEN 'waiting-children' ELSE 'waiting' END,
              priority, coalesce(run_at, now() + delay_ms * interval '1 millisecond'), max_attempts, backoff::jsonb,
-             timeout_ms, pending, parent > 0, has_dependencies
+             timeout_ms, pending, parent > 0, has_dependencies, trace::jsonb
       FROM input ORDER BY ord
       RETURNING id, queue, run_at, state
     ), edges AS (

@@ -120,6 +120,7 @@ export class FlowStore {
       ext.map((e) => e.onFailure),
       ext.map((e) => e.state),
       this.channel,
+      rows.map((r) => r.traceJson),
     ]);
     return { ids: out.ids, now: new Date(out.now), waitingChildren: children.map((c) => c > 0) };
   }

@@ -6,6 +6,7 @@ import type { FlowNodeRow } from '../db/flow-store';
 import { insertedToJob } from '../db/job-store';
 import { failurePolicy } from './enqueue';
 import type { Queue } from './queue';
+import { tracedEnqueue } from './tracing';
 
 const FLOW_KEYS = ['queue', 'name', 'payload', 'opts', 'onFailure', 'children'];
 /** `@nestjs/bullmq`'s FlowProducer names, and ours. */
@@ -24,7 +25,23 @@ export class FlowProducer {
   /** @internal */
   constructor(private readonly queueOf: (name: string) => Queue) {}
 
-  async add<TPayload = unknown>(flow: FlowJob<TPayload>, target?: TransactionTarget): Promise<FlowNode<TPayload>> {
+  /**
+   * One PRODUCER span (`send <root queue>`) when an SDK records spans: every job's row is built
+   * inside it, so the whole tree records one trace, which each child's and the parent's handler
+   * continue.
+   */
+  add<TPayload = unknown>(flow: FlowJob<TPayload>, target?: TransactionTarget): Promise<FlowNode<TPayload>> {
+    const root = typeof flow === 'object' && flow !== null ? String((flow as { queue?: unknown }).queue) : '';
+    return tracedEnqueue(
+      root,
+      'addFlow',
+      1,
+      () => this.addTree(flow, target),
+      (node) => [node.job],
+    );
+  }
+
+  private async addTree<TPayload>(flow: FlowJob<TPayload>, target: TransactionTarget | undefined): Promise<FlowNode<TPayload>> {
     const nodes: FlowNodeRow[] = [];
     const queues: Queue[] = [];
     const childrenOf: number[][] = [];

@@ -4,6 +4,7 @@ import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/exe
 import { insertedToJob, isJobId, type JobStore, type NewJobRow } from '../db/job-store';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-store';
 import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
+import { tracedEnqueue } from './tracing';
 
 export type { TransactionTarget } from '../db/executor';
 
@@ -92,7 +93,21 @@ export class Queue<TJobs extends JobMap = JobMap> {
    * Enqueues one job. With `manager` (or `client`) it joins that transaction: the job, and the
    * wake-up, exist only if it commits.
    */
-  async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
+  add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
+    return tracedEnqueue(
+      this.name,
+      'add',
+      1,
+      () => this.addOne(name, payload, opts),
+      (job) => [job],
+    );
+  }
+
+  private async addOne<N extends keyof TJobs & string>(
+    name: N,
+    payload: TJobs[N],
+    opts?: EnqueueOptions,
+  ): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
     if (opts?.dependsOn !== undefined) {
       const existing = resolveDependencies(this.name, name, opts.dependsOn, row.uniqueKey !== null);
@@ -114,7 +129,20 @@ export class Queue<TJobs extends JobMap = JobMap> {
   }
 
   /** Enqueues many jobs in one statement (one round trip, one NOTIFY). All or none are inserted. */
-  async addBulk<N extends keyof TJobs & string>(
+  addBulk<N extends keyof TJobs & string>(
+    jobs: readonly BulkJob<N, TJobs[N]>[],
+    target?: TransactionTarget,
+  ): Promise<Job<TJobs[N]>[]> {
+    return tracedEnqueue(
+      this.name,
+      'addBulk',
+      Array.isArray(jobs) ? jobs.length : 0,
+      () => this.addMany(jobs, target),
+      (out) => out,
+    );
+  }
+
+  private async addMany<N extends keyof TJobs & string>(
     jobs: readonly BulkJob<N, TJobs[N]>[],
     target?: TransactionTarget,
   ): Promise<Job<TJobs[N]>[]> {

@@ -1,7 +1,20 @@
 import type { ClaimedRow } from '../db/job-store';
 import type { FlowStore } from '../db/flow-store';
 import { CompleteWithError } from '../core/errors';
-import type { ActiveJob, ChildResult, JobAttemptError, JobState, TransactionClient, TransactionManager } from '../core/job';
+import type {
+  ActiveJob,
+  ChildResult,
+  JobAttemptError,
+  JobProgress,
+  JobState,
+  TransactionClient,
+  TransactionManager,
+} from '../core/job';
+
+/** Where `updateProgress` goes: the worker's ProgressTracker (one per worker, not one per job). */
+export interface ProgressSink {
+  update(job: RunningJob, value: JobProgress): Promise<void>;
+}
 
 /**
  * The job a handler receives. Its AbortController is made only when the handler reads `signal`
@@ -23,6 +36,8 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   readonly errors: readonly JobAttemptError[];
   readonly result: null = null;
   readonly timeoutMs: number | null;
+  /** The latest reported progress: the stored one at claim (kept from an earlier attempt), then each updateProgress value. */
+  progress: JobProgress | null;
   /**
    * Set by the worker: completes this attempt in the caller's transaction, or refuses with
    * CompleteWithError once the attempt has ended or after a first call.
@@ -37,7 +52,11 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   /** Where childResults() reads: a reference the worker holds anyway, so nothing is allocated per job. */
   private readonly flows: FlowStore | null;
 
-  constructor(row: ClaimedRow, flows: FlowStore | null = null) {
+  constructor(
+    row: ClaimedRow,
+    private readonly progressSink: ProgressSink | null = null,
+    flows: FlowStore | null = null,
+  ) {
     this.flows = flows;
     this.id = String(row.id);
     this.queue = row.queue;
@@ -51,6 +70,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     this.startedAt = new Date(row.started_at_ms);
     this.errors = Array.isArray(row.errors) ? row.errors : [];
     this.timeoutMs = row.timeout_ms;
+    this.progress = row.progress ?? null;
   }
 
   get signal(): AbortSignal {
@@ -75,6 +95,16 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     return this.flows.children(this.id, null) as Promise<ChildResult<TResult>[]>;
   }
 
+  updateProgress(value: JobProgress): Promise<void> {
+    if (!this.progressSink) return Promise.resolve();
+    return this.progressSink.update(this, value);
+  }
+
+  /** @internal The tracker's: what `progress` reads from now on. */
+  setProgress(value: JobProgress): void {
+    this.progress = value;
+  }
+
   /** Fires the signal (now, or when it is first read). */
   abort(reason: unknown): void {
     if (this.aborted) return;
@@ -84,7 +114,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   }
 
   toJSON() {
-    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, flows: _f, ...rest } = this;
+    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, progressSink: _p, flows: _f, ...rest } = this;
     return rest;
   }
 }

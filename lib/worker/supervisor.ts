@@ -5,13 +5,15 @@ import type { PgClientConfig } from '../core/pg-types';
 import type { SqlExecutor } from '../db/executor';
 import type { JobStore, NodeRow, Outcome, StalledJob } from '../db/job-store';
 import { LeaseLostError, PgQueueError, ShutdownError } from '../core/errors';
-import type { Job, JobAttemptError, JobHandler } from '../core/job';
+import type { Job, JobAttemptError, JobHandler, JobProgress } from '../core/job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/pg-queue.options';
 import { Completer, type PendingOutcome } from './completer';
 import { Listener, type ScheduledReconnect } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
 import { JobsTableVacuum } from './vacuum';
+import { HistoryPartitions } from '../db/history-partitions';
+import { HistoryUpkeep } from './history-upkeep';
 import { CronScheduler, type CronEntry } from './cron';
 
 /** How long shutdown waits to remove this node's registry row. */
@@ -34,6 +36,8 @@ export type OutcomeKind = Outcome['kind'];
  */
 export interface SupervisorEventMap {
   active: [job: Job];
+  /** A handler on this node called `job.updateProgress(value)` (each call; the writes are throttled). */
+  progress: [job: Job, progress: JobProgress];
   completed: [job: Job, result: unknown];
   retrying: [job: Job, error: JobAttemptError, delayMs: number];
   failed: [job: Job, error: JobAttemptError];
@@ -63,6 +67,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private readonly workers = new Map<string, QueueWorker>();
   private readonly completer: Completer;
   private readonly vacuum: JobsTableVacuum;
+  /** History partitions: created ahead, dropped past retention (on the elected node). */
+  readonly history: HistoryUpkeep;
   private cron: CronScheduler | null = null;
   private listener: Listener | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
@@ -98,6 +104,11 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       () => this.workers.forEach((w) => w.outcomesWritten()),
     );
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
+    this.history = new HistoryUpkeep(
+      new HistoryPartitions(store.pool, store.schema, opts.historyPartitionMs),
+      opts.retention,
+      logger,
+    );
     this.nodeRow = {
       host: hostname(),
       pid: process.pid,
@@ -127,6 +138,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     const events: WorkerEvents = {
       active: (job) => this.emit('active', job),
       completed: (job, result) => this.emit('completed', job, result),
+      progress: (job, value) => this.emit('progress', job, value),
       error: (err) => this.emit('error', err),
     };
     this.nodeQueues.push({ name: q.queue.name, concurrency: q.queue.concurrency });
@@ -138,6 +150,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         workerId: this.workerId,
         leaseMs: this.opts.leaseMs,
         pollIntervalMs: this.opts.pollIntervalMs,
+        progressIntervalMs: this.opts.progressIntervalMs,
+        maxProgressBytes: this.opts.maxProgressBytes,
         logger: this.logger,
         events,
         onOwnDatabase: this.onOwnDatabase,
@@ -292,6 +306,9 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   async maintain(): Promise<void> {
     try {
       const r = await this.store.maintain(1000);
+      // Not awaited (see HistoryUpkeep), but tracked: shutdown waits for it like any pass. Not
+      // started once stop() began: it waits only for the passes running then, then ends the pool.
+      if (r && !this.stopped) void this.track(this.history.runOnce((err) => this.emit('error', err)).then(() => undefined));
       if (r) await this.vacuum.runOnce();
       // Every node that runs schedules, not only the elected one: ticks are deduplicated in the database.
       await this.cron?.catchUp();
