@@ -1,6 +1,15 @@
 import type { ClaimedRow } from '../db/job-store';
+import type { FlowStore } from '../db/flow-store';
 import { CompleteWithError } from '../core/errors';
-import type { ActiveJob, JobAttemptError, JobProgress, JobState, TransactionClient, TransactionManager } from '../core/job';
+import type {
+  ActiveJob,
+  ChildResult,
+  JobAttemptError,
+  JobProgress,
+  JobState,
+  TransactionClient,
+  TransactionManager,
+} from '../core/job';
 
 /** Where `updateProgress` goes: the worker's ProgressTracker (one per worker, not one per job). */
 export interface ProgressSink {
@@ -44,10 +53,15 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   private abortReason: unknown = undefined;
   private aborted = false;
 
+  /** Where childResults() reads: a reference the worker holds anyway, so nothing is allocated per job. */
+  private readonly flows: FlowStore | null;
+
   constructor(
     row: ClaimedRow,
     private readonly progressSink: ProgressSink | null = null,
+    flows: FlowStore | null = null,
   ) {
+    this.flows = flows;
     this.id = String(row.id);
     this.queue = row.queue;
     this.name = row.name;
@@ -80,6 +94,11 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     return this.completeIn(this, target, result);
   }
 
+  childResults<TResult = unknown>(): Promise<ChildResult<TResult>[]> {
+    if (!this.flows) return Promise.resolve([]);
+    return this.flows.children(this.id, null) as Promise<ChildResult<TResult>[]>;
+  }
+
   updateProgress(value: JobProgress): Promise<void> {
     if (!this.progressSink) return Promise.resolve();
     return this.progressSink.update(this, value);
@@ -99,7 +118,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   }
 
   toJSON() {
-    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, progressSink: _p, ...rest } = this;
+    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, progressSink: _p, flows: _f, ...rest } = this;
     return rest;
   }
 }
