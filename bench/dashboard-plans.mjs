@@ -144,8 +144,10 @@ try {
     console.log(`\n### ${label}\n${rows.map((r) => r['QUERY PLAN']).join('\n')}`);
   };
   const q = store.q;
-  await explain('counts (overview)', q.counts, [['email', 'reports'], null]);
-  await explain('counts (queue page)', q.counts, [['email', 'reports'], 'email']);
+  await explain('live counts (overview)', q.liveCounts, [['email', 'reports'], null]);
+  await explain('history counts (overview)', q.historyCounts, [null]);
+  await explain('live counts (queue page)', q.liveCounts, [['email', 'reports'], 'email']);
+  await explain('history counts (queue page)', q.historyCounts, ['email']);
   await explain('throughput (first poll)', q.throughput, [null]);
   await explain('throughput (later polls)', q.throughput, [new Date(Date.now() - 120_000)]);
   await explain('names', q.names, ['email']);

@@ -55,6 +55,8 @@ export interface NodeInfo {
   readonly running: number;
 }
 
+const EMPTY_LIVE = { waiting: 0, delayed: 0, active: 0, stalled: 0, paused: false, oldestWaitingAgeMs: null } as const;
+
 type ListRow = JobRow & {
   unique_key: string | null;
   locked_by: string | null;
@@ -77,30 +79,43 @@ export class DashboardStore {
     this.db = poolExecutor(pool);
   }
 
-  /** Figures per queue: all of them (and every registered one), or one. */
+  /**
+   * Figures per queue: all of them (and every registered one), or one. The live and the
+   * history counts are two statements run at once, each on its own connection of the pool,
+   * sorted by name (code points) here.
+   */
   async counts(registered: readonly string[], queue: string | null = null): Promise<QueueOverviewRow[]> {
-    const rows = await this.db.query<{
-      name: string;
-      waiting: number;
-      delayed: number;
-      active: number;
-      stalled: number;
-      failed: number;
-      cancelled: number;
-      paused: boolean;
-      oldest_waiting_age_ms: number | null;
-    }>(this.q.counts, [registered, queue]);
-    return rows.map((r) => ({
+    const [live, history] = await Promise.all([
+      this.db.query<{
+        name: string;
+        waiting: number;
+        delayed: number;
+        active: number;
+        stalled: number;
+        paused: boolean;
+        oldest_waiting_age_ms: number | null;
+      }>(this.q.liveCounts, [registered, queue]),
+      this.db.query<{ name: string; failed: number; cancelled: number }>(this.q.historyCounts, [queue]),
+    ]);
+    const finished = new Map(history.map((h) => [h.name, h]));
+    const rows = live.map((r) => ({
       name: r.name,
       waiting: r.waiting,
       delayed: r.delayed,
       active: r.active,
       stalled: r.stalled,
-      failed: r.failed,
-      cancelled: r.cancelled,
+      failed: finished.get(r.name)?.failed ?? 0,
+      cancelled: finished.get(r.name)?.cancelled ?? 0,
       paused: r.paused,
       oldestWaitingAgeMs: r.oldest_waiting_age_ms === null ? null : Math.max(0, Math.round(r.oldest_waiting_age_ms)),
     }));
+    const listed = new Set(live.map((r) => r.name));
+    // A queue with only history: no live jobs, no queues row, not registered here.
+    for (const h of history) {
+      if (listed.has(h.name)) continue;
+      rows.push({ ...EMPTY_LIVE, name: h.name, failed: h.failed, cancelled: h.cancelled });
+    }
+    return rows.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** Per minute over the last hour; minutes before `from` (if given) come back as 0. */
