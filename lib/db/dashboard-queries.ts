@@ -152,7 +152,7 @@ export function buildDashboardQueries(schema: string) {
      * nothing computed per row; a minute that ended by $1 is not looked up. Grouping by date_trunc('minute', finished_at) instead evaluated
      * and hashed every row: 120-180 ms for the whole hour with 940,000 rows finished in it, against
      * 55-80 ms here (bench/dashboard-plans.mjs). The whole hour is still the costly read, so the
-     * dashboard counts it once and then only the last two minutes each poll (DashboardService).
+     * dashboard counts it once and then only the minutes not yet settled each poll (DashboardService).
      * $1 from (timestamptz) or NULL
      */
     throughput: `
