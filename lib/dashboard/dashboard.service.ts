@@ -4,6 +4,7 @@ import { PgQueueError } from '../core/errors';
 import { DashboardStore, type DashboardJob } from '../db/dashboard-store';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
+import { CostlyReads } from './costly-reads';
 import { DashboardInputError, encodeCursor, type JobListQuery } from './dashboard-input';
 import { PG_QUEUE_DASHBOARD_OPTIONS, type ResolvedDashboardOptions } from './dashboard.options';
 
@@ -57,7 +58,26 @@ export class DashboardService {
     @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime,
     @Inject(PG_QUEUE_DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
   ) {
-    this.store = new DashboardStore(runtime.pool, runtime.store.schema, runtime.store.channel);
+    // Half the pool at most (the workers share it), and at least one connection.
+    const connections = Math.max(1, Math.floor(runtime.options.poolSize / 2));
+    this.store = new DashboardStore(runtime.pool, runtime.store.schema, runtime.store.channel, connections);
+    this.costly = new CostlyReads(options.countsBudget);
+  }
+
+  /** The counts and the throughput: reused while recent compared with their cost (countsBudget). */
+  private readonly costly: CostlyReads;
+
+  private counts(queue: string | null) {
+    const registered = this.registered();
+    return this.costly.read(`counts ${queue === null ? '*' : `=${queue}`} ${registered.join(',')}`, () =>
+      this.store.counts(registered, queue),
+    );
+  }
+
+  /** After an action: its effect shows on the next read. */
+  private changed<T>(result: T): T {
+    this.costly.clear();
+    return result;
   }
 
   /**
@@ -90,7 +110,7 @@ export class DashboardService {
   }
 
   async overview() {
-    const [queues, t] = await Promise.all([this.store.counts(this.registered()), this.throughput()]);
+    const [queues, t] = await Promise.all([this.counts(null), this.costly.read('throughput', () => this.throughput())]);
     return {
       queues: queues.map((q) => ({ ...q, registered: this.runtime.queueOptions(q.name) !== undefined })),
       throughput: { minutes: t.minutes, completed: t.completed, failed: t.failed },
@@ -100,7 +120,7 @@ export class DashboardService {
   }
 
   async queue(name: string) {
-    const [[found], names] = await Promise.all([this.store.counts(this.registered(), name), this.store.names(name)]);
+    const [[found], names] = await Promise.all([this.counts(name), this.store.names(name)]);
     const o = this.runtime.queueOptions(name);
     // A queue nothing knows of (no jobs, no history, not registered, never paused) answers zeros.
     const {
@@ -204,7 +224,7 @@ export class DashboardService {
   }
 
   async retry(ids: string[]) {
-    return { retried: await this.store.retryIds(ids) };
+    return this.changed({ retried: await this.store.retryIds(ids) });
   }
 
   async cancel(ids: string[]) {
@@ -216,7 +236,7 @@ export class DashboardService {
       if (r === 'cancelled') cancelled.push(j.id);
       else if (r === 'cancelling') cancelling.push(j.id);
     }
-    return { cancelled, cancelling };
+    return this.changed({ cancelled, cancelling });
   }
 
   async remove(ids: string[]) {
@@ -224,22 +244,22 @@ export class DashboardService {
     for (const j of await this.store.locate(ids)) {
       if (await this.runtime.store.remove(j.queue, j.id)) removed.push(j.id);
     }
-    return { removed };
+    return this.changed({ removed });
   }
 
   async retryFailed(queue: string, name: string | null) {
-    return { retried: await this.store.retryFailed(queue, name) };
+    return this.changed({ retried: await this.store.retryFailed(queue, name) });
   }
 
   async setPaused(queue: string, paused: boolean) {
     await this.runtime.store.setPaused(queue, paused);
-    return { paused };
+    return this.changed({ paused });
   }
 
   async enqueue(queue: string, body: { name: string; payload: unknown; options: Record<string, unknown> }) {
     try {
       const job = await this.runtime.queue(queue, 'dashboard enqueue').add(body.name, body.payload, body.options as JobOptions);
-      return { job };
+      return this.changed({ job });
     } catch (err) {
       // Every refusal of add() (unregistered queue, bad name, payload or option) is the caller's to fix.
       if (err instanceof PgQueueError) throw new DashboardInputError(err.message, { cause: err });

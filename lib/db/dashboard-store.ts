@@ -55,6 +55,25 @@ export interface NodeInfo {
   readonly running: number;
 }
 
+/** `db`, running at most `max` statements at once; the others wait their turn in order. */
+function limited(db: SqlExecutor, max: number): SqlExecutor {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return {
+    async query<R>(sql: string, params: readonly unknown[], name?: string): Promise<R[]> {
+      if (running >= max) await new Promise<void>((resolve) => waiting.push(resolve));
+      else running++;
+      try {
+        return await db.query<R>(sql, params, name);
+      } finally {
+        const next = waiting.shift();
+        if (next) next();
+        else running--;
+      }
+    },
+  };
+}
+
 const EMPTY_LIVE = { waiting: 0, delayed: 0, active: 0, stalled: 0, paused: false, oldestWaitingAgeMs: null } as const;
 
 type ListRow = JobRow & {
@@ -70,13 +89,20 @@ export class DashboardStore {
   readonly q: DashboardQueries;
   private readonly db: SqlExecutor;
 
+  /**
+   * `maxConcurrent`: how many of the pool's connections the dashboard may hold at once. The
+   * workers share that pool: while a poll's reads held three of its four connections, each for
+   * as long as a count over a table in full churn takes (a second, 200,000 jobs draining), claims
+   * and completions queued behind them.
+   */
   constructor(
     pool: PgPool,
     private readonly schema: string,
     private readonly channel: string,
+    maxConcurrent = 2,
   ) {
     this.q = buildDashboardQueries(schema);
-    this.db = poolExecutor(pool);
+    this.db = limited(poolExecutor(pool), maxConcurrent);
   }
 
   /**
