@@ -24,6 +24,18 @@ describe('CostlyReads', () => {
     expect(await reads.read('k', run)).toBe(2);
   });
 
+  it('the budget is for all keys together: with two, each is reused twice as long', async () => {
+    const reads = new CostlyReads(0.05, now);
+    const a = counter(100);
+    const b = counter(100);
+    await reads.read('a', a);
+    await reads.read('b', b);
+    clock += 3899; // 100 ms * (2 / 0.05 - 1) = 3,900 ms after b ended
+    expect(await reads.read('b', b)).toBe(1);
+    clock += 1;
+    expect(await reads.read('b', b)).toBe(2);
+  });
+
   it('a cheap read is redone at every poll; budget 1 never reuses', async () => {
     const cheap = new CostlyReads(0.05, now);
     const run = counter(5);
@@ -33,6 +45,7 @@ describe('CostlyReads', () => {
     const always = new CostlyReads(1, now);
     const r2 = counter(1000);
     await always.read('k', r2);
+    await always.read('k2', counter(1000));
     expect(await always.read('k', r2)).toBe(2);
   });
 
