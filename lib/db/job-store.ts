@@ -630,6 +630,11 @@ export class JobStore {
     );
   }
 
+  /** How many worker processes (nodes) heartbeat into this schema now: seen within 3 of their intervals. */
+  async liveNodes(): Promise<number> {
+    return (await this.db.query<{ n: number }>(this.q.liveNodes, []))[0].n;
+  }
+
   /** Tests only: makes the waiting jobs of `queue` (null: all) that are due later due now; returns how many. */
   async makeDueWaiting(queue: string | null): Promise<number> {
     const { rowCount } = await this.pool.query(this.q.makeDueWaiting, [queue]);
