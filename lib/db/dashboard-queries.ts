@@ -168,15 +168,17 @@ export function buildDashboardQueries(schema: string) {
       ORDER BY m.minute`,
 
     /**
-     * Job names seen in a queue, from at most 5,000 live and 5,000 finished rows (each LIMIT
-     * stops the walk: jobs by a scan of the backlog, history by job_history_queue_state_idx).
-     * $1 queue
+     * Job names seen in a queue, from at most 5,000 live and 5,000 finished rows. History is
+     * walked on job_history_queue_state_idx (newest first per state), never scanned: a plain
+     * LIMIT over `WHERE queue = $1` was a seq scan of job_history that, for a queue with few
+     * finished jobs among millions, read all of it before stopping. Live jobs are a scan of the
+     * backlog that the LIMIT stops. $1 queue
      */
     names: `
       SELECT DISTINCT name FROM (
         (SELECT name FROM ${jobs} WHERE queue = $1 LIMIT 5000)
         UNION ALL
-        (SELECT name FROM ${history} WHERE queue = $1 LIMIT 5000)
+        (SELECT name FROM ${history} WHERE queue = $1 ORDER BY state DESC, id DESC LIMIT 5000)
       ) n ORDER BY name`,
 
     /** One job, live or finished, with what the job page shows beyond Job. $1 id */
