@@ -35,7 +35,7 @@ const { Module } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
 const { PgQueueModule } = require('../dist');
 const { PgQueueDashboardModule } = require('../dist/dashboard');
-const { SETTLE_MS } = require('../dist/dashboard/dashboard.service.js');
+const { SETTLE_MS } = require('../dist/dashboard/dashboard-throughput.js');
 
 /**
  * CPU seconds (user + system) each of the server's backends on the bench database has used so

@@ -3,6 +3,7 @@ export { PG_QUEUE_MODULE_OPTIONS } from './module/pg-queue.module-definition';
 export { getQueueToken } from './module/pg-queue.constants';
 export type {
   PgQueueModuleOptions,
+  PgQueueConnectionOptions,
   JobFailureLogging,
   RegisterQueueOptions,
   DataSourceLike,

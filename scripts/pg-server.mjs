@@ -273,9 +273,11 @@ export async function startPostgres({
      * at once, as in a kernel OOM kill or a power cut of the process tree: WAL not yet written
      * from shared memory is gone, and the next start runs crash recovery. Resolves with
      * { recovered, stoppedAt }: whether the server log says crash recovery ran on that start, and
-     * when (epoch ms) the old server was gone. `onStopped` runs once it is gone, before the wait.
+     * when (epoch ms) the old server was gone. `onStopped` runs once it is gone, before the wait;
+     * `until` (a promise), when given, is waited for too before the start (a test holds the server
+     * down for as long as it needs).
      */
-    async function restart({ downMs = 0, crash = false, onStopped = () => {} } = {}) {
+    async function restart({ downMs = 0, crash = false, onStopped = () => {}, until = null } = {}) {
       const proc = instance.process;
       if (proc && proc.exitCode === null && proc.signalCode === null) {
         const exited = new Promise((r) => proc.once('exit', r));
@@ -288,6 +290,7 @@ export async function startPostgres({
       const logStart = logText.length;
       instance.process = undefined;
       if (downMs > 0) await new Promise((r) => setTimeout(r, downMs));
+      if (until) await until;
       const port = Number(new URL(url).port);
       const next = makeInstance(port);
       onLog(`--- restart on port ${port} (${new Date().toISOString()}) ---\n`);

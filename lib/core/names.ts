@@ -44,6 +44,18 @@ export function validateQueueName(name: unknown): string {
   return name;
 }
 
+const CONNECTION_RE = /^[A-Za-z][A-Za-z0-9_-]{0,62}$/;
+
+/** Throws unless `name` is a valid connection name (a key of `forRoot({ connections })`). */
+export function validateConnectionName(name: unknown, where = 'connection name'): string {
+  if (typeof name !== 'string' || !CONNECTION_RE.test(name)) {
+    throw new PgQueueConfigError(
+      `Invalid ${where} ${quote(name)}: use 1-63 letters, digits, "_" or "-", starting with a letter (for example "bulk").`,
+    );
+  }
+  return name;
+}
+
 /**
  * Throws unless `name` is a valid job name: 1 to 200 characters PostgreSQL stores as given (no
  * NUL; no lone surrogate, which a text column would store as U+FFFD, so no handler would match).

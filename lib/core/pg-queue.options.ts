@@ -1,6 +1,6 @@
 import { PgQueueConfigError } from './errors';
 import { quote } from './input-text';
-import { validateQueueName, validateSchemaName } from './names';
+import { validateConnectionName, validateQueueName, validateSchemaName } from './names';
 import type { BackoffOptions, JobDefaults, JobOptions } from './job';
 import { resolveSchedule, type RepeatOptions, type ResolvedSchedule } from './cron-schedule';
 import type { PgPoolConfig } from './pg-types';
@@ -108,6 +108,39 @@ export interface PgQueueModuleOptions {
   retention?: { completedMs?: number; cancelledMs?: number; failedMs?: number };
   /** Job options every queue starts from. */
   defaultJobOptions?: JobDefaults;
+  /**
+   * More databases for queues, by name: `registerQueue({ name, connection: 'bulk' })` puts a queue
+   * on one. Each gets its own pool, LISTEN connection, migrations and maintenance. The `default`
+   * entry, if given, replaces the top-level `connection`/`dataSource`/`listenConnection`; the
+   * other fields of an entry (schema, poolSize, ...) default to the top-level ones. A queue on
+   * another database than the app's data loses atomic enqueue with that data: see the README,
+   * "Queues on more than one database". @default {} (every queue on the default connection)
+   */
+  connections?: Readonly<Record<string, PgQueueConnectionOptions>>;
+}
+
+/**
+ * One database of `forRoot({ connections })`: where it is (`connection` or `dataSource`, and
+ * `listenConnection`), and the settings that may differ per database. Left out, each setting
+ * takes the top-level option's value (then its default).
+ */
+export interface PgQueueConnectionOptions {
+  /** A TypeORM `DataSource` (or its DI token) whose connection settings this database's pool reuses. */
+  dataSource?: DataSourceLike | InjectionTokenLike;
+  /** A connection string or `pg` PoolConfig. Wins over `dataSource`. */
+  connection?: string | PgPoolConfig;
+  /** A direct connection for LISTEN, when `connection` goes through PgBouncer in transaction mode. */
+  listenConnection?: string | PgPoolConfig;
+  /** Schema of the queue's tables in this database. */
+  schema?: string;
+  /** Apply pending migrations to this database at boot. */
+  migrate?: boolean;
+  /** LISTEN for wake-ups on this database. */
+  listen?: boolean;
+  /** Maximum connections of this database's pool. */
+  poolSize?: number;
+  /** Prepare the hot statements on this database's connections. */
+  preparedStatements?: boolean;
 }
 
 /** Which job failures are logged: see `PgQueueModuleOptions.logJobFailures`. */
@@ -142,6 +175,11 @@ export interface RegisterQueueOptions {
   limiter?: { max: number; durationMs: number };
   /** Recurring jobs of this queue, each enqueued once per tick across all nodes. */
   repeat?: RepeatOptions[];
+  /**
+   * The named connection (`forRoot({ connections })`) whose database holds this queue.
+   * @default 'default'
+   */
+  connection?: string;
 }
 
 export interface ResolvedBackoff {
@@ -188,6 +226,8 @@ export interface ResolvedQueueOptions {
   readonly globalConcurrency: number | null;
   readonly limiter: { readonly max: number; readonly durationMs: number } | null;
   readonly repeat: readonly ResolvedSchedule[];
+  /** The named connection whose database holds the queue. */
+  readonly connection: string;
 }
 
 /** Every default in one place. */
@@ -218,7 +258,7 @@ export const DEFAULTS = {
   } satisfies ResolvedJobDefaults,
 } as const;
 
-export { validateJobName, validateQueueName, validateSchemaName } from './names';
+export { validateConnectionName, validateJobName, validateQueueName, validateSchemaName } from './names';
 
 /** The longest `delayMs`: 100 years, far inside PostgreSQL's timestamp range (a backoff stays within a timer's 2^31-1 ms). */
 export const MAX_DELAY_MS = 100 * 365 * 86_400_000;
@@ -284,7 +324,7 @@ const BULLMQ_NAMES: Readonly<Record<string, string>> = {
  * Throws on keys of `o` that are not in `known`, naming what to use instead: the option of the
  * same name in other casing, or ours for a `@nestjs/bullmq` option. `extra` says more about some keys.
  */
-function refuseUnknownKeys(
+export function refuseUnknownKeys(
   where: string,
   o: object,
   known: readonly string[],
@@ -437,6 +477,7 @@ const KNOWN_MODULE_KEYS = [
   'logJobFailures',
   'retention',
   'defaultJobOptions',
+  'connections',
 ] as const;
 const RETENTION_KEYS = ['completedMs', 'cancelledMs', 'failedMs'] as const;
 const QUEUE_KEYS = [
@@ -447,6 +488,7 @@ const QUEUE_KEYS = [
   'globalConcurrency',
   'limiter',
   'repeat',
+  'connection',
 ] as const;
 
 /** Validates module options once, at boot, and fills in every default. */
@@ -516,6 +558,10 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
       q.globalConcurrency === undefined ? null : int(`queue "${name}" globalConcurrency`, q.globalConcurrency, 1, 1, 100_000),
     limiter: limiter(name, q.limiter),
     repeat: resolveRepeat(name, q.repeat),
+    connection:
+      q.connection === undefined
+        ? 'default'
+        : validateConnectionName(q.connection, `registerQueue({ name: ${quote(name)} }) connection`),
   };
 }
 

@@ -153,9 +153,25 @@ function body(b: unknown, allowed: readonly string[]): Record<string, unknown> {
   return b as Record<string, unknown>;
 }
 
-/** `{ ids: string[] }`: 1 to MAX_IDS job ids, duplicates dropped. */
+/**
+ * The `connection` of a job action's body or a job's URL (`?connection=`): whose database the
+ * ids are of, when the app has more than one (ids are per database). Null when left out.
+ */
+export function parseConnection(value: unknown): string | null {
+  if (value === undefined || value === null || value === '') return null;
+  if (typeof value !== 'string' || !/^[A-Za-z][A-Za-z0-9_-]{0,62}$/.test(value))
+    throw new DashboardInputError('"connection" must be the name of one of the app\'s connections, for example "bulk".');
+  return value;
+}
+
+/** The `connection` of an ids body (`{ ids, connection? }`). */
+export function parseIdsConnection(b: unknown): string | null {
+  return parseConnection(body(b, ['ids', 'connection']).connection);
+}
+
+/** `{ ids: string[], connection? }`: 1 to MAX_IDS job ids, duplicates dropped. */
 export function parseIdsBody(b: unknown): string[] {
-  const { ids } = body(b, ['ids']);
+  const { ids } = body(b, ['ids', 'connection']);
   if (!Array.isArray(ids) || ids.length === 0 || ids.length > MAX_IDS) {
     throw new DashboardInputError(`The body needs "ids": an array of 1 to ${MAX_IDS} job ids, for example {"ids":["42"]}.`);
   }

@@ -21,7 +21,9 @@ import { DashboardAssets, HTML_HEADERS } from './dashboard-assets';
 import {
   parseEmptyBody,
   parseEnqueueBody,
+  parseConnection,
   parseIdsBody,
+  parseIdsConnection,
   parseJobId,
   parseJobListQuery,
   parseQueue,
@@ -105,8 +107,8 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
     }
 
     @Get('api/jobs/:id')
-    async job(@Param('id') id: string) {
-      const found = await this.svc.job(parseJobId(id));
+    async job(@Param('id') id: string, @Query('connection') connection?: unknown) {
+      const found = await this.svc.job(parseJobId(id), parseConnection(connection));
       if (!found)
         throw new NotFoundException({
           error: `No job ${id}: it never existed, or it was removed or pruned after its retention.`,
@@ -129,21 +131,21 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
     @HttpCode(200)
     @DashboardRoute('retry')
     retry(@Body() body: unknown) {
-      return this.svc.retry(parseIdsBody(body));
+      return this.svc.retry(parseIdsBody(body), parseIdsConnection(body));
     }
 
     @Post('api/jobs/cancel')
     @HttpCode(200)
     @DashboardRoute('cancel')
     cancel(@Body() body: unknown) {
-      return this.svc.cancel(parseIdsBody(body));
+      return this.svc.cancel(parseIdsBody(body), parseIdsConnection(body));
     }
 
     @Post('api/jobs/remove')
     @HttpCode(200)
     @DashboardRoute('remove')
     remove(@Body() body: unknown) {
-      return this.svc.remove(parseIdsBody(body));
+      return this.svc.remove(parseIdsBody(body), parseIdsConnection(body));
     }
 
     @Post('api/queues/:queue/retry-failed')

@@ -7,6 +7,7 @@ import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import { CostlyReads } from './costly-reads';
 import { DashboardInputError, encodeCursor, type JobListQuery } from './dashboard-input';
 import { PG_QUEUE_DASHBOARD_OPTIONS, type ResolvedDashboardOptions } from './dashboard.options';
+import { MinuteCounts, sumByMinute } from './dashboard-throughput';
 
 /** A job in a list: what the table shows, without the payload (a 200-character preview) or stacks. */
 export interface JobSummary {
@@ -38,29 +39,33 @@ export interface TimelineEntry {
 
 const PREVIEW_CHARS = 200;
 
-/** How long after a minute ends its throughput counts are taken as final (see DashboardService.throughput). */
-export const SETTLE_MS = 10_000;
-
 /**
- * The first of `minutes` (ISO starts, oldest first) that has not settled at `now`: it, and every
- * later one, is counted again on the next poll. Null when all have settled.
+ * Builds every dashboard answer from the queue runtime (its connections' pools and stores, and
+ * the registered queues). With more than one connection, every answer covers each database:
+ * queues, schedules and nodes carry their `connection`, and a job is found by id in the database
+ * its `connection` names (ids are per database), else in each in turn, the default first.
  */
-export function firstOpenMinute(minutes: readonly string[], now: Date): string | null {
-  return minutes.find((m) => Date.parse(m) + 60_000 > now.getTime() - SETTLE_MS) ?? null;
-}
-
-/** Builds every dashboard answer from the queue runtime (its pool, store and registered queues). */
 @Injectable()
 export class DashboardService {
+  /** The default connection's store. */
   readonly store: DashboardStore;
+  private readonly stores = new Map<string, DashboardStore>();
+  private readonly minutes = new Map<string, MinuteCounts>();
+  /** The connection a queue no node registers was last seen on (the overview lists it with it). */
+  private readonly seenOn = new Map<string, string>();
 
   constructor(
     @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime,
     @Inject(PG_QUEUE_DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
   ) {
-    // Half the pool at most (the workers share it), and at least one connection.
-    const connections = Math.max(1, Math.floor(runtime.options.poolSize / 2));
-    this.store = new DashboardStore(runtime.pool, runtime.store.schema, runtime.store.channel, connections);
+    for (const c of runtime.connections) {
+      // Half the pool at most (the workers share it), and at least one connection.
+      const connections = Math.max(1, Math.floor(c.options.poolSize / 2));
+      const store = new DashboardStore(c.pool, c.store.schema, c.store.channel, connections);
+      this.stores.set(c.name, store);
+      this.minutes.set(c.name, new MinuteCounts(store));
+    }
+    this.store = this.stores.get(runtime.connections[0].name)!;
     this.costly = new CostlyReads(options.countsBudget);
   }
 
@@ -68,13 +73,15 @@ export class DashboardService {
   private readonly costly: CostlyReads;
 
   /**
-   * Every queue's counts: the overview's, and a queue page's too (it picks its row), so an open
-   * overview and queue page share one count. Counting one queue costs little less than all when
-   * one queue holds most jobs, the case where counting is costly.
+   * Every queue's counts of one connection: the overview's, and a queue page's too (it picks its
+   * row), so an open overview and queue page share one count. Counting one queue costs little
+   * less than all when one queue holds most jobs, the case where counting is costly.
    */
-  private counts() {
-    const registered = this.registered();
-    return this.costly.read(`counts ${registered.join(',')}`, () => this.store.counts(registered));
+  private counts(connection: string) {
+    const registered = this.registered(connection);
+    return this.costly.read(`counts ${connection} ${registered.join(',')}`, () =>
+      this.stores.get(connection)!.counts(registered),
+    );
   }
 
   /** After an action: its effect shows on the next read. */
@@ -83,39 +90,53 @@ export class DashboardService {
     return result;
   }
 
-  /**
-   * Counts of minutes that ended over SETTLE_MS ago: they no longer change (an outcome commits
-   * within milliseconds of its finished_at), so each poll recounts only the current minute, and
-   * the one before for SETTLE_MS after it ended. With 1,000,000 jobs finished in the hour that
-   * is 0 to 70 s of job_history_retention_idx per poll (35 s on average), where keeping the last
-   * two minutes open recounted 60 to 120 s.
-   */
-  private readonly closedMinutes = new Map<string, { completed: number; failed: number }>();
-  private countedFrom: Date | null = null;
-
-  private async throughput() {
-    const t = await this.store.throughput(this.countedFrom);
-    const minutes = t.minutes;
-    const completed = t.completed.map((n, i) => this.closedMinutes.get(minutes[i])?.completed ?? n);
-    const failed = t.failed.map((n, i) => this.closedMinutes.get(minutes[i])?.failed ?? n);
-    // Keep the minutes that have settled; forget those out of the window.
-    const open = firstOpenMinute(minutes, t.now);
-    this.closedMinutes.clear();
-    minutes.forEach((m, i) => {
-      if (open === null || m < open) this.closedMinutes.set(m, { completed: completed[i], failed: failed[i] });
-    });
-    this.countedFrom = open === null ? null : new Date(open);
-    return { minutes, completed, failed, now: t.now };
+  /** The connection names, the default first. */
+  private get names(): string[] {
+    return [...this.stores.keys()];
   }
 
-  private registered(): string[] {
-    return this.runtime.registeredQueues.map((q) => q.name);
+  /** The connection of a queue: where it is registered, else where the overview last saw it. */
+  private connectionOf(queue: string): string {
+    return this.runtime.queueOptions(queue) ? this.runtime.connectionOf(queue).name : (this.seenOn.get(queue) ?? this.names[0]);
+  }
+
+  private storeOf(queue: string): DashboardStore {
+    return this.stores.get(this.connectionOf(queue))!;
+  }
+
+  /** The store a job action or lookup names, the default one when none is named. */
+  private storeNamed(connection: string | null): DashboardStore {
+    const store = this.stores.get(connection ?? this.names[0]);
+    if (!store)
+      throw new DashboardInputError(
+        `No connection "${connection}" in this app; its connections: ${this.names.map((n) => `"${n}"`).join(', ')}.`,
+      );
+    return store;
+  }
+
+  /** Every database's throughput, summed per minute. */
+  private async throughput() {
+    return this.costly.read('throughput', async () =>
+      sumByMinute(await Promise.all(this.names.map((n) => this.minutes.get(n)!.read()))),
+    );
+  }
+
+  private registered(connection: string): string[] {
+    return this.runtime.registeredQueues.filter((q) => q.connection === connection).map((q) => q.name);
   }
 
   async overview() {
-    const [queues, t] = await Promise.all([this.counts(), this.costly.read('throughput', () => this.throughput())]);
+    const [perConnection, t] = await Promise.all([Promise.all(this.names.map((n) => this.counts(n))), this.throughput()]);
+    const queues = perConnection.flatMap((rows, i) =>
+      rows.map((q) => {
+        const registered = this.runtime.queueOptions(q.name) !== undefined;
+        if (!registered) this.seenOn.set(q.name, this.names[i]);
+        return { ...q, registered, connection: this.names[i] };
+      }),
+    );
     return {
-      queues: queues.map((q) => ({ ...q, registered: this.runtime.queueOptions(q.name) !== undefined })),
+      queues,
+      connections: this.names,
       throughput: { minutes: t.minutes, completed: t.completed, failed: t.failed },
       readOnly: this.options.readOnly,
       now: t.now,
@@ -123,7 +144,9 @@ export class DashboardService {
   }
 
   async queue(name: string) {
-    const [all, names] = await Promise.all([this.counts(), this.store.names(name)]);
+    const connection = this.connectionOf(name);
+    const store = this.stores.get(connection)!;
+    const [all, names] = await Promise.all([this.counts(connection), store.names(name)]);
     const found = all.find((q) => q.name === name);
     const o = this.runtime.queueOptions(name);
     // A queue nothing knows of (no jobs, no history, not registered, never paused) answers zeros.
@@ -144,6 +167,7 @@ export class DashboardService {
     };
     return {
       name,
+      connection,
       counts: rest,
       paused,
       options: o
@@ -155,32 +179,41 @@ export class DashboardService {
             defaultJobOptions: o.defaultJobOptions,
           }
         : null,
-      retention: this.runtime.options.retention,
+      retention: this.runtime.connectionOf(name).options.retention,
       names: [...new Set([...names, ...(o?.repeat.map((r) => r.name) ?? [])])].sort(),
     };
   }
 
   async jobs(queue: string, q: JobListQuery): Promise<{ jobs: JobSummary[]; next: string | null }> {
+    const store = this.storeOf(queue);
     if (q.id !== null) {
-      const job = await this.store.job(q.id);
+      const job = await store.job(q.id);
       // By id: the job of this queue in whatever state it is now (a list by state would miss it once it moved).
       return { jobs: job && job.queue === queue ? [summary(job)] : [], next: null };
     }
-    const page = await this.store.listJobs(queue, q.state, q.filters, q.cursor, q.limit);
+    const page = await store.listJobs(queue, q.state, q.filters, q.cursor, q.limit);
     return { jobs: page.jobs.map(summary), next: page.next ? encodeCursor(page.next) : null };
   }
 
-  async job(id: string): Promise<{ job: DashboardJob; timeline: TimelineEntry[] } | null> {
-    const job = await this.store.job(id);
-    return job ? { job, timeline: timeline(job) } : null;
+  /** A job by id, in the named connection's database, else in each in turn (the default first). */
+  async job(
+    id: string,
+    connection: string | null = null,
+  ): Promise<{ job: DashboardJob; timeline: TimelineEntry[]; connection: string } | null> {
+    for (const name of connection === null ? this.names : [connection]) {
+      const job = await this.storeNamed(name).job(id);
+      if (job) return { job, timeline: timeline(job), connection: name };
+    }
+    return null;
   }
 
   async schedules() {
-    const ticks = await this.store.lastTicks();
+    const ticksOf = new Map(await Promise.all(this.names.map(async (n) => [n, await this.stores.get(n)!.lastTicks()] as const)));
     const now = new Date();
     const out: {
       queue: string;
       name: string;
+      connection: string;
       cron: string | null;
       tz: string | null;
       registered: boolean;
@@ -190,80 +223,97 @@ export class DashboardService {
     const seen = new Set<string>();
     for (const q of this.runtime.registeredQueues) {
       for (const r of q.repeat) {
-        seen.add(r.key);
+        seen.add(`${q.connection}\u0000${r.key}`);
         const next: string[] = [];
         let t = r.next(now);
         for (let i = 0; t && i < 5; i++, t = r.next(t)) next.push(t.toISOString());
         out.push({
           queue: q.name,
           name: r.name,
+          connection: q.connection,
           cron: r.cron,
           tz: r.tz,
           registered: true,
-          lastTick: ticks.get(r.key) ?? null,
+          lastTick: ticksOf.get(q.connection)?.get(r.key) ?? null,
           next,
         });
       }
     }
     // Schedules another app (or an earlier version of this one) ticked: shown, with no expression known here.
-    for (const [key, lastTick] of ticks) {
-      if (seen.has(key)) continue;
-      const cut = key.indexOf('/');
-      out.push({
-        queue: key.slice(0, cut),
-        name: key.slice(cut + 1),
-        cron: null,
-        tz: null,
-        registered: false,
-        lastTick,
-        next: [],
-      });
+    for (const [connection, ticks] of ticksOf) {
+      for (const [key, lastTick] of ticks) {
+        if (seen.has(`${connection}\u0000${key}`)) continue;
+        const cut = key.indexOf('/');
+        out.push({
+          queue: key.slice(0, cut),
+          name: key.slice(cut + 1),
+          connection,
+          cron: null,
+          tz: null,
+          registered: false,
+          lastTick,
+          next: [],
+        });
+      }
     }
     return { schedules: out.sort((a, b) => a.queue.localeCompare(b.queue) || a.name.localeCompare(b.name)) };
   }
 
+  /** The live nodes of each database's registry (a node with queues on two databases is in both). */
   async nodes() {
-    const nodes = await this.store.nodes();
-    return { nodes: nodes.map(({ heartbeatMs: _h, ...n }) => n) };
+    const all = await Promise.all(
+      this.names.map(async (connection) =>
+        (await this.stores.get(connection)!.nodes()).map(({ heartbeatMs: _h, ...n }) => ({ ...n, connection })),
+      ),
+    );
+    return { nodes: all.flat() };
   }
 
-  async retry(ids: string[]) {
-    return this.changed({ retried: await this.store.retryIds(ids) });
+  async retry(ids: string[], connection: string | null = null) {
+    return this.changed({ retried: await this.storeNamed(connection).retryIds(ids) });
   }
 
-  async cancel(ids: string[]) {
+  /** The runtime store of the connection a job action names (the default when none is named). */
+  private jobStoreNamed(connection: string | null) {
+    this.storeNamed(connection);
+    return this.runtime.connections.find((c) => c.name === (connection ?? this.names[0]))!.store;
+  }
+
+  async cancel(ids: string[], connection: string | null = null) {
     const cancelled: string[] = [];
     const cancelling: string[] = [];
-    for (const j of await this.store.locate(ids)) {
+    const store = this.jobStoreNamed(connection);
+    for (const j of await this.storeNamed(connection).locate(ids)) {
       if (j.state !== 'waiting' && j.state !== 'active') continue;
-      const r = await this.runtime.store.cancel(j.queue, j.id);
+      const r = await store.cancel(j.queue, j.id);
       if (r === 'cancelled') cancelled.push(j.id);
       else if (r === 'cancelling') cancelling.push(j.id);
     }
     return this.changed({ cancelled, cancelling });
   }
 
-  async remove(ids: string[]) {
+  async remove(ids: string[], connection: string | null = null) {
     const removed: string[] = [];
-    for (const j of await this.store.locate(ids)) {
-      if (await this.runtime.store.remove(j.queue, j.id)) removed.push(j.id);
+    const store = this.jobStoreNamed(connection);
+    for (const j of await this.storeNamed(connection).locate(ids)) {
+      if (await store.remove(j.queue, j.id)) removed.push(j.id);
     }
     return this.changed({ removed });
   }
 
   async retryFailed(queue: string, name: string | null) {
-    return this.changed({ retried: await this.store.retryFailed(queue, name) });
+    return this.changed({ retried: await this.storeOf(queue).retryFailed(queue, name) });
   }
 
   async setPaused(queue: string, paused: boolean) {
-    await this.runtime.store.setPaused(queue, paused);
+    await this.jobStoreNamed(this.connectionOf(queue)).setPaused(queue, paused);
     return this.changed({ paused });
   }
 
   async enqueue(queue: string, body: { name: string; payload: unknown; options: Record<string, unknown> }) {
     try {
       const job = await this.runtime.queue(queue, 'dashboard enqueue').add(body.name, body.payload, body.options as JobOptions);
-      return this.changed({ job });
+      return this.changed({ job, connection: this.connectionOf(queue) });
     } catch (err) {
       // Every refusal of add() (unregistered queue, bad name, payload or option) is the caller's to fix.
       if (err instanceof PgQueueError) throw new DashboardInputError(err.message, { cause: err });

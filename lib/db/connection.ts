@@ -47,6 +47,7 @@ export function fromDataSource(ds: DataSourceLike): PgPoolConfig {
 export function resolveConnection(
   options: PgQueueModuleOptions,
   dataSource: DataSourceLike | undefined,
+  name = 'default',
 ): { pool: PgPoolConfig; listen: PgClientConfig } {
   let pool: PgPoolConfig;
   if (options.connection !== undefined) pool = fromConnection(options.connection);
@@ -58,7 +59,8 @@ export function resolveConnection(
         "app's default DataSource can be used.",
     );
   }
-  pool.application_name ??= 'nestjs-pg-queue';
+  // A named connection says its name in pg_stat_activity, so its sessions can be told apart.
+  pool.application_name ??= name === 'default' ? 'nestjs-pg-queue' : `nestjs-pg-queue:${name}`;
   const listen: PgClientConfig =
     options.listenConnection !== undefined
       ? fromConnection(options.listenConnection)

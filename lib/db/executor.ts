@@ -8,6 +8,11 @@ import type { PgPool, PgPoolClient, PgQueryable } from '../core/pg-types';
  */
 export interface SqlExecutor {
   query<R>(sql: string, params: readonly unknown[], name?: string): Promise<R[]>;
+  /**
+   * The caller's manager or client this executor runs on (absent for the queue's pool): what
+   * the check that a transaction is on the queue's database remembers its answer by.
+   */
+  readonly source?: object;
 }
 
 async function run<R>(target: PgQueryable, sql: string, params: readonly unknown[], name?: string): Promise<R[]> {
@@ -22,7 +27,7 @@ export function poolExecutor(pool: PgPool): SqlExecutor {
 
 /** Runs on one pg client, in whatever transaction it has open. */
 export function clientExecutor(client: TransactionClient | PgPoolClient): SqlExecutor {
-  return { query: (sql, params, name) => run(client as PgQueryable, sql, params, name) };
+  return { query: (sql, params, name) => run(client as PgQueryable, sql, params, name), source: client };
 }
 
 /**
@@ -31,6 +36,7 @@ export function clientExecutor(client: TransactionClient | PgPoolClient): SqlExe
  */
 export function managerExecutor(manager: TransactionManager): SqlExecutor {
   return {
+    source: manager,
     // TypeORM has no named statements: `name` is ignored here.
     async query<R>(sql: string, params: readonly unknown[]) {
       const out = await manager.query(sql, params as unknown[]);

@@ -630,9 +630,9 @@ export class JobStore {
     );
   }
 
-  /** How many worker processes (nodes) heartbeat into this schema now: seen within 3 of their intervals. */
-  async liveNodes(): Promise<number> {
-    return (await this.db.query<{ n: number }>(this.q.liveNodes, []))[0].n;
+  /** The worker processes (nodes) that heartbeat into this schema now: seen within 3 of their intervals. */
+  async liveNodeIds(): Promise<string[]> {
+    return (await this.db.query<{ id: string }>(this.q.liveNodeIds, [])).map((r) => r.id);
   }
 
   /** Tests only: makes the waiting jobs of `queue` (null: all) that are due later due now; returns how many. */

@@ -250,8 +250,8 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      */
     pruneNodes: `DELETE FROM ${s}.nodes WHERE last_seen_at < now() - 10 * heartbeat_ms * interval '1 millisecond'`,
 
-    /** Nodes seen within 3 of their own heartbeat intervals (as the dashboard lists them), for metrics. */
-    liveNodes: `SELECT count(*)::int AS n FROM ${s}.nodes WHERE last_seen_at > now() - 3 * heartbeat_ms * interval '1 millisecond'`,
+    /** Nodes seen within 3 of their own heartbeat intervals (as the dashboard lists them), for health and metrics. */
+    liveNodeIds: `SELECT id FROM ${s}.nodes WHERE last_seen_at > now() - 3 * heartbeat_ms * interval '1 millisecond'`,
 
     /**
      * queue.cancel(id): a waiting job goes to history as cancelled at once; a running one is

@@ -172,7 +172,7 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
         const meta = Reflect.getMetadata(ON_QUEUE_EVENT_METADATA, fn) as OnQueueEventMetadata | undefined;
         if (!meta) continue;
         const where = `${instance.constructor.name}.${method}`;
-        this.runtime.supervisor.on(meta.event, (...args: unknown[]) => {
+        const listener = (...args: unknown[]) => {
           const queue = (args[0] as { queue?: string }).queue;
           if (meta.queue !== undefined && meta.queue !== queue) return;
           try {
@@ -181,7 +181,13 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
           } catch (err) {
             this.listenerFailed(where, err as Error);
           }
-        });
+        };
+        // Each database's supervisor reports the events of its own queues.
+        const on =
+          meta.queue !== undefined && this.runtime.queueOptions(meta.queue)
+            ? [this.runtime.connectionOf(meta.queue)]
+            : this.runtime.connections;
+        for (const c of on) c.supervisor.on(meta.event, listener);
       }
     }
   }
@@ -205,7 +211,11 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
     }
     if (!this.runtime.options.workers) return;
     try {
-      this.runtime.supervisor.setCron(this.cronEntries(found));
+      // Each database elects its own cron scheduler: a schedule runs where its queue lives.
+      const entries = this.cronEntries(found);
+      for (const c of this.runtime.connections) {
+        c.supervisor.setCron(entries.filter((e) => this.runtime.connectionOf(e.schedule.queue) === c));
+      }
     } catch (err) {
       await this.runtime.close();
       throw err;
@@ -220,11 +230,16 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
               ...registered,
               concurrency: resolveQueueOptions({ name, concurrency: f.concurrency }, registered.defaultJobOptions).concurrency,
             };
-      this.runtime.supervisor.addQueue({ queue, handlers: f.handlers, catchAll: f.catchAll });
+      this.runtime.connectionOf(name).supervisor.addQueue({ queue, handlers: f.handlers, catchAll: f.catchAll });
     }
-    await this.runtime.supervisor.start();
-    if (found.size)
-      this.logger.log(`Workers started for queue(s): ${[...found.keys()].join(', ')} (${this.runtime.supervisor.workerId})`);
+    // Every connection's supervisor starts, with queues or not: it takes its part in that
+    // database's maintenance (rescue of expired leases, retention), elected per database.
+    await Promise.all(this.runtime.connections.map((c) => c.supervisor.start()));
+    if (found.size) {
+      const many = this.runtime.connections.length > 1;
+      const names = [...found.keys()].map((n) => (many ? `${n} (${this.runtime.connectionOf(n).name})` : n));
+      this.logger.log(`Workers started for queue(s): ${names.join(', ')} (${this.runtime.supervisor.workerId})`);
+    }
   }
 
   /** Every schedule this node runs: `registerQueue({ repeat })` and `@Process({ cron })`, each once. */
@@ -255,7 +270,7 @@ export class PgQueueExplorer implements OnModuleInit, OnApplicationBootstrap, On
   }
 
   async onModuleDestroy(): Promise<void> {
-    await this.runtime.supervisor.stop();
+    await Promise.all(this.runtime.connections.map((c) => c.supervisor.stop()));
   }
 
   async onApplicationShutdown(): Promise<void> {

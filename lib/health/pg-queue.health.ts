@@ -67,7 +67,7 @@ export class PgQueueHealthIndicator {
     let database: string | null = null;
     try {
       [counts, nodes] = await within(
-        Promise.all([this.queues.getCounts(), this.runtime.store.liveNodes()]),
+        Promise.all([this.queues.getCounts(), this.runtime.liveNodes()]),
         thresholds.timeoutMs ?? HEALTH_DEFAULTS.timeoutMs,
       );
     } catch (err) {
@@ -75,13 +75,13 @@ export class PgQueueHealthIndicator {
       const message = (err as { message?: unknown } | null)?.message;
       database = `database: ${typeof message === 'string' ? message : String(err)}`;
     }
-    const supervisor = this.runtime.supervisor;
+    // Every connection's: the listener down longest, and workers running only if all run.
     const verdict = evaluateHealth(
       {
         counts,
-        listener: supervisor.listenerState,
+        listener: this.runtime.listenerState,
         workersExpected: this.runtime.options.workers,
-        workersRunning: supervisor.running,
+        workersRunning: this.runtime.workersRunning,
         now: Date.now(),
       },
       thresholds,

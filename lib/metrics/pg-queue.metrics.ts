@@ -67,9 +67,9 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
           return null;
         }),
       ),
-      listenerState: () => runtime.supervisor.listenerState,
+      listenerState: () => runtime.listenerState,
       liveNodes: sharedInFlight(() =>
-        runtime.store.liveNodes().catch((err: Error) => {
+        runtime.liveNodes().catch((err: Error) => {
           this.logger.warn(`Node count not reported in this scrape: reading the nodes registry failed (${err.message})`);
           return null;
         }),
@@ -99,16 +99,21 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
     // The same runtime registered twice in one registry (the module imported twice) counts once.
     this.attached = this.metrics.attach(this.source);
     if (!this.attached) return;
-    const emitter: EventEmitter = this.runtime.supervisor;
-    for (const [event, listener] of this.subscriptions()) emitter.on(event, listener as (...args: unknown[]) => void);
+    // Every database's supervisor reports the events of its own queues.
+    for (const c of this.runtime.connections) {
+      const emitter: EventEmitter = c.supervisor;
+      for (const [event, listener] of this.subscriptions()) emitter.on(event, listener as (...args: unknown[]) => void);
+    }
   }
 
   onModuleDestroy(): void {
     if (!this.attached) return;
     this.attached = false;
     this.metrics.detach(this.source);
-    const emitter: EventEmitter = this.runtime.supervisor;
-    for (const [event, listener] of this.subscriptions()) emitter.off(event, listener as (...args: unknown[]) => void);
+    for (const c of this.runtime.connections) {
+      const emitter: EventEmitter = c.supervisor;
+      for (const [event, listener] of this.subscriptions()) emitter.off(event, listener as (...args: unknown[]) => void);
+    }
     this.startedAt.clear();
   }
 
@@ -117,7 +122,7 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
   };
 
   private readonly onActive = (job: Job): void => {
-    this.startedAt.set(job.id, performance.now());
+    this.startedAt.set(startKey(job), performance.now());
     if (!job.startedAt) return;
     // Due since run_at: a delayed job or a retry's backoff is not waiting time. Both instants come
     // from the database clock, so no clock skew enters. max() with createdAt covers a run_at
@@ -151,7 +156,7 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
   /** The attempt ran here but its outcome changed nothing: its duration is not observed. */
   private readonly onOutcomeDropped = (job: Job): void => {
     this.metrics.outcomesDropped.inc({ queue: job.queue, name: job.name });
-    this.startedAt.delete(job.id);
+    this.startedAt.delete(startKey(job));
   };
 
   private readonly onStalled = (job: StalledJob): void => {
@@ -160,10 +165,15 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
   };
 
   private observeDuration(job: Job, outcome: Outcome): void {
-    const started = this.startedAt.get(job.id);
+    const started = this.startedAt.get(startKey(job));
     // No start seen: the attempt began before these metrics were attached.
     if (started === undefined) return;
-    this.startedAt.delete(job.id);
+    this.startedAt.delete(startKey(job));
     this.metrics.duration.observe({ queue: job.queue, name: job.name, outcome }, (performance.now() - started) / 1000);
   }
+}
+
+/** A job's key in `startedAt`: ids are per database, queue names per app. */
+function startKey(job: Job): string {
+  return `${job.queue}\u0000${job.id}`;
 }

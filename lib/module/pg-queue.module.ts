@@ -5,9 +5,9 @@ import { PgQueueExplorer } from '../discovery/pg-queue.explorer';
 import { PgQueueConfigError } from '../core/errors';
 import { getQueueToken, PG_QUEUE_RUNTIME, PG_QUEUE_TESTING, type PgQueueTestMode } from './pg-queue.constants';
 import { PG_QUEUE_MODULE_OPTIONS, PgQueueConfigurableModule } from './pg-queue.module-definition';
+import { DEFAULT_CONNECTION, planConnections } from '../core/connections';
 import {
   DEFAULTS,
-  resolveModuleOptions,
   resolveQueueOptions,
   type DataSourceLike,
   type PgQueueModuleOptions,
@@ -50,30 +50,39 @@ const runtimeProvider: Provider = {
     defaultDataSource?: DataSourceLike,
     testMode?: PgQueueTestMode,
   ) => {
-    let resolved = resolveModuleOptions(options);
-    // PgQueueTestingModule: no LISTEN connection, a short grace period; the workers run manually.
-    if (testMode) resolved = { ...resolved, listen: false, shutdownTimeoutMs: testMode.shutdownTimeoutMs };
-    let dataSource: DataSourceLike | undefined;
-    if (options.connection === undefined) {
-      if (isDataSourceLike(options.dataSource)) dataSource = options.dataSource;
-      else if (options.dataSource !== undefined) {
-        try {
-          dataSource = moduleRef.get(options.dataSource as string, { strict: false }) as DataSourceLike;
-        } catch (err) {
-          throw new PgQueueConfigError(
-            `dataSource token ${String(options.dataSource)} is not provided. Pass the DataSource itself, ` +
-              'e.g. forRootAsync({ inject: [getDataSourceToken(name)], useFactory: (dataSource) => ({ dataSource }) }).',
-            { cause: err },
-          );
-        }
-      } else dataSource = defaultDataSource;
-    }
-    const runtime = await PgQueueRuntime.create(resolved, resolveConnection(options, dataSource), new Logger('PgQueue'));
+    const connections = planConnections(options).map((plan) => {
+      let resolved = plan.options;
+      // PgQueueTestingModule: no LISTEN connection, a short grace period; the workers run manually.
+      if (testMode) resolved = { ...resolved, listen: false, shutdownTimeoutMs: testMode.shutdownTimeoutMs };
+      const dataSource = dataSourceOf(plan.raw, moduleRef, plan.name === DEFAULT_CONNECTION ? defaultDataSource : undefined);
+      return { name: plan.name, options: resolved, conn: resolveConnection(plan.raw, dataSource, plan.name) };
+    });
+    const runtime = await PgQueueRuntime.create(connections, new Logger('PgQueue'));
     runtime.ambientTransaction = clsTransaction(moduleRef);
-    if (testMode) runtime.supervisor.setManual();
+    if (testMode) for (const c of runtime.connections) c.supervisor.setManual();
     return runtime;
   },
 };
+
+/** The DataSource whose settings a connection reuses: given, looked up by token, or the app's default. */
+function dataSourceOf(
+  options: PgQueueModuleOptions,
+  moduleRef: ModuleRef,
+  fallback: DataSourceLike | undefined,
+): DataSourceLike | undefined {
+  if (options.connection !== undefined) return undefined;
+  if (isDataSourceLike(options.dataSource)) return options.dataSource;
+  if (options.dataSource === undefined) return fallback;
+  try {
+    return moduleRef.get(options.dataSource as string, { strict: false }) as DataSourceLike;
+  } catch (err) {
+    throw new PgQueueConfigError(
+      `dataSource token ${String(options.dataSource)} is not provided. Pass the DataSource itself, ` +
+        'e.g. forRootAsync({ inject: [getDataSourceToken(name)], useFactory: (dataSource) => ({ dataSource }) }).',
+      { cause: err },
+    );
+  }
+}
 
 /** Holds the providers of `registerQueue` calls (separate from the root, so it is created once). */
 @Module({})
@@ -100,7 +109,15 @@ export class PgQueueModule extends PgQueueConfigurableModule {
       return {
         provide: getQueueToken(name),
         inject: [PG_QUEUE_RUNTIME],
-        useFactory: (runtime: PgQueueRuntime) => runtime.registerQueue(q),
+        useFactory: async (runtime: PgQueueRuntime) => {
+          try {
+            return runtime.registerQueue(q);
+          } catch (err) {
+            // A failed boot (say, an undeclared connection) must not leave the pools open behind it.
+            await runtime.close();
+            throw err;
+          }
+        },
       };
     });
     return { module: PgQueueQueuesModule, providers, exports: providers };

@@ -1,12 +1,12 @@
-import { Pool, type PoolConfig } from 'pg';
-import { JobStore } from '../db/job-store';
 import type { SqlExecutor } from '../db/executor';
+import { databaseIdentity } from '../db/identity';
+import type { JobStore } from '../db/job-store';
 import type { PgClientConfig, PgPool, PgPoolConfig } from '../core/pg-types';
-import { currentVersion, latestVersion, migrate } from '../db/migrator';
-import { PgQueueConfigError, PgQueueError } from '../core/errors';
+import { PgQueueConfigError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
-import { Supervisor } from '../worker/supervisor';
+import type { Supervisor } from '../worker/supervisor';
 import { Queue } from '../producer/queue';
+import { DEFAULT_CONNECTION, unknownConnectionMessage } from '../core/connections';
 import {
   resolveQueueOptions,
   validateQueueName,
@@ -14,75 +14,113 @@ import {
   type ResolvedPgQueueOptions,
   type ResolvedQueueOptions,
 } from '../core/pg-queue.options';
+import { PgQueueConnection } from './pg-queue.connection';
+
+/** One database to open: its name, resolved options, and pool and listener settings. */
+export interface OpenConnection {
+  readonly name: string;
+  readonly options: ResolvedPgQueueOptions;
+  readonly conn: { pool: PgPoolConfig; listen: PgClientConfig };
+}
 
 /**
- * One application's queue runtime: the pool, the store, the supervisor and the registered
- * queues. Created once per `PgQueueModule.forRoot`, never global to the process.
+ * One application's queue runtime: its connections (one per database, each with its pool,
+ * store and supervisor) and the registered queues. Created once per `PgQueueModule.forRoot`,
+ * never global to the process. `store`, `supervisor`, `pool` and `options` are the default
+ * connection's.
  */
 export class PgQueueRuntime {
   readonly store: JobStore;
   readonly supervisor: Supervisor;
+  readonly pool: PgPool;
+  readonly options: ResolvedPgQueueOptions;
   private readonly registered = new Map<string, ResolvedQueueOptions>();
   private readonly queues = new Map<string, Queue>();
+  /** What each manager or client of a caller's transaction is on: asked once per object. */
+  private readonly targetIdentity = new WeakMap<object, Promise<string>>();
   private closed = false;
 
-  private constructor(
-    readonly options: ResolvedPgQueueOptions,
-    readonly pool: PgPool,
-    listen: PgClientConfig | null,
-    logger: EngineLogger,
-  ) {
-    this.store = new JobStore(pool, {
-      schema: options.schema,
-      retention: options.retention,
-      asyncCommit: options.asyncCommit,
-      preparedStatements: options.preparedStatements,
-    });
-    this.supervisor = new Supervisor(this.store, options, listen, logger);
+  private constructor(private readonly byName: ReadonlyMap<string, PgQueueConnection>) {
+    // A handler's completeWith() transaction must be on its job's database, as an enqueue's.
+    if (byName.size > 1) {
+      for (const c of byName.values()) c.supervisor.onOwnDatabase = (exec) => this.onDatabaseOf(c, exec, null);
+    }
+    const def = byName.get(DEFAULT_CONNECTION)!;
+    this.store = def.store;
+    this.supervisor = def.supervisor;
+    this.pool = def.pool;
+    this.options = def.options;
   }
 
-  /** Connects, then migrates (or checks the schema version), so a bad setup fails the boot. */
-  static async create(
-    options: ResolvedPgQueueOptions,
-    conn: { pool: PgPoolConfig; listen: PgClientConfig },
-    logger: EngineLogger,
-  ): Promise<PgQueueRuntime> {
-    // PgPoolConfig mirrors pg's PoolConfig field by field (checked here), but types the client
-    // class a custom `Client` must construct by the little this package calls on it.
-    const pool = new Pool({ ...conn.pool, Client: conn.pool.Client as PoolConfig['Client'], max: options.poolSize });
-    // An idle connection that the server drops (restart, pg_terminate_backend) must not crash
-    // the process: the pool discards it and opens a new one on the next query.
-    pool.on('error', (err) => logger.warn(`pg-queue pool: idle connection lost (${err.message})`));
+  /**
+   * The listeners of every connection as one, for health and metrics: the one down longest if
+   * any is down, else connected; null when no connection listens (poll-only).
+   */
+  get listenerState(): Supervisor['listenerState'] {
+    const states = this.connections.map((c) => c.supervisor.listenerState).filter((l) => l !== null);
+    const down = states.filter((l) => !l.connected);
+    down.sort((a, b) => (a.disconnectedSince ?? Infinity) - (b.disconnectedSince ?? Infinity));
+    return down[0] ?? states[0] ?? null;
+  }
+
+  /**
+   * How many worker processes heartbeat into any connection's nodes registry now, for health and
+   * metrics: a node with queues on two databases is in both registries and counts once.
+   */
+  async liveNodes(): Promise<number> {
+    const ids = await Promise.all(this.connections.map((c) => c.store.liveNodeIds()));
+    return new Set(ids.flat()).size;
+  }
+
+  /** True while the workers of every connection run. */
+  get workersRunning(): boolean {
+    return this.connections.every((c) => c.supervisor.running);
+  }
+
+  /** Every connection, the default first. */
+  get connections(): PgQueueConnection[] {
+    return [...this.byName.values()];
+  }
+
+  /** The connection of a registered queue (the default for a name this app never registered). */
+  connectionOf(queue: string): PgQueueConnection {
+    return this.byName.get(this.registered.get(queue)?.connection ?? DEFAULT_CONNECTION)!;
+  }
+
+  /**
+   * Opens every connection (default first), so a bad setup fails the boot; on a failure closes
+   * those already open. Two connections on the same database and schema are refused: they would
+   * be one queue store with two sets of maintenance.
+   */
+  static async create(connections: readonly OpenConnection[], logger: EngineLogger): Promise<PgQueueRuntime> {
+    const open = new Map<string, PgQueueConnection>();
     try {
-      if (options.migrate) {
-        const applied = await migrate(pool, options.schema);
-        if (applied.length) logger.log(`Applied migration(s) ${applied.join(', ')} to schema "${options.schema}"`);
-      } else {
-        const have = await currentVersion(pool, options.schema);
-        const need = latestVersion();
-        if (have < need) {
+      for (const c of connections) {
+        const opened = await PgQueueConnection.open(c.name, c.options, c.conn, logger, connections.length > 1);
+        open.set(c.name, opened);
+        const same = [...open.values()].find(
+          (o) => o !== opened && o.identity === opened.identity && o.options.schema === opened.options.schema,
+        );
+        if (same) {
           throw new PgQueueConfigError(
-            `Schema "${options.schema}" is at version ${have}; this nestjs-pg-queue needs ${need}. ` +
-              'Set migrate: true, or run the PgQueue TypeORM migrations (pgQueueMigrations()) before boot.',
+            `Connections "${same.name}" and "${c.name}" are the same database with the same schema "${c.options.schema}". ` +
+              `Give connections.${c.name} another schema (two schemas of one database are fine), or put its queues on "${same.name}".`,
           );
         }
       }
     } catch (err) {
-      await pool.end().catch(() => undefined);
-      if (err instanceof PgQueueError) throw err;
-      const where =
-        conn.pool.connectionString ?? `${conn.pool.host ?? 'localhost'}:${conn.pool.port ?? 5432}/${conn.pool.database ?? ''}`;
-      throw new PgQueueError(
-        `nestjs-pg-queue cannot use the database at ${where.replace(/\/\/[^@/]*@/, '//***@')}: ${(err as Error).message}`,
-        { cause: err },
-      );
+      for (const o of open.values()) await o.close().catch(() => undefined);
+      throw err;
     }
-    return new PgQueueRuntime(options, pool, options.listen ? conn.listen : null, logger);
+    return new PgQueueRuntime(open);
   }
 
   /** Registers a queue (from `registerQueue`); the same name twice must mean the same options. */
   registerQueue(opts: RegisterQueueOptions): Queue {
     const resolved = resolveQueueOptions(opts, this.options.defaultJobOptions);
+    if (!this.byName.has(resolved.connection)) {
+      throw new PgQueueConfigError(unknownConnectionMessage(resolved.name, resolved.connection, [...this.byName.keys()]));
+    }
     const prev = this.registered.get(resolved.name);
     if (prev && JSON.stringify(prev) !== JSON.stringify(resolved)) {
       throw new PgQueueConfigError(
@@ -124,18 +162,75 @@ export class PgQueueRuntime {
           ),
         );
       const defaults = registered.defaultJobOptions;
+      const conn = this.connectionOf(name);
       q = new Queue(
         name,
-        this.store,
+        conn.store,
         defaults,
         this.options.maxPayloadBytes,
-        (queue, job, count) => this.supervisor.emit('enqueued', queue, job, count),
-        () => this.supervisor.listenerCount('enqueued') > 0,
+        (queue, job, count) => conn.supervisor.emit('enqueued', queue, job, count),
+        () => conn.supervisor.listenerCount('enqueued') > 0,
         () => this.ambientTransaction(),
+        this.byName.size > 1 ? (exec) => this.onDatabaseOf(conn, exec, name) : undefined,
       );
       this.queues.set(name, q);
     }
     return q;
+  }
+
+  /**
+   * `exec` (a caller's transaction), checked to be on `conn`'s database before its first
+   * statement: a job written in another database's transaction would commit or roll back with
+   * the wrong data, and no worker of the queue would see it. The identity is asked once per
+   * manager or client object (a pg client is one session, on one database for its life; a
+   * TypeORM transaction has its own EntityManager), so a reused client pays one round trip once.
+   * Only when the app has more than one connection: with one, every queue is on that database.
+   */
+  onDatabaseOf(conn: PgQueueConnection, exec: SqlExecutor, queue: string | null): SqlExecutor {
+    const key = exec.source;
+    if (!key) return exec;
+    let checked: Promise<void> | null = null;
+    const check = (): Promise<void> =>
+      (checked ??= this.identityOf(exec, key).then((identity) => {
+        if (identity === conn.identity) return;
+        const other = this.connections.find((c) => c.identity === identity);
+        const on = `${other ? `connection "${other.name}"'s database` : 'another database'} (${dbName(identity)})`;
+        throw new PgQueueConfigError(
+          queue !== null
+            ? `Queue "${queue}" is on connection "${conn.name}" (database ${dbName(conn.identity)}), but the manager or ` +
+                `client passed (or the @Transactional() transaction) is on ${on}, so the job could not commit ` +
+                'atomically with that transaction. Enqueue into a queue of that database, pass a manager or client of ' +
+                `"${conn.name}"'s database, or enqueue without one (on the queue's own pool; not atomic with your transaction).`
+            : `completeWith(): the job is on connection "${conn.name}" (database ${dbName(conn.identity)}), but the ` +
+                `manager or client passed is on ${on}, so the completion could not commit with that transaction. ` +
+                `Pass a manager or client of "${conn.name}"'s database, or complete by returning from the handler.`,
+        );
+      }));
+    return {
+      source: key,
+      query: async (sql, params, name) => {
+        await check();
+        return exec.query(sql, params, name);
+      },
+    };
+  }
+
+  private identityOf(exec: SqlExecutor, key: object): Promise<string> {
+    let p = this.targetIdentity.get(key);
+    if (!p) {
+      p = databaseIdentity(exec);
+      this.targetIdentity.set(key, p);
+      // A failed ask (the transaction was already aborted) is asked again next time.
+      p.catch(() => this.targetIdentity.delete(key));
+    }
+    return p;
+  }
+
+  /** The connection whose database `exec` is on, or undefined when none is. */
+  async connectionOfTarget(exec: SqlExecutor): Promise<PgQueueConnection | undefined> {
+    if (this.byName.size === 1 || !exec.source) return this.byName.get(DEFAULT_CONNECTION);
+    const identity = await this.identityOf(exec, exec.source);
+    return this.connections.find((c) => c.identity === identity);
   }
 
   /**
@@ -144,22 +239,33 @@ export class PgQueueRuntime {
    */
   checkDeadLetterQueues(): void {
     for (const q of this.registered.values()) {
-      if (q.deadLetterQueue !== null && !this.registered.has(q.deadLetterQueue)) {
+      if (q.deadLetterQueue === null) continue;
+      const dlq = this.registered.get(q.deadLetterQueue);
+      if (!dlq) {
         throw new PgQueueConfigError(
           `Queue "${q.name}" names deadLetterQueue "${q.deadLetterQueue}", which is not registered in this app. ` +
             `Add PgQueueModule.registerQueue({ name: '${q.deadLetterQueue}' }) to the imports of a module (with a @Processor ` +
             `for it where its jobs should run), or remove deadLetterQueue from "${q.name}".`,
         );
       }
+      // The move to the dead-letter queue is one statement in the failing job's database: across
+      // two databases it could not be atomic (a crash between them would lose or double the job).
+      if (dlq.connection !== q.connection) {
+        throw new PgQueueConfigError(
+          `Queue "${q.name}" (connection "${q.connection}") names deadLetterQueue "${dlq.name}", which is on connection ` +
+            `"${dlq.connection}": a failed job moves to its dead-letter queue in one statement of its own database. ` +
+            `Put both queues on one connection, or name a dead-letter queue registered on "${q.connection}" ` +
+            '(a dead-letter queue per database).',
+        );
+      }
     }
   }
 
-  /** Stops the workers (gracefully), then closes the pool. */
+  /** Stops the workers of every connection (gracefully, at once), then closes the pools. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.supervisor.stop();
-    await this.pool.end();
+    await Promise.all(this.connections.map((c) => c.close()));
   }
 }
 
@@ -174,4 +280,9 @@ export function notRegisteredMessage(name: string, registered: readonly string[]
     `(workers: false) registers the queues it enqueues to as well. ` +
     `Registered queues: ${registered.length ? registered.map((n) => `"${n}"`).join(', ') : '(none)'}.`
   );
+}
+
+/** The database name of an identity (`system_identifier/database`), for messages. */
+function dbName(identity: string): string {
+  return `"${identity.slice(identity.indexOf('/') + 1)}"`;
 }

@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import type { BulkJob, EnqueueOptions, Job, QueueCounts } from '../core/job';
 import { executorFor, type TransactionTarget } from '../db/executor';
 import { EMPTY_COUNTS, type JobMap, type Queue } from '../producer/queue';
+import { PgQueueConfigError } from '../core/errors';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import type { PgQueueRuntime } from './pg-queue.runtime';
 
@@ -38,23 +39,52 @@ export class QueueService {
   }
 
   /**
-   * Figures of every queue that has jobs or is registered here, in one query: what a health
-   * probe or a metrics scrape reads.
+   * Figures of every queue that has jobs or is registered here, in one query per database: what
+   * a health probe or a metrics scrape reads.
    */
   async getCounts(): Promise<Record<string, QueueCounts>> {
-    const found = await this.runtime.store.counts(null);
+    const many = this.runtime.connections.length > 1;
+    const found = await Promise.all(
+      this.runtime.connections.map((c) =>
+        // Which database failed to answer, for the health check's and the scrape's message.
+        many ? c.store.counts(null).catch((err: Error) => Promise.reject(onConnection(c.name, err))) : c.store.counts(null),
+      ),
+    );
     const out: Record<string, QueueCounts> = {};
     for (const q of this.runtime.registeredQueues) out[q.name] = EMPTY_COUNTS;
-    for (const [name, c] of found) out[name] = c;
+    for (const counts of found) for (const [name, c] of counts) out[name] = c;
     return out;
   }
 
   /**
    * Any job by id, of any queue, live or finished; null when unknown. Reads in `target`'s
    * transaction, else in the caller's implicit one (@nestjs-cls/transactional), so it sees a job
-   * that transaction enqueued and has not committed yet.
+   * that transaction enqueued and has not committed yet: then in that transaction's database.
+   * Without one, with more than one connection, each database is asked in turn (default first)
+   * and the first job found wins: ids are per database, so prefer `getQueue(name).getJob(id)`.
    */
-  getJob<TPayload = unknown>(id: string, target?: TransactionTarget): Promise<Job<TPayload> | null> {
-    return this.runtime.store.getJob<TPayload>(String(id), executorFor(target) ?? this.runtime.ambientTransaction());
+  async getJob<TPayload = unknown>(id: string, target?: TransactionTarget): Promise<Job<TPayload> | null> {
+    const exec = executorFor(target) ?? this.runtime.ambientTransaction();
+    if (exec) {
+      const conn = await this.runtime.connectionOfTarget(exec);
+      if (!conn) {
+        throw new PgQueueConfigError(
+          'QueueService.getJob: the manager or client passed (or the @Transactional() transaction) is on none of the ' +
+            "databases of this app's connections. Pass one of a queue database's, or none.",
+        );
+      }
+      return conn.store.getJob<TPayload>(String(id), exec);
+    }
+    for (const c of this.runtime.connections) {
+      const job = await c.store.getJob<TPayload>(String(id), undefined);
+      if (job) return job;
+    }
+    return null;
   }
+}
+
+/** `err` with the connection's name in front of its message. */
+function onConnection(name: string, err: Error): Error {
+  const out = new Error(`connection "${name}": ${err?.message ?? String(err)}`, { cause: err });
+  return out;
 }

@@ -36,6 +36,8 @@ export class Queue<TJobs extends JobMap = JobMap> {
     private readonly onEnqueued: ((queue: string, name: string, count: number) => void) | null = null,
     private readonly wantsEnqueued: () => boolean = () => false,
     private readonly ambient: () => SqlExecutor | undefined = () => undefined,
+    /** Wraps a caller's transaction so it is checked to be on this queue's database (more than one connection). */
+    private readonly onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor,
   ) {}
 
   /**
@@ -43,7 +45,8 @@ export class Queue<TJobs extends JobMap = JobMap> {
    * Every method that takes a target uses it: add, addBulk, cancel, retry, remove and getJob.
    */
   private target(t: TransactionTarget | undefined): SqlExecutor | undefined {
-    return executorFor(t) ?? this.ambient();
+    const exec = executorFor(t) ?? this.ambient();
+    return exec && this.onOwnDatabase ? this.onOwnDatabase(exec) : exec;
   }
 
   /**

@@ -40,13 +40,14 @@ export class PgQueueTester {
   private readonly started: Job[] = [];
 
   constructor(@Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime) {
-    const s = runtime.supervisor;
-    s.on('active', (job) => this.started.push(job));
-    s.on('completed', (job, result) => this.outcomes.push({ event: 'completed', job, result }));
-    s.on('failed', (job, error) => this.outcomes.push({ event: 'failed', job, error }));
-    s.on('retrying', (job, error, delayMs) => this.outcomes.push({ event: 'retrying', job, error, delayMs }));
-    s.on('cancelled', (job, error) => this.outcomes.push({ event: 'cancelled', job, error }));
-    s.on('snoozed', (job, delayMs) => this.outcomes.push({ event: 'snoozed', job, delayMs }));
+    for (const { supervisor: s } of runtime.connections) {
+      s.on('active', (job) => this.started.push(job));
+      s.on('completed', (job, result) => this.outcomes.push({ event: 'completed', job, result }));
+      s.on('failed', (job, error) => this.outcomes.push({ event: 'failed', job, error }));
+      s.on('retrying', (job, error, delayMs) => this.outcomes.push({ event: 'retrying', job, error, delayMs }));
+      s.on('cancelled', (job, error) => this.outcomes.push({ event: 'cancelled', job, error }));
+      s.on('snoozed', (job, delayMs) => this.outcomes.push({ event: 'snoozed', job, delayMs }));
+    }
   }
 
   /** Every attempt's end since the start (or `clear()`), in order. */
@@ -97,7 +98,7 @@ export class PgQueueTester {
   async runNext(queue?: string): Promise<PgQueueTestOutcome | null> {
     for (const q of this.queuesFor(queue, 'runNext')) {
       const before = this.outcomes.length;
-      if ((await this.runtime.supervisor.runRound(q, 1)) > 0) return this.outcomes[before] ?? null;
+      if ((await this.runtime.connectionOf(q).supervisor.runRound(q, 1)) > 0) return this.outcomes[before] ?? null;
     }
     return null;
   }
@@ -115,7 +116,7 @@ export class PgQueueTester {
     let total = 0;
     for (;;) {
       let ran = 0;
-      for (const q of queues) ran += await this.runtime.supervisor.runRound(q);
+      for (const q of queues) ran += await this.runtime.connectionOf(q).supervisor.runRound(q);
       total += ran;
       if (total > maxJobs) {
         throw new PgQueueError(
@@ -133,8 +134,11 @@ export class PgQueueTester {
    * Makes the waiting jobs of `queue` (default: all queues) that are due later (delay, retry
    * backoff, snooze) due now; returns how many.
    */
-  makeDue(queue?: string): Promise<number> {
-    return this.runtime.store.makeDueWaiting(queue ?? null);
+  async makeDue(queue?: string): Promise<number> {
+    if (queue !== undefined) return this.runtime.connectionOf(queue).store.makeDueWaiting(queue);
+    let made = 0;
+    for (const c of this.runtime.connections) made += await c.store.makeDueWaiting(null);
+    return made;
   }
 
   /** Counts of one queue (the database's figures: waiting, delayed, active, stalled, failed). */
@@ -144,11 +148,15 @@ export class PgQueueTester {
 
   /** Counts of every queue that has jobs (or failed ones), by name. */
   async allCounts(): Promise<Record<string, QueueCounts>> {
-    return Object.fromEntries(await this.runtime.store.counts(null));
+    const out: Record<string, QueueCounts> = {};
+    for (const c of this.runtime.connections) Object.assign(out, Object.fromEntries(await c.store.counts(null)));
+    return out;
   }
 
   private queuesFor(queue: string | undefined, method: string): string[] {
     const s = this.runtime.supervisor;
+    // The queues with workers, on every connection (each connection's supervisor runs its own).
+    const withWorkers = this.runtime.connections.flatMap((c) => c.supervisor.queues);
     if (!s.isManual) {
       throw new PgQueueConfigError(
         `PgQueueTester.${method}(): the workers are not in manual mode. Import PgQueueTestingModule.forRoot() in the ` +
@@ -161,11 +169,11 @@ export class PgQueueTester {
           'use the tester after app.close(). A producer-only app (workers: false) has no workers to drive.',
       );
     }
-    if (queue === undefined) return s.queues;
-    if (!s.queues.includes(queue)) {
+    if (queue === undefined) return withWorkers;
+    if (!withWorkers.includes(queue)) {
       throw new PgQueueConfigError(
         `PgQueueTester.${method}('${queue}'): this app has no @Processor for queue "${queue}". ` +
-          `Queues with workers: ${s.queues.length ? s.queues.map((q) => `"${q}"`).join(', ') : '(none)'}.`,
+          `Queues with workers: ${withWorkers.length ? withWorkers.map((q) => `"${q}"`).join(', ') : '(none)'}.`,
       );
     }
     return [queue];

@@ -12,7 +12,7 @@ import {
   UnknownJobNameError,
 } from '../core/errors';
 import { quote } from '../core/input-text';
-import { executorFor } from '../db/executor';
+import { executorFor, type SqlExecutor } from '../db/executor';
 import type { Job, JobHandler } from '../core/job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/pg-queue.options';
 import type { Completer, PendingOutcome } from './completer';
@@ -38,6 +38,8 @@ export interface QueueWorkerContext {
   readonly pollIntervalMs: number;
   readonly logger: EngineLogger;
   readonly events: WorkerEvents;
+  /** Checks a `completeWith()` transaction is on this queue's database (an app with more than one). */
+  readonly onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor;
 }
 
 interface Running {
@@ -333,8 +335,9 @@ export class QueueWorker {
       if (this.running.get(job.id)?.job !== job)
         throw new CompleteWithError(job.id, job.attempt, 'attempt-ended', `${job.queue}/${job.name}`);
       if (completeCalled) throw new CompleteWithError(job.id, job.attempt, 'already-called', `${job.queue}/${job.name}`);
-      const db = executorFor(target);
-      if (!db) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
+      const given = executorFor(target);
+      if (!given) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
+      const db = this.ctx.onOwnDatabase ? this.ctx.onOwnDatabase(given) : given;
       // A result JSON cannot carry throws here, before the call counts: the handler may correct it.
       const resultJson = this.resultJson(job, result);
       completeCalled = true;

@@ -2,6 +2,7 @@ import { EventEmitter } from 'node:events';
 import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { PgClientConfig } from '../core/pg-types';
+import type { SqlExecutor } from '../db/executor';
 import type { JobStore, NodeRow, Outcome, StalledJob } from '../db/job-store';
 import { LeaseLostError, PgQueueError, ShutdownError } from '../core/errors';
 import type { Job, JobAttemptError, JobHandler } from '../core/job';
@@ -108,6 +109,12 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     this.on('error', (err) => this.logger.error(`pg-queue: ${err.message}`, err.stack));
   }
 
+  /**
+   * Wraps a handler's `completeWith()` transaction so it is checked to be on this database: set
+   * by the runtime of an app with more than one connection, before `addQueue`.
+   */
+  onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor;
+
   /** The recurring jobs this node schedules; call before `start`. */
   setCron(entries: readonly CronEntry[]): void {
     this.cron = entries.length
@@ -133,6 +140,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         pollIntervalMs: this.opts.pollIntervalMs,
         logger: this.logger,
         events,
+        onOwnDatabase: this.onOwnDatabase,
       }),
     );
   }

@@ -1,5 +1,5 @@
 import { Client, type Pool } from 'pg';
-import type { PgQueueModuleOptions } from '../../lib';
+import type { PgQueueConnectionOptions, PgQueueModuleOptions } from '../../lib';
 import type { PgPoolConfig } from '../../lib/core/pg-types';
 import { testAdminUrl } from './database';
 
@@ -61,10 +61,33 @@ function routed(c: string | PgPoolConfig): string | PgPoolConfig | undefined {
  */
 export function pooledOptions(options: PgQueueModuleOptions): PgQueueModuleOptions {
   const mode = pgBouncerMode();
-  if (!mode || options.connection === undefined) return options;
+  if (!mode) return options;
+  const out = pooledConnection(options, mode);
+  if (!options.connections) return out;
+  // Each named connection on the test server goes through PgBouncer the same way. One on another
+  // server (a second throwaway one) stays direct, with the test's own settings, not the
+  // preparedStatements: false and (poll-only) listen: false that routing gave the top level.
+  const connections: Record<string, PgQueueConnectionOptions> = {};
+  for (const [name, entry] of Object.entries(options.connections)) {
+    const pooled = pooledConnection(entry, mode);
+    connections[name] =
+      pooled !== entry
+        ? pooled
+        : {
+            ...entry,
+            preparedStatements: entry.preparedStatements ?? options.preparedStatements ?? true,
+            listen: entry.listen ?? options.listen ?? true,
+          };
+  }
+  return { ...out, connections };
+}
+
+/** One connection's settings (top-level or an entry of `connections`) through PgBouncer, when on the test server. */
+function pooledConnection<T extends PgQueueConnectionOptions>(options: T, mode: PgBouncerMode): T {
+  if (options.connection === undefined) return options;
   const connection = routed(options.connection);
   if (connection === undefined) return options;
-  const out: PgQueueModuleOptions = { ...options, connection, preparedStatements: options.preparedStatements ?? false };
+  const out: T = { ...options, connection, preparedStatements: options.preparedStatements ?? false };
   const ownListen = options.listen !== undefined || options.listenConnection !== undefined;
   if (!ownListen) {
     if (mode === 'direct-listen') out.listenConnection = options.connection;

@@ -1,4 +1,4 @@
-import { firstOpenMinute, SETTLE_MS } from '../../lib/dashboard/dashboard.service';
+import { firstOpenMinute, SETTLE_MS } from '../../lib/dashboard/dashboard-throughput';
 
 // Which minutes of the overview's chart the next poll counts again: a minute is final once it
 // ended SETTLE_MS ago (an outcome commits within milliseconds of its finished_at).

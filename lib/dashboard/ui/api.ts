@@ -18,10 +18,14 @@ export interface QueueRow {
   paused: boolean;
   oldestWaitingAgeMs: number | null;
   registered: boolean;
+  /** The app connection (database) the queue is on. */
+  connection?: string;
 }
 
 export interface Overview {
   queues: QueueRow[];
+  /** The app's connections (databases), the default first. */
+  connections?: string[];
   throughput: { minutes: string[]; completed: number[]; failed: number[] };
   readOnly: boolean;
   now: string;
@@ -29,6 +33,7 @@ export interface Overview {
 
 export interface QueueDetail {
   name: string;
+  connection?: string;
   counts: Partial<Record<JobState | 'stalled', number>> & { oldestWaitingAgeMs?: number | null };
   paused: boolean;
   options: {
@@ -171,3 +176,10 @@ export async function post<T>(path: string, body: unknown): Promise<T> {
 }
 
 export const enc = encodeURIComponent;
+
+/**
+ * `{ connection }` for a request about jobs of a non-default connection (job ids are per
+ * database), else nothing: a single-database app's URLs and bodies stay as they were.
+ */
+export const onConnection = (connection: string | null | undefined): { connection?: string } =>
+  connection && connection !== 'default' ? { connection } : {};

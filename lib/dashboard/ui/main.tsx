@@ -77,7 +77,7 @@ function App() {
       page = <QueuePage key={route.queue} queue={route.queue} query={query} />;
       break;
     case 'job':
-      page = <JobPage key={route.id} id={route.id} />;
+      page = <JobPage key={`${route.id}:${query.get('connection') ?? ''}`} id={route.id} connection={query.get('connection')} />;
       break;
     case 'schedules':
       page = <SchedulesPage />;

@@ -1,5 +1,6 @@
 import { useState } from 'preact/hooks';
-import { enc, post, type JobSummary } from '../api';
+import { enc, onConnection, post, type JobSummary } from '../api';
+import { qs } from '../router';
 import type { ActionResult } from '../components';
 import { Link } from '../components';
 
@@ -19,6 +20,7 @@ export function EnqueueForm(props: { queue: string; names: string[]; onDone: (r:
   const [options, setOptions] = useState('');
   const [problem, setProblem] = useState<string | null>(null);
   const [created, setCreated] = useState<string | null>(null);
+  const [createdOn, setCreatedOn] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
 
   const submit = async (e: Event): Promise<void> => {
@@ -37,8 +39,9 @@ export function EnqueueForm(props: { queue: string; names: string[]; onDone: (r:
     try {
       const body: Record<string, unknown> = { name: name.trim(), payload: p.value };
       if (o.value !== undefined) body.options = o.value;
-      const r = await post<{ job: JobSummary }>(`/queues/${enc(props.queue)}/jobs`, body);
+      const r = await post<{ job: JobSummary; connection?: string }>(`/queues/${enc(props.queue)}/jobs`, body);
       setCreated(r.job.id);
+      setCreatedOn(r.connection ?? null);
       props.onDone({ ok: true, message: `Enqueued job ${r.job.id} (${r.job.name})` });
     } catch (err) {
       setProblem((err as Error).message);
@@ -90,7 +93,7 @@ export function EnqueueForm(props: { queue: string; names: string[]; onDone: (r:
         </button>
         {created && (
           <span>
-            created <Link to={`/jobs/${enc(created)}`}>job {created}</Link>
+            created <Link to={`/jobs/${enc(created)}${qs(onConnection(createdOn))}`}>job {created}</Link>
           </span>
         )}
       </div>

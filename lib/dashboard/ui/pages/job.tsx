@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { enc, post, type JobDetail, type TimelineEntry } from '../api';
+import { enc, onConnection, post, type JobDetail, type TimelineEntry } from '../api';
 import {
   ActionButton,
   Empty,
@@ -15,12 +15,14 @@ import {
 } from '../components';
 import { absolute, duration } from '../format';
 import { usePoll } from '../poll';
-import { navigate } from '../router';
+import { navigate, qs } from '../router';
 import { settings } from '../settings';
 
 interface JobAnswer {
   job: JobDetail;
   timeline: TimelineEntry[];
+  /** The connection (database) the job was found in. */
+  connection?: string;
 }
 
 const LIVE = new Set(['waiting', 'delayed', 'active']);
@@ -35,8 +37,8 @@ const EVENT_LABEL: Record<string, string> = {
   cancelled: 'Cancelled',
 };
 
-export function JobPage(props: { id: string }) {
-  const { data, error, reload } = usePoll<JobAnswer>(`/jobs/${enc(props.id)}`);
+export function JobPage(props: { id: string; connection?: string | null }) {
+  const { data, error, reload } = usePoll<JobAnswer>(`/jobs/${enc(props.id)}${qs(onConnection(props.connection))}`);
   const [notice, setNotice] = useState<ActionResult | null>(null);
   const done = (r: ActionResult): void => {
     setNotice(r);
@@ -63,6 +65,7 @@ export function JobPage(props: { id: string }) {
   }
   const j = data.job;
   const ids = [j.id];
+  const on = onConnection(data.connection ?? props.connection);
   const nodeOf = (attempt: number): string | null | undefined =>
     j.errors.find((e) => e.attempt === attempt)?.worker ??
     data.timeline.find((t) => t.attempt === attempt && t.node)?.node ??
@@ -83,7 +86,7 @@ export function JobPage(props: { id: string }) {
                 kind="primary"
                 testId="retry-job"
                 run={async () => {
-                  const r = await post<{ retried: string[] }>('/jobs/retry', { ids });
+                  const r = await post<{ retried: string[] }>('/jobs/retry', { ids, ...on });
                   return r.retried.length
                     ? `Job ${j.id} is waiting again`
                     : `Job ${j.id} was not retried (it is no longer finished)`;
@@ -96,7 +99,7 @@ export function JobPage(props: { id: string }) {
                 label="Cancel"
                 testId="cancel-job"
                 run={async () => {
-                  const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', { ids });
+                  const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', { ids, ...on });
                   if (r.cancelled.length) return `Job ${j.id} cancelled`;
                   if (r.cancelling.length)
                     return `Job ${j.id} is running: its signal was aborted, it ends cancelled once the handler stops`;
@@ -112,7 +115,7 @@ export function JobPage(props: { id: string }) {
                 confirm="Remove for good?"
                 testId="remove-job"
                 run={async () => {
-                  const r = await post<{ removed: string[] }>('/jobs/remove', { ids });
+                  const r = await post<{ removed: string[] }>('/jobs/remove', { ids, ...on });
                   if (!r.removed.length) return `Job ${j.id} was not removed (it is running: cancel it first)`;
                   navigate(`/queues/${enc(j.queue ?? '')}`);
                   return `Job ${j.id} removed`;

@@ -1,3 +1,4 @@
+import { useState } from 'preact/hooks';
 import type { Overview as OverviewData } from '../api';
 import { ThroughputChart } from '../chart';
 import { Empty, ErrorBox, Link, Loading, Section } from '../components';
@@ -18,12 +19,38 @@ function Count(props: { queue: string; state?: string; n: number; tone?: string 
 
 export function OverviewPage() {
   const { data, error } = usePoll<OverviewData>('/overview');
+  const [only, setOnly] = useState<string>('');
   if (!data) return error ? <ErrorBox error={error} /> : <Loading />;
   const sum = (k: 'completed' | 'failed'): number => data.throughput[k].reduce((a, b) => a + b, 0);
+  // More than one database: each queue says which, and the list can be narrowed to one.
+  const connections = data.connections ?? [];
+  const many = connections.length > 1;
+  const rows = many && only ? data.queues.filter((q) => q.connection === only) : data.queues;
   return (
     <>
       <ErrorBox error={error} title="Refresh failed; showing the last answer" />
-      <Section title="Queues">
+      <Section
+        title="Queues"
+        actions={
+          many && (
+            <label class="muted">
+              Connection{' '}
+              <select
+                value={only}
+                onChange={(e) => setOnly((e.currentTarget as HTMLSelectElement).value)}
+                data-testid="connection-filter"
+              >
+                <option value="">all</option>
+                {connections.map((c) => (
+                  <option key={c} value={c}>
+                    {c}
+                  </option>
+                ))}
+              </select>
+            </label>
+          )
+        }
+      >
         {data.queues.length === 0 ? (
           <Empty>No queues yet. A queue appears here once it is registered or has a job.</Empty>
         ) : (
@@ -31,6 +58,7 @@ export function OverviewPage() {
             <thead>
               <tr>
                 <th>Queue</th>
+                {many && <th>Connection</th>}
                 <th class="num">Waiting</th>
                 <th class="num">Delayed</th>
                 <th class="num">Active</th>
@@ -42,8 +70,8 @@ export function OverviewPage() {
               </tr>
             </thead>
             <tbody>
-              {data.queues.map((q) => (
-                <tr key={q.name} data-queue={q.name}>
+              {rows.map((q) => (
+                <tr key={`${q.connection ?? ''}:${q.name}`} data-queue={q.name}>
                   <td>
                     <Link to={`/queues/${encodeURIComponent(q.name)}`} class="queue-name">
                       {q.name}
@@ -54,6 +82,7 @@ export function OverviewPage() {
                       </span>
                     )}
                   </td>
+                  {many && <td class="mono">{q.connection}</td>}
                   <Count queue={q.name} state="waiting" n={q.waiting} />
                   <Count queue={q.name} state="delayed" n={q.delayed} />
                   <Count queue={q.name} state="active" n={q.active} />

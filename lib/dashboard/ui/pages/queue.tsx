@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { JOB_STATES, enc, post, type JobPage, type JobState, type JobSummary, type QueueDetail } from '../api';
+import { JOB_STATES, enc, onConnection, post, type JobPage, type JobState, type JobSummary, type QueueDetail } from '../api';
 import {
   ActionButton,
   Empty,
@@ -154,7 +154,7 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
         )}
       </nav>
 
-      <Filters queue={qname} f={f} names={d.names} />
+      <Filters queue={qname} f={f} names={d.names} connection={d.connection} />
 
       <Section
         title={
@@ -173,7 +173,7 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
                 disabled={!ids.length}
                 testId="retry-selected"
                 run={async () => {
-                  const r = await post<{ retried: string[] }>('/jobs/retry', { ids });
+                  const r = await post<{ retried: string[] }>('/jobs/retry', { ids, ...onConnection(detail.data?.connection) });
                   return `Retried ${r.retried.length} of ${ids.length}`;
                 }}
                 onDone={done}
@@ -183,7 +183,10 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
                 disabled={!ids.length}
                 testId="cancel-selected"
                 run={async () => {
-                  const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', { ids });
+                  const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', {
+                    ids,
+                    ...onConnection(detail.data?.connection),
+                  });
                   return `Cancelled ${r.cancelled.length}, cancelling ${r.cancelling.length} running, of ${ids.length}`;
                 }}
                 onDone={done}
@@ -195,7 +198,7 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
                 confirm={`Remove ${ids.length}?`}
                 testId="remove-selected"
                 run={async () => {
-                  const r = await post<{ removed: string[] }>('/jobs/remove', { ids });
+                  const r = await post<{ removed: string[] }>('/jobs/remove', { ids, ...onConnection(detail.data?.connection) });
                   return `Removed ${r.removed.length} of ${ids.length}`;
                 }}
                 onDone={done}
@@ -262,7 +265,7 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
                     </td>
                   )}
                   <td class="num mono">
-                    <Link to={`/jobs/${enc(j.id)}`}>{j.id}</Link>
+                    <Link to={`/jobs/${enc(j.id)}${qs(onConnection(detail.data?.connection))}`}>{j.id}</Link>
                   </td>
                   <td class="mono">{j.name}</td>
                   <td>
@@ -383,7 +386,7 @@ function Retention(props: { value: unknown }) {
   );
 }
 
-function Filters(props: { queue: string; f: Filters; names: string[] }) {
+function Filters(props: { queue: string; f: Filters; names: string[]; connection?: string }) {
   const [name, setName] = useState(props.f.name);
   const [uniqueKey, setUniqueKey] = useState(props.f.uniqueKey);
   const [payload, setPayload] = useState(props.f.payload);
@@ -419,7 +422,7 @@ function Filters(props: { queue: string; f: Filters; names: string[] }) {
       return;
     }
     setProblem(null);
-    navigate(`/jobs/${v}`);
+    navigate(`/jobs/${v}${qs(onConnection(props.connection))}`);
   };
   const active = props.f.name || props.f.uniqueKey || props.f.payload;
   return (

@@ -1,0 +1,103 @@
+import { Pool, type PoolConfig } from 'pg';
+import { JobStore } from '../db/job-store';
+import { poolExecutor } from '../db/executor';
+import { databaseIdentity } from '../db/identity';
+import type { PgClientConfig, PgPool, PgPoolConfig } from '../core/pg-types';
+import { currentVersion, latestVersion, migrate } from '../db/migrator';
+import { PgQueueConfigError, PgQueueError } from '../core/errors';
+import type { EngineLogger } from '../worker/logger';
+import { Supervisor } from '../worker/supervisor';
+import type { ResolvedPgQueueOptions } from '../core/pg-queue.options';
+
+/**
+ * One database of the runtime (`forRoot`'s default connection, or an entry of `connections`):
+ * its pool, its store, and its supervisor, which runs the workers of the queues that live there,
+ * its LISTEN connection, and its maintenance (elected among the nodes using that database).
+ */
+export class PgQueueConnection {
+  readonly store: JobStore;
+  readonly supervisor: Supervisor;
+
+  private constructor(
+    readonly name: string,
+    readonly options: ResolvedPgQueueOptions,
+    readonly pool: PgPool,
+    /** `system_identifier/database` of the server the pool is on (see lib/db/identity.ts); '' with one connection. */
+    readonly identity: string,
+    listen: PgClientConfig | null,
+    logger: EngineLogger,
+  ) {
+    this.store = new JobStore(pool, {
+      schema: options.schema,
+      retention: options.retention,
+      asyncCommit: options.asyncCommit,
+      preparedStatements: options.preparedStatements,
+    });
+    this.supervisor = new Supervisor(this.store, options, listen, logger);
+  }
+
+  /** Connects, then migrates (or checks the schema version), so a bad setup fails the boot. */
+  static async open(
+    name: string,
+    options: ResolvedPgQueueOptions,
+    conn: { pool: PgPoolConfig; listen: PgClientConfig },
+    logger: EngineLogger,
+    identify = false,
+  ): Promise<PgQueueConnection> {
+    // What a named connection's pool, listener and workers log says which database it is about.
+    if (name !== 'default') logger = onConnection(logger, name);
+    // PgPoolConfig mirrors pg's PoolConfig field by field (checked here), but types the client
+    // class a custom `Client` must construct by the little this package calls on it.
+    const pool = new Pool({ ...conn.pool, Client: conn.pool.Client as PoolConfig['Client'], max: options.poolSize });
+    // An idle connection that the server drops (restart, pg_terminate_backend) must not crash
+    // the process: the pool discards it and opens a new one on the next query.
+    pool.on('error', (err) => logger.warn(`pg-queue pool: idle connection lost (${err.message})`));
+    const on = name === 'default' ? '' : ` (connection "${name}")`;
+    let identity: string;
+    try {
+      if (options.migrate) {
+        const applied = await migrate(pool, options.schema);
+        if (applied.length) logger.log(`Applied migration(s) ${applied.join(', ')} to schema "${options.schema}"`);
+      } else {
+        const have = await currentVersion(pool, options.schema);
+        const need = latestVersion();
+        if (have < need) {
+          throw new PgQueueConfigError(
+            `Schema "${options.schema}"${on} is at version ${have}; this nestjs-pg-queue needs ${need}. ` +
+              'Set migrate: true, or run the PgQueue TypeORM migrations (pgQueueMigrations()) before boot.',
+          );
+        }
+      }
+      // Only an app with more than one connection compares identities: one with a single
+      // connection boots exactly as before, with no query more.
+      identity = identify ? await databaseIdentity(poolExecutor(pool)) : '';
+    } catch (err) {
+      await pool.end().catch(() => undefined);
+      if (err instanceof PgQueueError) throw err;
+      const where =
+        conn.pool.connectionString ?? `${conn.pool.host ?? 'localhost'}:${conn.pool.port ?? 5432}/${conn.pool.database ?? ''}`;
+      throw new PgQueueError(
+        `nestjs-pg-queue cannot use the database at ${where.replace(/\/\/[^@/]*@/, '//***@')}${on}: ${(err as Error).message}`,
+        { cause: err },
+      );
+    }
+    return new PgQueueConnection(name, options, pool, identity, options.listen ? conn.listen : null, logger);
+  }
+
+  /** Stops the workers (gracefully), then closes the pool. */
+  async close(): Promise<void> {
+    await this.supervisor.stop();
+    await this.pool.end();
+  }
+}
+
+/** `logger` with ` (connection "name")` after each message. */
+function onConnection(logger: EngineLogger, name: string): EngineLogger {
+  const tag = (m: string) => `${m} (connection "${name}")`;
+  return {
+    log: (m) => logger.log(tag(m)),
+    warn: (m) => logger.warn(tag(m)),
+    error: (m, stack) => logger.error(tag(m), stack),
+    ...(logger.debug ? { debug: (m: string) => logger.debug!(tag(m)) } : {}),
+  };
+}
