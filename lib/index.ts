@@ -20,6 +20,7 @@ export type {
   JobAttemptError,
   JobHandler,
   JobOptions,
+  JobProgress,
   JobState,
   QueueCounts,
   TransactionClient,

@@ -130,7 +130,18 @@ export interface Job<TPayload = unknown, TResult = unknown> {
   /** What the handler returned (JSON), once completed. */
   readonly result: TResult | null;
   readonly timeoutMs: number | null;
+  /**
+   * The latest value a handler reported with `job.updateProgress()` (as last written: at most
+   * `progressIntervalMs` behind while the job runs), or null. Kept across retries and into history.
+   */
+  readonly progress: JobProgress | null;
 }
+
+/**
+ * What `job.updateProgress()` takes: a number (a percentage, a count...) or a small JSON object
+ * (at most `maxProgressBytes` of JSON), e.g. `{ done: 40, total: 120 }`.
+ */
+export type JobProgress = number | { readonly [key: string]: unknown };
 
 /** The job a handler runs. */
 export interface ActiveJob<TPayload = unknown> extends Job<TPayload> {
@@ -150,6 +161,16 @@ export interface ActiveJob<TPayload = unknown> extends Job<TPayload> {
     target: { readonly manager?: TransactionManager; readonly client?: TransactionClient },
     result?: unknown,
   ): Promise<void>;
+  /**
+   * Reports progress: `job.progress` changes at once, a `progress` event fires on this node, and
+   * the value is stored, throttled to at most one write per `progressIntervalMs` for this job (the
+   * latest value always lands before the attempt's outcome is written). Resolves once the value is
+   * accepted, without waiting for the write, so a tight loop costs no round trips. Rejects with
+   * `PgQueuePayloadError` for anything but a finite number or a plain JSON object within
+   * `maxProgressBytes`. After the attempt ended (returned, threw, timed out) it changes nothing.
+   * @example await job.updateProgress({ done: i, total: rows.length });
+   */
+  updateProgress(value: JobProgress): Promise<void>;
 }
 
 /** A `@Process` handler. What it returns is stored as the job's result. */

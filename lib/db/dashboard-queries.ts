@@ -183,9 +183,9 @@ export function buildDashboardQueries(schema: string) {
 
     /** One job, live or finished, with what the job page shows beyond Job. $1 id */
     job: `
-      SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history FROM ${jobs} WHERE id = $1
+      SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1
       UNION ALL
-      SELECT ${HISTORY_COLS}, NULL::text, locked_by, true FROM ${history} WHERE id = $1`,
+      SELECT ${HISTORY_COLS}, NULL::text, locked_by, true, trace FROM ${history} WHERE id = $1`,
 
     /** Where jobs are: their queue and state, live or finished (primary keys). $1 id[] */
     locate: `
@@ -218,9 +218,10 @@ export function buildDashboardQueries(schema: string) {
       WITH h AS (
         DELETE FROM ${history} WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled') RETURNING *
       ), back AS (
-        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at)
+        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
+                             progress, trace)
         OVERRIDING SYSTEM VALUE
-        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at FROM h
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace FROM h
         RETURNING id, queue
       ), wake AS (SELECT pg_notify($2, queue || '|0') FROM back GROUP BY queue)
       SELECT id::text AS id, (SELECT count(*) FROM wake) AS woken FROM back`,
@@ -236,9 +237,10 @@ export function buildDashboardQueries(schema: string) {
           SELECT id FROM ${history} WHERE queue = $1 AND state = 'failed' AND ($2::text IS NULL OR name = $2) LIMIT $3)
         RETURNING *
       ), back AS (
-        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at)
+        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
+                             progress, trace)
         OVERRIDING SYSTEM VALUE
-        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at FROM h
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace FROM h
         RETURNING id
       ), wake AS (SELECT pg_notify($4, $1 || '|0') WHERE EXISTS (SELECT 1 FROM back))
       SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,

@@ -11,6 +11,7 @@ import {
 } from './dashboard-queries';
 import { poolExecutor, type SqlExecutor } from './executor';
 import { isJobId, rowToJob, type JobRow } from './job-store';
+import { traceIdOf } from '../core/telemetry';
 
 export { FILTER_SCAN_LIMIT, type ListFilters, type ListKey, type ListState } from './dashboard-queries';
 
@@ -40,6 +41,8 @@ export type DashboardJob = Job & {
   readonly uniqueKey: string | null;
   readonly lockedBy: string | null;
   readonly history: boolean;
+  /** The trace the job belongs to (from the W3C traceparent recorded at enqueue), on the job page only. */
+  readonly traceId?: string | null;
 };
 
 /** A live node of the registry. */
@@ -204,13 +207,12 @@ export class DashboardStore {
   /** One job, live or finished, or null. */
   async job(id: string): Promise<DashboardJob | null> {
     if (!isJobId(id)) return null;
-    const rows = await this.db.query<JobRow & { unique_key: string | null; locked_by: string | null; history: boolean }>(
-      this.q.job,
-      [id],
-    );
+    const rows = await this.db.query<
+      JobRow & { unique_key: string | null; locked_by: string | null; history: boolean; trace: unknown }
+    >(this.q.job, [id]);
     if (!rows.length) return null;
     const r = rows[0];
-    return { ...rowToJob(r), uniqueKey: r.unique_key, lockedBy: r.locked_by, history: r.history };
+    return { ...rowToJob(r), uniqueKey: r.unique_key, lockedBy: r.locked_by, history: r.history, traceId: traceIdOf(r.trace) };
   }
 
   /** The queue and state of each id found (live or finished). */

@@ -1,5 +1,5 @@
 import { escapeIdentifier } from 'pg';
-import type { Job, JobAttemptError, JobState, QueueCounts } from '../core/job';
+import type { Job, JobAttemptError, JobProgress, JobState, QueueCounts } from '../core/job';
 import type { ResolvedBackoff } from '../core/pg-queue.options';
 import type { PgPool, PgPoolClient } from '../core/pg-types';
 import { poolExecutor, type SqlExecutor } from './executor';
@@ -25,13 +25,16 @@ export interface JobRow {
   started_at: Date | null;
   finished_at: Date | null;
   result: unknown;
+  progress: JobProgress | null;
 }
 
 /** A row as the claim returns it: times as epoch milliseconds, cheaper to decode than timestamps. */
 export interface ClaimedRow extends Pick<
   JobRow,
-  'id' | 'queue' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'errors'
+  'id' | 'queue' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'errors' | 'progress'
 > {
+  /** The enqueue's W3C trace context (migration 0009), or null. */
+  trace: { traceparent?: unknown; tracestate?: unknown } | null;
   /** Its cancel was asked while an earlier attempt ran: finish it as cancelled, do not run it. */
   cancel_requested: boolean;
   run_at_ms: number;
@@ -75,6 +78,8 @@ export interface NewJobRow {
   timeoutMs: number | null;
   uniqueKey: string | null;
   replaceWaiting: boolean;
+  /** The enqueue's trace context as JSON ({ traceparent, tracestate }), or null without an active span. */
+  traceJson: string | null;
 }
 
 /** What a node writes into the registry with each heartbeat. */
@@ -122,6 +127,7 @@ export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
     errors: [],
     result: null,
     timeoutMs: n.timeoutMs,
+    progress: null,
   };
 }
 
@@ -142,6 +148,7 @@ export function rowToJob<T>(r: JobRow): Job<T> {
     errors: r.errors ?? [],
     result: (r.result ?? null) as never,
     timeoutMs: r.timeout_ms,
+    progress: r.progress ?? null,
   };
 }
 
@@ -448,6 +455,15 @@ export class JobStore {
     return { written, failures };
   }
 
+  /**
+   * Stores a running attempt's progress; false when no row matched (the lease is no longer this
+   * worker's, or the job already finished): nothing was changed then.
+   */
+  async setProgressIfRunning(id: string, attempt: number, workerId: string, progressJson: string): Promise<boolean> {
+    const rows = await this.db.query(this.q.setProgressIfRunning, [id, attempt, workerId, progressJson]);
+    return rows.length > 0;
+  }
+
   /** Milliseconds until the queue's next delayed job is due (database clock); null when none is. */
   async nextDueInMs(queue: string): Promise<number | null> {
     const [r] = await this.db.query<{ due_in_ms: number | null }>(this.q.nextDue, [queue]);
@@ -671,6 +687,7 @@ const COLUMN_VALUE: Record<InsertColumn, (r: NewJobRow) => unknown> = {
   max_attempts: (r) => r.maxAttempts,
   backoff: (r) => (r.backoff ? JSON.stringify(r.backoff) : null),
   timeout_ms: (r) => r.timeoutMs,
+  trace: (r) => r.traceJson,
 };
 
 /** The values of INSERT_COLUMNS (queries.ts), one array per column, in its order. */

@@ -4,12 +4,13 @@ import { escapeIdentifier } from 'pg';
 export const LIVE_COLS = `id, queue, name, payload,
   CASE WHEN state = 'waiting' AND run_at > now() THEN 'delayed' ELSE state END AS state,
   priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at, started_at,
-  NULL::timestamptz AS finished_at, NULL::jsonb AS result`;
+  NULL::timestamptz AS finished_at, NULL::jsonb AS result, progress`;
 export const HISTORY_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
-  backoff, timeout_ms, errors, created_at, started_at, finished_at, result`;
-// locked_by: the worker of the final attempt (the dashboard's job page names it).
+  backoff, timeout_ms, errors, created_at, started_at, finished_at, result, progress`;
+// locked_by: the worker of the final attempt (the dashboard's job page names it). progress and
+// trace follow the job into history: its last reported progress, and the trace it belongs to.
 const ARCHIVE_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
-  backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by`;
+  backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by, progress, trace`;
 
 /**
  * The error recorded when a lease runs out: the worker died, or its event loop stalled. (An
@@ -117,7 +118,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
                 j.backoff, j.timeout_ms, j.errors, j.cancel_requested_at IS NOT NULL AS cancel_requested,
                 extract(epoch FROM j.run_at)::float8 * 1000 AS run_at_ms,
                 extract(epoch FROM j.created_at)::float8 * 1000 AS created_at_ms,
-                extract(epoch FROM j.started_at)::float8 * 1000 AS started_at_ms`,
+                extract(epoch FROM j.started_at)::float8 * 1000 AS started_at_ms, j.progress, j.trace`,
 
     /**
      * Completes a batch: the rows leave the live table and enter history in one statement.
@@ -135,7 +136,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       )
       INSERT INTO ${history} (${ARCHIVE_COLS})
       SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-             backoff, timeout_ms, errors, out::jsonb, created_at, started_at, now(), locked_by
+             backoff, timeout_ms, errors, out::jsonb, created_at, started_at, now(), locked_by, progress, trace
       FROM done
       RETURNING id`,
 
@@ -151,7 +152,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now(), locked_by
+               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now(), locked_by, progress, trace
         FROM done WHERE $5::boolean
       )
       SELECT count(*)::int AS n FROM done`,
@@ -187,7 +188,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       INSERT INTO ${history} (${ARCHIVE_COLS})
       SELECT id, queue, name, payload, $5::text, priority, run_at, attempt, max_attempts, backoff,
              timeout_ms, errors || jsonb_build_array(err::jsonb || jsonb_build_object('worker', $4::text)), NULL, created_at,
-             started_at, now(), locked_by
+             started_at, now(), locked_by, progress, trace
       FROM failed
       RETURNING id`,
 
@@ -223,6 +224,17 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         SELECT j.run_at FROM ${jobs} j
         WHERE j.queue = $1 AND j.state = 'waiting' AND j.priority = p.priority AND j.run_at > now()
         ORDER BY j.run_at LIMIT 1) n`,
+
+    /**
+     * job.updateProgress(): the latest progress of a running attempt, throttled by the worker to
+     * one write per progressIntervalMs per job. Guarded like an outcome: (id, attempt, locked_by)
+     * must still match, so a node that lost the lease changes nothing (0 rows). Not the claim's
+     * hot path: only jobs whose handlers report progress run it. $1 id $2 attempt $3 worker $4 progress
+     */
+    setProgressIfRunning: `
+      UPDATE ${jobs} SET progress = $4::jsonb
+      WHERE id = $1 AND locked_by = $3 AND attempt = $2 ${ack}
+      RETURNING id`,
 
     /**
      * Renews the leases of every job this worker runs and keeps its row in the nodes registry
@@ -274,7 +286,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
                timeout_ms, errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'name', 'CancelJobError',
                  'message', 'Cancelled by queue.cancel() while waiting.', 'at', now())),
-               NULL, created_at, started_at, now(), locked_by
+               NULL, created_at, started_at, now(), locked_by, progress, trace
         FROM waiting RETURNING id
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
@@ -335,7 +347,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
-               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by
+               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace
         FROM dead RETURNING id, queue, name, attempt
       ), wake AS (SELECT pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
       SELECT id, queue, name, attempt, true AS retried, (SELECT count(*) FROM wake) AS woken FROM retried
@@ -385,9 +397,10 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
           LIMIT $3)
         RETURNING *
       ), back AS (
-        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at)
+        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
+                             progress, trace)
         OVERRIDING SYSTEM VALUE
-        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at FROM h
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace FROM h
         RETURNING id
       ), wake AS (SELECT pg_notify($4, $2 || '|0') WHERE EXISTS (SELECT 1 FROM back))
       SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,
@@ -529,6 +542,7 @@ export const INSERT_COLUMNS = [
   ['max_attempts', 'int'],
   ['backoff', 'text'],
   ['timeout_ms', 'int'],
+  ['trace', 'text'],
 ] as const;
 
 /** A column of INSERT_COLUMNS. */
@@ -568,10 +582,10 @@ export function buildInsert(schema: string, arrays: readonly boolean[], durable:
   });
   return `
     WITH ins AS (
-      INSERT INTO ${escapeIdentifier(schema)}.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms)
+      INSERT INTO ${escapeIdentifier(schema)}.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace)
       SELECT ${expr.queue}, ${expr.name}, t.payload::jsonb, ${expr.priority},
              coalesce(${expr.run_at}, now() + ${expr.delay_ms} * interval '1 millisecond'),
-             ${expr.max_attempts}, ${expr.backoff}::jsonb, ${expr.timeout_ms}
+             ${expr.max_attempts}, ${expr.backoff}::jsonb, ${expr.timeout_ms}, ${expr.trace}::jsonb
       FROM unnest(${unnest.join(', ')}) AS t(${alias.join(', ')}) ${durable ? `WHERE ${DURABLE}` : ''}
       RETURNING id, queue, run_at
     ), wake AS (
@@ -601,16 +615,17 @@ export function buildUniqueInsert(schema: string, replaceWaiting: boolean, durab
   const names = ['payload', ...INSERT_COLUMNS.map(([col]) => col), 'unique_key'];
   const conflict = replaceWaiting
     ? `DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority, run_at = EXCLUDED.run_at,
-         max_attempts = EXCLUDED.max_attempts, backoff = EXCLUDED.backoff, timeout_ms = EXCLUDED.timeout_ms
+         max_attempts = EXCLUDED.max_attempts, backoff = EXCLUDED.backoff, timeout_ms = EXCLUDED.timeout_ms,
+         trace = EXCLUDED.trace
        WHERE j.state = 'waiting'`
     : 'DO NOTHING';
   return `
     WITH input AS (
       SELECT * FROM unnest(${arrays.join(', ')}) WITH ORDINALITY AS t(${names.join(', ')}, ord)
     ), ins AS (
-      INSERT INTO ${escapeIdentifier(schema)}.jobs AS j (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, unique_key)
+      INSERT INTO ${escapeIdentifier(schema)}.jobs AS j (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace, unique_key)
       SELECT queue, name, payload::jsonb, priority, coalesce(run_at, now() + delay_ms * interval '1 millisecond'),
-             max_attempts, backoff::jsonb, timeout_ms, unique_key
+             max_attempts, backoff::jsonb, timeout_ms, trace::jsonb, unique_key
       FROM input ${durable ? `WHERE ${DURABLE}` : ''} ORDER BY ord
       ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL ${conflict}
       RETURNING j.id, j.queue, j.unique_key, j.run_at, j.xmax = 0 AS inserted

@@ -7,6 +7,7 @@ import { quote } from '../core/input-text';
 /**
  * Job lifecycle events in this process. Listener arguments:
  * - `active(job)`: a handler is starting;
+ * - `progress(job, value)`: a handler on this node called `job.updateProgress(value)`;
  * - `completed(job, result)`;
  * - `retrying(job, error, delayMs)`: an attempt failed and another is scheduled;
  * - `failed(job, error)`: the last attempt failed;
@@ -18,7 +19,7 @@ import { quote } from '../core/input-text';
  * a listener that reads the job sees the state it is told about.
  */
 export type QueueEventName =
-  'active' | 'completed' | 'retrying' | 'failed' | 'cancelled' | 'snoozed' | 'stalled' | 'outcomeDropped';
+  'active' | 'progress' | 'completed' | 'retrying' | 'failed' | 'cancelled' | 'snoozed' | 'stalled' | 'outcomeDropped';
 
 export interface OnQueueEventMetadata {
   readonly event: QueueEventName;
@@ -28,6 +29,7 @@ export interface OnQueueEventMetadata {
 
 const EVENTS: readonly QueueEventName[] = [
   'active',
+  'progress',
   'completed',
   'retrying',
   'failed',

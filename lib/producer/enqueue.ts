@@ -3,6 +3,7 @@ import { toJsonText, UnstorableJsonError } from '../db/jsonb';
 import { PgQueueConfigError, PgQueuePayloadError } from '../core/errors';
 import { nameProblem, quote } from '../core/input-text';
 import type { JobOptions } from '../core/job';
+import { activeTraceJson } from '../core/telemetry';
 import {
   DEFAULTS,
   resolveJobDefaults,
@@ -75,6 +76,9 @@ export function buildJobRow(
     backoff: sameBackoff(o.backoff, DEFAULTS.job.backoff) ? null : o.backoff,
     timeoutMs: o.timeoutMs,
     ...(opts === undefined ? NOT_UNIQUE : uniqueness(where, opts)),
+    // Every job records the trace active where it is built (with @opentelemetry/api only): the
+    // producer span of add(), or whatever span the caller runs in (a flow, a handler).
+    traceJson: activeTraceJson(),
   };
 }
 

@@ -3,6 +3,7 @@ import type { ResolvedJobDefaults } from '../core/pg-queue.options';
 import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/executor';
 import { insertedToJob, isJobId, type JobStore } from '../db/job-store';
 import { buildJobRow, checkBulkEntry } from './enqueue';
+import { tracedEnqueue } from './tracing';
 
 export type { TransactionTarget } from '../db/executor';
 
@@ -70,7 +71,21 @@ export class Queue<TJobs extends JobMap = JobMap> {
    * Enqueues one job. With `manager` (or `client`) it joins that transaction: the job, and the
    * wake-up, exist only if it commits.
    */
-  async add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
+  add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
+    return tracedEnqueue(
+      this.name,
+      'add',
+      1,
+      () => this.addOne(name, payload, opts),
+      (job) => [job],
+    );
+  }
+
+  private async addOne<N extends keyof TJobs & string>(
+    name: N,
+    payload: TJobs[N],
+    opts?: EnqueueOptions,
+  ): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
     if (row.uniqueKey !== null) {
       const { jobs, inserted } = await this.store.insertUnique<TJobs[N]>([row], this.target(opts));
@@ -83,7 +98,20 @@ export class Queue<TJobs extends JobMap = JobMap> {
   }
 
   /** Enqueues many jobs in one statement (one round trip, one NOTIFY). All or none are inserted. */
-  async addBulk<N extends keyof TJobs & string>(
+  addBulk<N extends keyof TJobs & string>(
+    jobs: readonly BulkJob<N, TJobs[N]>[],
+    target?: TransactionTarget,
+  ): Promise<Job<TJobs[N]>[]> {
+    return tracedEnqueue(
+      this.name,
+      'addBulk',
+      Array.isArray(jobs) ? jobs.length : 0,
+      () => this.addMany(jobs, target),
+      (out) => out,
+    );
+  }
+
+  private async addMany<N extends keyof TJobs & string>(
     jobs: readonly BulkJob<N, TJobs[N]>[],
     target?: TransactionTarget,
   ): Promise<Job<TJobs[N]>[]> {

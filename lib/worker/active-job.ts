@@ -1,6 +1,11 @@
 import type { ClaimedRow } from '../db/job-store';
 import { CompleteWithError } from '../core/errors';
-import type { ActiveJob, JobAttemptError, JobState, TransactionClient, TransactionManager } from '../core/job';
+import type { ActiveJob, JobAttemptError, JobProgress, JobState, TransactionClient, TransactionManager } from '../core/job';
+
+/** Where `updateProgress` goes: the worker's ProgressTracker (one per worker, not one per job). */
+export interface ProgressSink {
+  update(job: RunningJob, value: JobProgress): Promise<void>;
+}
 
 /**
  * The job a handler receives. Its AbortController is made only when the handler reads `signal`
@@ -22,6 +27,8 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   readonly errors: readonly JobAttemptError[];
   readonly result: null = null;
   readonly timeoutMs: number | null;
+  /** The latest reported progress: the stored one at claim (kept from an earlier attempt), then each updateProgress value. */
+  progress: JobProgress | null;
   /**
    * Set by the worker: completes this attempt in the caller's transaction, or refuses with
    * CompleteWithError once the attempt has ended or after a first call.
@@ -33,7 +40,10 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   private abortReason: unknown = undefined;
   private aborted = false;
 
-  constructor(row: ClaimedRow) {
+  constructor(
+    row: ClaimedRow,
+    private readonly progressSink: ProgressSink | null = null,
+  ) {
     this.id = String(row.id);
     this.queue = row.queue;
     this.name = row.name;
@@ -46,6 +56,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     this.startedAt = new Date(row.started_at_ms);
     this.errors = Array.isArray(row.errors) ? row.errors : [];
     this.timeoutMs = row.timeout_ms;
+    this.progress = row.progress ?? null;
   }
 
   get signal(): AbortSignal {
@@ -65,6 +76,16 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     return this.completeIn(target, result);
   }
 
+  updateProgress(value: JobProgress): Promise<void> {
+    if (!this.progressSink) return Promise.resolve();
+    return this.progressSink.update(this, value);
+  }
+
+  /** @internal The tracker's: what `progress` reads from now on. */
+  setProgress(value: JobProgress): void {
+    this.progress = value;
+  }
+
   /** Fires the signal (now, or when it is first read). */
   abort(reason: unknown): void {
     if (this.aborted) return;
@@ -74,7 +95,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   }
 
   toJSON() {
-    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, ...rest } = this;
+    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, progressSink: _p, ...rest } = this;
     return rest;
   }
 }

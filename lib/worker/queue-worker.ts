@@ -1,6 +1,8 @@
 import type { ClaimedRow, JobStore } from '../db/job-store';
 import { toJsonText } from '../db/jsonb';
 import { RunningJob } from './active-job';
+import { JobSpan } from './job-span';
+import { ProgressTracker } from './progress';
 import {
   CancelJobError,
   CompleteWithError,
@@ -13,7 +15,7 @@ import {
 } from '../core/errors';
 import { quote } from '../core/input-text';
 import { executorFor, type SqlExecutor } from '../db/executor';
-import type { Job, JobHandler } from '../core/job';
+import type { Job, JobHandler, JobProgress } from '../core/job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/pg-queue.options';
 import type { Completer, PendingOutcome } from './completer';
 import type { EngineLogger } from './logger';
@@ -27,6 +29,8 @@ export interface WorkerEvents {
   active(job: Job): void;
   /** The handler completed its job with `completeWith()`, in its own transaction. */
   completed(job: Job, result: unknown): void;
+  /** The handler called `job.updateProgress(value)` (fires on every call; writes are throttled). */
+  progress(job: Job, value: JobProgress): void;
   error(err: Error): void;
 }
 
@@ -36,6 +40,9 @@ export interface QueueWorkerContext {
   readonly workerId: string;
   readonly leaseMs: number;
   readonly pollIntervalMs: number;
+  /** job.updateProgress(): one write per job per this many ms, values up to maxProgressBytes. */
+  readonly progressIntervalMs: number;
+  readonly maxProgressBytes: number;
   readonly logger: EngineLogger;
   readonly events: WorkerEvents;
   /** Checks a `completeWith()` transaction is on this queue's database (an app with more than one). */
@@ -52,6 +59,8 @@ interface Running {
   /** completeWith() wrote the completion in the handler's transaction: no outcome is left to write. */
   completedInTransaction: boolean;
   readonly startedAt: number;
+  /** The handler's OpenTelemetry span; null unless an SDK records spans. */
+  span: JobSpan | null;
 }
 
 /** Handlers faster than this on average let the worker prefetch. */
@@ -112,13 +121,33 @@ export class QueueWorker {
   private answeredClaims = 0;
   /** Manual mode (nestjs-pg-queue/testing): no timers, no claims of its own; only `runRound` claims. */
   private manual = false;
+  private readonly progress: ProgressTracker;
+  /**
+   * Settled attempts whose last progress is being written before their outcome is handed on: their
+   * leases are still renewed (runningIds), as the completer's pending outcomes are.
+   */
+  private readonly flushing = new Set<string>();
 
   constructor(
     readonly queue: ResolvedQueueOptions,
     private readonly handlers: ReadonlyMap<string, JobHandler>,
     private readonly catchAll: JobHandler | undefined,
     private readonly ctx: QueueWorkerContext,
-  ) {}
+  ) {
+    this.progress = new ProgressTracker(
+      ctx.store,
+      ctx.workerId,
+      ctx.progressIntervalMs,
+      ctx.maxProgressBytes,
+      ctx.events,
+      (job) => this.running.get(job.id)?.job === job,
+    );
+  }
+
+  /** Progress writes that matched no row (the lease was lost, or the job had finished). */
+  get unmatchedProgressWrites(): number {
+    return this.progress.unmatched;
+  }
 
   /** Claim statements that came back (with jobs or without): each one a look at the queue. */
   get claimsAnswered(): number {
@@ -131,7 +160,7 @@ export class QueueWorker {
 
   /** Jobs this worker holds a lease on: running and prefetched. */
   runningIds(): string[] {
-    return [...this.running.keys(), ...this.buffer.map((b) => String(b.row.id))];
+    return [...this.running.keys(), ...this.flushing, ...this.buffer.map((b) => String(b.row.id))];
   }
 
   start(): void {
@@ -311,7 +340,7 @@ export class QueueWorker {
   }
 
   private run(row: ClaimedRow): void {
-    const job = new RunningJob(row);
+    const job = new RunningJob(row, this.progress);
     let completeCalled = false;
     const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
     if (backoff !== row.backoff && row.backoff !== null) {
@@ -328,6 +357,7 @@ export class QueueWorker {
       cancelRequested: false,
       completedInTransaction: false,
       startedAt: performance.now(),
+      span: null,
     };
     job.completeIn = async (target, result) => {
       // Once the attempt is settled (handler returned or threw, timeout, cancel, shutdown) this
@@ -341,6 +371,8 @@ export class QueueWorker {
       // A result JSON cannot carry throws here, before the call counts: the handler may correct it.
       const resultJson = this.resultJson(job, result);
       completeCalled = true;
+      // The last progress lands first: the completion moves the row to history with it.
+      await this.progress.flush(job);
       if (!(await this.ctx.store.completeInTransaction(db, job.id, this.ctx.workerId, job.attempt, resultJson))) {
         throw new LeaseLostError(job.id);
       }
@@ -354,6 +386,7 @@ export class QueueWorker {
       return;
     }
     this.ctx.events.active(job);
+    entry.span = JobSpan.start(job, row.trace);
     const handler = this.handlers.get(job.name) ?? this.catchAll;
     if (job.timeoutMs !== null) {
       const timeoutMs = job.timeoutMs;
@@ -369,7 +402,8 @@ export class QueueWorker {
     Promise.resolve()
       .then(() => {
         if (!handler) throw new UnknownJobNameError(job.queue, job.name, [...this.handlers.keys()]);
-        return handler(job);
+        const span = entry.span;
+        return span ? span.run(() => handler(job)) : handler(job);
       })
       .then(
         (result) => this.settle(entry, result, true),
@@ -437,12 +471,13 @@ export class QueueWorker {
           : { kind: 'failed', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), job, error };
       }
     }
-    if (outcome) this.ctx.completer.push(outcome);
+    entry.span?.end(outcome ? outcome.kind : 'completed', value);
+    if (outcome) this.handOn(job, outcome);
     // Under a global limit a short claim says nothing about the backlog: the slot this job frees
     // may be the one the limit withheld.
     if (this.limited) this.mayHaveMore = true;
     this.pump();
-    if (this.running.size === 0) this.idleWaiters.splice(0).forEach((w) => w());
+    this.notifyIdle();
     if (this.mayHaveMore && !this.fetchScheduled) {
       // Coalesce: jobs that finish in the same turn free their slots for one claim.
       this.fetchScheduled = true;
@@ -451,6 +486,28 @@ export class QueueWorker {
         void this.fetch();
       });
     }
+  }
+
+  /**
+   * Hands an outcome to the completer; a job that reported progress first gets its latest value
+   * written (at most one UPDATE, only for such jobs), so the outcome's write carries it to history.
+   */
+  private handOn(job: RunningJob, outcome: PendingOutcome): void {
+    const flushed = this.progress.flush(job);
+    if (!flushed) {
+      this.ctx.completer.push(outcome);
+      return;
+    }
+    this.flushing.add(job.id);
+    void flushed.then(() => {
+      this.flushing.delete(job.id);
+      this.ctx.completer.push(outcome);
+      this.notifyIdle();
+    });
+  }
+
+  private notifyIdle(): void {
+    if (this.running.size === 0 && this.flushing.size === 0) this.idleWaiters.splice(0).forEach((w) => w());
   }
 
   /**
@@ -531,9 +588,9 @@ export class QueueWorker {
     return ids;
   }
 
-  /** Resolves when no job runs. */
+  /** Resolves when no job runs (and every settled attempt's outcome is with the completer). */
   idle(): Promise<void> {
-    if (this.running.size === 0) return Promise.resolve();
+    if (this.running.size === 0 && this.flushing.size === 0) return Promise.resolve();
     return new Promise((resolve) => this.idleWaiters.push(resolve));
   }
 
@@ -544,9 +601,11 @@ export class QueueWorker {
   abandon(reason: Error): string[] {
     const ids: string[] = this.buffer.map((b) => String(b.row.id));
     this.buffer = [];
+    this.progress.forgetAll();
     for (const entry of this.running.values()) {
       entry.settled = true;
       if (entry.timer) clearTimeout(entry.timer);
+      entry.span?.end('abandoned', reason);
       entry.job.abort(reason);
       ids.push(entry.job.id);
     }

@@ -5,7 +5,7 @@ import type { PgClientConfig } from '../core/pg-types';
 import type { SqlExecutor } from '../db/executor';
 import type { JobStore, NodeRow, Outcome, StalledJob } from '../db/job-store';
 import { LeaseLostError, PgQueueError, ShutdownError } from '../core/errors';
-import type { Job, JobAttemptError, JobHandler } from '../core/job';
+import type { Job, JobAttemptError, JobHandler, JobProgress } from '../core/job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/pg-queue.options';
 import { Completer, type PendingOutcome } from './completer';
 import { Listener, type ScheduledReconnect } from './listener';
@@ -34,6 +34,8 @@ export type OutcomeKind = Outcome['kind'];
  */
 export interface SupervisorEventMap {
   active: [job: Job];
+  /** A handler on this node called `job.updateProgress(value)` (each call; the writes are throttled). */
+  progress: [job: Job, progress: JobProgress];
   completed: [job: Job, result: unknown];
   retrying: [job: Job, error: JobAttemptError, delayMs: number];
   failed: [job: Job, error: JobAttemptError];
@@ -127,6 +129,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     const events: WorkerEvents = {
       active: (job) => this.emit('active', job),
       completed: (job, result) => this.emit('completed', job, result),
+      progress: (job, value) => this.emit('progress', job, value),
       error: (err) => this.emit('error', err),
     };
     this.nodeQueues.push({ name: q.queue.name, concurrency: q.queue.concurrency });
@@ -138,6 +141,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         workerId: this.workerId,
         leaseMs: this.opts.leaseMs,
         pollIntervalMs: this.opts.pollIntervalMs,
+        progressIntervalMs: this.opts.progressIntervalMs,
+        maxProgressBytes: this.opts.maxProgressBytes,
         logger: this.logger,
         events,
         onOwnDatabase: this.onOwnDatabase,

@@ -28,8 +28,9 @@ const behaviour: { failing: boolean; gate: Promise<void> } = { failing: true, ga
 @pgq.Processor('work')
 class WorkProcessor {
   @pgq.Process('flaky')
-  async flaky(job: { payload: { note: string } }) {
+  async flaky(job: { payload: { note: string }; updateProgress(v: number): Promise<void> }) {
     if (behaviour.failing) throw new Error(job.payload.note);
+    await job.updateProgress(60);
     await behaviour.gate;
     return { ok: true, note: job.payload.note };
   }
@@ -206,11 +207,27 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     // polling: every read it made before happened before the job completed) finished.
     await badge('active');
     expect(await jobState(ids.disk)).toBe('active');
+    // Its progress shows while it runs (stored by the handler's updateProgress(60)).
+    await page.locator('[data-testid="job-progress"]').waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('[data-testid="job-progress"]').innerText()).toBe('60 %');
+    expect(await page.locator('[data-testid="job-progress"] [role="progressbar"]').getAttribute('aria-valuenow')).toBe('60');
     release();
     await badge('completed');
+    expect(await page.locator('[data-testid="job-progress"]').innerText()).toBe('60 %');
     expect(await jobState(ids.disk)).toBe('completed');
     expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
     expect(await page.locator('pre.json').nth(1).textContent()).toContain('"ok": true');
+  });
+
+  it('a job enqueued under a trace shows its trace id; an object progress shows as JSON', async () => {
+    await sql.query(`UPDATE pgqueue.job_history SET progress = '{"done": 3, "stage": "upload"}', trace = $2 WHERE id = $1`, [
+      ids.xss,
+      { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+    ]);
+    await page.goto(`${main.dashboard}/jobs/${ids.xss}`);
+    await page.locator('[data-testid="job-trace"]').waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('[data-testid="job-trace"]').innerText()).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
+    expect(await page.locator('[data-testid="job-progress"]').innerText()).toBe('{"done":3,"stage":"upload"}');
   });
 
   it('pauses and resumes a queue from its page', async () => {

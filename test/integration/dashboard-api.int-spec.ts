@@ -395,6 +395,35 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       }
     });
 
+    it('job: its progress and the trace id of its enqueue, live and in history; none for a job without them', async () => {
+      const q = `prog-${platform}`;
+      const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+      const [live] = await seedWaiting(q, [{}]);
+      await sql.query(`UPDATE pgqueue.jobs SET progress = '{"done": 3, "total": 8}', trace = $2 WHERE id = $1`, [
+        live,
+        { traceparent: `00-${traceId}-00f067aa0ba902b7-01`, tracestate: 'vendor=x' },
+      ]);
+      const l = await http().get(`/queues/api/jobs/${live}`);
+      expect(l.body.job).toMatchObject({ id: live, progress: { done: 3, total: 8 }, traceId });
+      const [done] = await seedHistory(q, 'completed', 1);
+      await sql.query(`UPDATE pgqueue.job_history SET progress = '100', trace = $2 WHERE id = $1`, [
+        done,
+        { traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+      ]);
+      expect((await http().get(`/queues/api/jobs/${done}`)).body.job).toMatchObject({ progress: 100, traceId });
+      // Retried from the dashboard, a failed job keeps its progress and trace, as queue.retry(id) does.
+      const [failed] = await seedHistory(q, 'failed', 1);
+      await sql.query(`UPDATE pgqueue.job_history SET progress = '7', trace = $2 WHERE id = $1`, [
+        failed,
+        { traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+      ]);
+      expect((await post('/queues/api/jobs/retry', { ids: [failed] })).status).toBe(200);
+      expect((await http().get(`/queues/api/jobs/${failed}`)).body.job).toMatchObject({ state: 'waiting', progress: 7, traceId });
+      // A hand-written trace that is not a traceparent shows no id rather than failing the page.
+      await sql.query(`UPDATE pgqueue.job_history SET progress = NULL, trace = '{"traceparent": "junk"}' WHERE id = $1`, [done]);
+      expect((await http().get(`/queues/api/jobs/${done}`)).body.job).toMatchObject({ progress: null, traceId: null });
+    });
+
     it('schedules: expression, time zone, last tick and the next five runs', async () => {
       await sql.query(
         `INSERT INTO pgqueue.cron_schedules (key, last_tick) VALUES ($1, '2026-01-01T02:00:00Z') ON CONFLICT DO NOTHING`,

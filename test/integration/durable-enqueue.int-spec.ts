@@ -86,6 +86,7 @@ describe('durable enqueue', () => {
       timeoutMs: null,
       uniqueKey: null,
       replaceWaiting: false,
+      traceJson: null,
     };
     expect(await store.enqueueTick('dq:x:cron', new Date(), row)).toBe(true);
     const { rows } = await t.pool.query<{ sync: string }>(

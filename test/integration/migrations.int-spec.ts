@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { pgQueueMigrations, Process, Processor, QueueService, type Job } from '../../lib';
-import { latestVersion, migrate } from '../../lib/db/migrator';
+import { applyMigration, latestVersion, loadMigrations, migrate } from '../../lib/db/migrator';
 import { bootApp } from '../support/app';
 import { createTestDatabase, waitFor, type TestDatabase, testPool } from '../support/database';
 
@@ -74,6 +74,44 @@ describe('migrations', () => {
     } finally {
       await app.close();
     }
+  });
+
+  it('0009 (progress, trace) adds its columns to a live install without rewriting jobs or job_history', async () => {
+    // A schema at version 8 with jobs in both tables, as an install running the previous release.
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const db = { query: async (sql: string, params?: unknown[]) => (await client.query(sql, params as unknown[])).rows };
+      for (const m of loadMigrations().filter((m) => m.version < 9)) await applyMigration(db as never, 'live', m);
+      await client.query('COMMIT');
+    } finally {
+      client.release();
+    }
+    await pool.query(
+      `INSERT INTO live.jobs (queue, name, payload) SELECT 'q', 'n', jsonb_build_object('i', i) FROM generate_series(1, 500) i`,
+    );
+    await pool.query(`INSERT INTO live.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at)
+      SELECT 100000 + i, 'q', 'n', '{}', 'completed', 0, now(), 1, 3, '[]', now(), now() FROM generate_series(1, 500) i`);
+    const files = () =>
+      pool.query(
+        `SELECT relname, relfilenode FROM pg_class WHERE oid IN ('live.jobs'::regclass, 'live.job_history'::regclass) ORDER BY relname`,
+      );
+    const before = (await files()).rows;
+    expect(await migrate(pool, 'live')).toEqual(
+      loadMigrations()
+        .filter((m) => m.version >= 9)
+        .map((m) => m.version),
+    );
+    // The same files: the ALTERs changed only the catalog (a rewrite would take a new relfilenode).
+    expect((await files()).rows).toEqual(before);
+    const { rows } = await pool.query(
+      `SELECT count(*)::int AS n, count(progress)::int AS with_progress, count(trace)::int AS with_trace FROM live.jobs`,
+    );
+    expect(rows[0]).toEqual({ n: 500, with_progress: 0, with_trace: 0 });
+    const h = await pool.query(
+      `SELECT count(*)::int AS n, count(progress)::int AS p, count(trace)::int AS t FROM live.job_history`,
+    );
+    expect(h.rows[0]).toEqual({ n: 500, p: 0, t: 0 });
   });
 
   it('migrating an up-to-date schema again is a no-op', async () => {

@@ -57,6 +57,30 @@ describe('missing optional peers', () => {
     expect(await load(['an-unrelated-package'], 'health')).toEqual({ ok: true });
   });
 
+  describe('@opentelemetry/api, looked up at the first enqueue', () => {
+    const t = useTestDatabase();
+
+    it('without it a job is enqueued, reports progress and completes; the tracing code finds no API', async () => {
+      expect(await load(['@opentelemetry/api'], 'run', t.db.url)).toEqual({
+        ok: true,
+        state: 'completed',
+        result: 'ran',
+        progress: 7,
+        api: false,
+      });
+    });
+
+    it('with it installed (and no SDK registered) the same job runs the same way', async () => {
+      expect(await load(['an-unrelated-package'], 'run', t.db.url)).toEqual({
+        ok: true,
+        state: 'completed',
+        result: 'ran',
+        progress: 7,
+        api: true,
+      });
+    });
+  });
+
   describe('@nestjs-cls/transactional, looked up at bootstrap', () => {
     const t = useTestDatabase();
 

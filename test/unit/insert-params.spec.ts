@@ -22,6 +22,7 @@ const row: NewJobRow = {
   timeoutMs: null,
   uniqueKey: null,
   replaceWaiting: false,
+  traceJson: null,
 };
 
 describe('insert parameters', () => {

@@ -81,6 +81,10 @@ export interface JobDetail extends Omit<JobSummary, 'payloadPreview' | 'lastErro
   errors: AttemptError[];
   timeoutMs?: number | null;
   history?: boolean;
+  /** The latest job.updateProgress() value: a number or a small JSON object. */
+  progress?: number | Record<string, unknown> | null;
+  /** The trace recorded at enqueue (OpenTelemetry), if any. */
+  traceId?: string | null;
 }
 
 export interface TimelineEntry {

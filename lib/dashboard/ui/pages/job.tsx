@@ -158,6 +158,22 @@ export function JobPage(props: { id: string; connection?: string | null }) {
                 <dd class="mono">{j.lockedBy}</dd>
               </>
             )}
+            {j.progress != null && (
+              <>
+                <dt>Progress</dt>
+                <dd data-testid="job-progress">
+                  <Progress value={j.progress} />
+                </dd>
+              </>
+            )}
+            {j.traceId && (
+              <>
+                <dt>Trace</dt>
+                <dd class="mono" data-testid="job-trace">
+                  {j.traceId}
+                </dd>
+              </>
+            )}
             <dt>Created</dt>
             <dd>
               <Time iso={j.createdAt} abs />
@@ -234,4 +250,23 @@ export function JobPage(props: { id: string; connection?: string | null }) {
       </Section>
     </>
   );
+}
+
+/**
+ * A job's progress: a number from 0 to 100 as a bar with its percentage (the common use), any
+ * other number as it is, an object as its JSON (progress values are small: maxProgressBytes).
+ */
+function Progress(props: { value: number | Record<string, unknown> }) {
+  const v = props.value;
+  if (typeof v === 'number' && v >= 0 && v <= 100) {
+    return (
+      <span class="progress">
+        <span class="progress-bar" role="progressbar" aria-valuenow={v} aria-valuemin={0} aria-valuemax={100}>
+          <span class="progress-fill" style={{ width: `${v}%` }} />
+        </span>
+        <span class="progress-text">{v} %</span>
+      </span>
+    );
+  }
+  return <span class="mono progress-text">{typeof v === 'number' ? String(v) : JSON.stringify(v)}</span>;
 }
