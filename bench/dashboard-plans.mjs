@@ -28,6 +28,7 @@ if (!admin) {
   process.exit(2);
 }
 const { migrate } = require('../dist/db/migrator.js');
+const { HistoryPartitions } = require('../dist/db/history-partitions.js');
 const { DashboardStore } = require('../dist/db/dashboard-store.js');
 const { buildJobList } = require('../dist/db/dashboard-queries.js');
 require('reflect-metadata');
@@ -98,6 +99,12 @@ const pool = new pg.Pool({ connectionString: u.toString(), max: 4 });
 let code = 0;
 try {
   await migrate(pool, 'pgqueue');
+  // The history's partitions, as a running node's maintenance pass makes them (the last hour may
+  // begin yesterday); without them the seeded rows would all sit in the default partition.
+  const parts = new HistoryPartitions(pool, 'pgqueue', 86_400_000);
+  const dbNow = Number((await pool.query(`SELECT extract(epoch FROM now())::float8 * 1000 AS n`)).rows[0].n);
+  await parts.runOnce(365 * 86_400_000, dbNow - 3_600_000);
+  await parts.runOnce(365 * 86_400_000, dbNow);
   const t0 = Date.now();
   await pool.query(
     `INSERT INTO pgqueue.jobs (queue, name, payload, priority, run_at)

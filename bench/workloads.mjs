@@ -3,6 +3,7 @@
 // job was accounted for (the only thing the smoke mode asserts).
 
 import { createRequire } from 'node:module';
+import pg from 'pg';
 import { committedXacts, counters, lockTable, now, sleep, startRoles, usage, waitEmpty, withDatabase } from './harness.mjs';
 
 const require = createRequire(import.meta.url);
@@ -29,6 +30,24 @@ const LIB_HISTORY = `
          t, t, t + interval '5 milliseconds'
   FROM generate_series(1, $1) AS g,
        LATERAL (SELECT now() - (($1 - g) * (82800000.0 / $1)) * interval '1 millisecond') AS x(t)`;
+
+/**
+ * The day partitions the history spans (yesterday and today), as the maintenance pass of a node
+ * running then would have made them: else the preloaded rows would sit in the default partition
+ * and the worker's first pass would move today's into a new partition during the timed drain.
+ */
+async function historyPartitions(url) {
+  const { HistoryPartitions } = require('../dist/db/history-partitions.js');
+  const pool = new pg.Pool({ connectionString: url, max: 1 });
+  try {
+    const parts = new HistoryPartitions(pool, 'pgqueue', 86_400_000);
+    const at = Number((await pool.query('SELECT extract(epoch FROM now())::float8 * 1000 AS n')).rows[0].n);
+    await parts.runOnce(365 * 86_400_000, at - 86_400_000);
+    await parts.runOnce(365 * 86_400_000, at);
+  } finally {
+    await pool.end();
+  }
+}
 
 /** Creates the library's schema the way an app does: booting it (migrate: true). */
 async function migrateLib(url, ctx) {
@@ -97,6 +116,7 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
     if (kind === 'lib') {
       await migrateLib(url, ctx);
       if (history) {
+        await historyPartitions(url);
         await client.query(LIB_HISTORY, [history, backoffJson()]);
         // New jobs take ids after the history's, as they would have in a live system.
         await client.query(`ALTER TABLE pgqueue.jobs ALTER COLUMN id RESTART WITH ${history + 1}`);

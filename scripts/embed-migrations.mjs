@@ -13,8 +13,10 @@ const entries = readdirSync(dir)
   .map((file) => /^(\d{4})_([a-z0-9_]+)\.sql$/.exec(file))
   .filter(Boolean)
   .sort((a, b) => Number(a[1]) - Number(b[1]))
-  .map((m, i) => {
-    if (Number(m[1]) !== i + 1) throw new Error(`migrations/ must be numbered 0001, 0002, ... without gaps (at ${m[0]})`);
+  // Numbers rise strictly; a gap is allowed while branches that each own a number are merged
+  // (a migration is recorded by its version, so applying 10 before 8 exists changes nothing).
+  .map((m, i, all) => {
+    if (i > 0 && Number(m[1]) <= Number(all[i - 1][1])) throw new Error(`migrations/ numbers must rise strictly (at ${m[0]})`);
     return { version: Number(m[1]), name: m[2], sql: readFileSync(join(dir, m[0]), 'utf8') };
   });
 

@@ -115,6 +115,15 @@ export interface PgQueueModuleOptions {
    * @default { completedMs: 86_400_000, cancelledMs: 86_400_000 } (one day; failed: for ever)
    */
   retention?: { completedMs?: number; cancelledMs?: number; failedMs?: number };
+  /**
+   * The span of one partition of the history table of completed and cancelled jobs, in whole
+   * hours: retention drops a partition once all of it is past retention, so a job stays in
+   * history between its retention and its retention plus one partition (a state whose retention
+   * is shorter than this is deleted row by row instead). The maintenance node creates the
+   * partitions ahead of time; every node should be given the same value.
+   * @default 86_400_000 (one day, from UTC midnight)
+   */
+  historyPartitionMs?: number;
   /** Job options every queue starts from. */
   defaultJobOptions?: JobDefaults;
   /**
@@ -226,6 +235,7 @@ export interface ResolvedPgQueueOptions {
   readonly handleUnhandledRejections: boolean;
   readonly logJobFailures: JobFailureLogging;
   readonly retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
+  readonly historyPartitionMs: number;
   readonly defaultJobOptions: ResolvedJobDefaults;
 }
 
@@ -262,6 +272,7 @@ export const DEFAULTS = {
   handleUnhandledRejections: true,
   logJobFailures: 'all' as JobFailureLogging,
   retention: { completedMs: 86_400_000, cancelledMs: 86_400_000 },
+  historyPartitionMs: 86_400_000,
   concurrency: 10,
   job: {
     priority: 0,
@@ -491,6 +502,7 @@ const KNOWN_MODULE_KEYS = [
   'handleUnhandledRejections',
   'logJobFailures',
   'retention',
+  'historyPartitionMs',
   'defaultJobOptions',
   'connections',
 ] as const;
@@ -555,8 +567,23 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
       failedMs:
         o.retention?.failedMs === undefined ? null : int('retention.failedMs', o.retention.failedMs, 0, 0, MAX_RETENTION_MS),
     },
+    historyPartitionMs: historyPartitionMs(o.historyPartitionMs),
     defaultJobOptions: resolveJobDefaults('defaultJobOptions', o.defaultJobOptions, DEFAULTS.job),
   };
+}
+
+const HOUR_MS = 3_600_000;
+
+/** Whole hours from one hour to 31 days: partitions start on the hour in UTC (days at midnight). */
+function historyPartitionMs(value: unknown): number {
+  const ms = int('historyPartitionMs', value, DEFAULTS.historyPartitionMs, HOUR_MS, 31 * 86_400_000);
+  if (ms % HOUR_MS !== 0) {
+    throw new PgQueueConfigError(
+      `Invalid historyPartitionMs: ${ms} is not a whole number of hours. Use a multiple of 3600000 ` +
+        `(3600000 for hourly partitions, 86400000 for daily), or leave it out for daily partitions.`,
+    );
+  }
+  return ms;
 }
 
 /** Validates one `registerQueue` entry against the resolved module defaults. */

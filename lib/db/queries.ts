@@ -70,6 +70,17 @@ export function liveCountsSql(jobs: string, queueParam: string): string {
     ) l GROUP BY queue`;
 }
 
+/** The batched retention delete on one table of the history (`prune` and its variants). */
+function pruneSql(table: string): string {
+  return `
+      DELETE FROM ${table} WHERE id IN (
+        SELECT id FROM ${table}
+        WHERE (state = 'completed' AND finished_at < now() - $1::bigint * interval '1 millisecond')
+           OR (state = 'cancelled' AND finished_at < now() - $3::bigint * interval '1 millisecond')
+           OR (state = 'failed' AND finished_at < now() - $4::bigint * interval '1 millisecond')
+        LIMIT $2)`;
+}
+
 /**
  * Every statement the engine runs, for one schema. The schema was validated at boot and is
  * quoted here as well; every value travels as a bind parameter.
@@ -356,16 +367,20 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 
     /**
      * Deletes finished jobs past their state's retention, a small batch at a time (three ranges
-     * of job_history_retention_idx). $1 completed ms (NULL: none kept) $2 batch $3 cancelled ms
+     * of job_history_retention_idx), over the whole history: for failed jobs, and for a state
+     * whose retention is shorter than a partition (lib/db/history-partitions.ts drops the rest
+     * whole). $1 completed ms (NULL: none deleted) $2 batch $3 cancelled ms (NULL: none)
      * $4 failed ms (NULL: kept for ever)
      */
-    prune: `
-      DELETE FROM ${history} WHERE id IN (
-        SELECT id FROM ${history}
-        WHERE (state = 'completed' AND finished_at < now() - $1::bigint * interval '1 millisecond')
-           OR (state = 'cancelled' AND finished_at < now() - $3::bigint * interval '1 millisecond')
-           OR (state = 'failed' AND finished_at < now() - $4::bigint * interval '1 millisecond')
-        LIMIT $2)`,
+    prune: pruneSql(history),
+    /** The same, on the pre-version-10 history table only (rows older than the partitions). */
+    pruneLegacy: pruneSql(`${s}.job_history_legacy`),
+    /** The same, on the default partition only (rows that finished while no partition was there). */
+    pruneDoneDefault: pruneSql(`${s}.job_history_done_default`),
+    /** Which partitioned layout the history has (migrations/0010_history_partitions.sql). No parameters. */
+    historyLayout: `
+      SELECT to_regclass('${s}.job_history_current') IS NOT NULL AS current,
+             to_regclass('${s}.job_history_legacy') IS NOT NULL AS legacy`,
 
     /**
      * A failed job's last attempt moves it to the dead-letter queue instead: waiting there, its

@@ -30,6 +30,7 @@ export class PgQueueConnection {
     this.store = new JobStore(pool, {
       schema: options.schema,
       retention: options.retention,
+      historyPartitionMs: options.historyPartitionMs,
       asyncCommit: options.asyncCommit,
       preparedStatements: options.preparedStatements,
     });

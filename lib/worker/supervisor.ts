@@ -12,6 +12,8 @@ import { Listener, type ScheduledReconnect } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
 import { JobsTableVacuum } from './vacuum';
+import { HistoryPartitions } from '../db/history-partitions';
+import { HistoryUpkeep } from './history-upkeep';
 import { CronScheduler, type CronEntry } from './cron';
 
 /** How long shutdown waits to remove this node's registry row. */
@@ -65,6 +67,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private readonly workers = new Map<string, QueueWorker>();
   private readonly completer: Completer;
   private readonly vacuum: JobsTableVacuum;
+  /** History partitions: created ahead, dropped past retention (on the elected node). */
+  readonly history: HistoryUpkeep;
   private cron: CronScheduler | null = null;
   private listener: Listener | null = null;
   private heartbeatTimer: NodeJS.Timeout | null = null;
@@ -100,6 +104,11 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       () => this.workers.forEach((w) => w.outcomesWritten()),
     );
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
+    this.history = new HistoryUpkeep(
+      new HistoryPartitions(store.pool, store.schema, opts.historyPartitionMs),
+      opts.retention,
+      logger,
+    );
     this.nodeRow = {
       host: hostname(),
       pid: process.pid,
@@ -297,6 +306,9 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   async maintain(): Promise<void> {
     try {
       const r = await this.store.maintain(1000);
+      // Not awaited (see HistoryUpkeep), but tracked: shutdown waits for it like any pass. Not
+      // started once stop() began: it waits only for the passes running then, then ends the pool.
+      if (r && !this.stopped) void this.track(this.history.runOnce((err) => this.emit('error', err)).then(() => undefined));
       if (r) await this.vacuum.runOnce();
       // Every node that runs schedules, not only the elected one: ticks are deduplicated in the database.
       await this.cron?.catchUp();

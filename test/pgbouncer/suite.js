@@ -18,6 +18,8 @@ const notRouted = {
   'readme-app.int-spec.ts': "the README's example app, with its own module",
   'optional-peers.int-spec.ts': 'child processes that load entry points; no queue SQL',
   'infra.int-spec.ts': 'tests the test harness (createTestDatabase, waitFor), no queue',
+  'history-migration.int-spec.ts':
+    'the migration and the partition steps run on its own direct pool (no bootApp), on a history of 1,000,000 rows',
 };
 
 /** Files that cannot pass through PgBouncer in a mode by nature, with the reason. */

@@ -1,0 +1,41 @@
+import type { HistoryPartitions, HistoryPassResult } from '../db/history-partitions';
+import type { EngineLogger } from './logger';
+
+/**
+ * The history side of the maintenance pass, on the elected node: partitions created ahead and
+ * dropped past retention (lib/db/history-partitions.ts). One pass at a time per process; the
+ * maintenance pass does not wait for it, so the one-time VALIDATE of a pre-version-10 history
+ * (a scan of the old table) never delays the rescue of expired leases.
+ */
+export class HistoryUpkeep {
+  private running: Promise<HistoryPassResult | null> | null = null;
+
+  constructor(
+    private readonly partitions: HistoryPartitions,
+    private readonly retention: { readonly completedMs: number; readonly cancelledMs: number },
+    private readonly logger: EngineLogger,
+  ) {}
+
+  /** A partition goes once all of it is past both retentions (failed jobs live elsewhere). */
+  get dropAfterMs(): number {
+    return Math.max(this.retention.completedMs, this.retention.cancelledMs);
+  }
+
+  /** One pass, or the one already running. Errors are reported to `onError`, never thrown. */
+  runOnce(onError: (err: Error) => void): Promise<HistoryPassResult | null> {
+    this.running ??= this.partitions
+      .runOnce(this.dropAfterMs)
+      .then((r) => {
+        if (r.converted) this.logger.log(`pg-queue history partitioning of the existing history: step ${r.converted}`);
+        if (r.dropped.length) this.logger.debug?.(`pg-queue history: dropped ${r.dropped.join(', ')}`);
+        if (r.created.length) this.logger.debug?.(`pg-queue history: created ${r.created.join(', ')}`);
+        return r;
+      })
+      .catch((err: Error) => {
+        onError(err);
+        return null;
+      })
+      .finally(() => (this.running = null));
+    return this.running;
+  }
+}

@@ -1,0 +1,148 @@
+import 'reflect-metadata';
+import type { Pool } from 'pg';
+import { Process, Processor, QueueService, type Job } from '../../lib';
+import { migrate } from '../../lib/db/migrator';
+import { HistoryPartitions } from '../../lib/db/history-partitions';
+import { JobStore } from '../../lib/db/job-store';
+import { bootApp } from '../support/app';
+import { useTestDatabase, waitFor } from '../support/database';
+
+const D = 86_400_000;
+
+@Processor('parts')
+class PartsProcessor {
+  @Process()
+  run(job: Job<{ fail?: boolean }>) {
+    if (job.payload.fail) throw new Error('boom');
+    return 'ok';
+  }
+}
+
+/** Inserts one finished job straight into the history; returns its id. */
+async function finished(pool: Pool, schema: string, id: number, state: string, finishedAt: Date): Promise<string> {
+  await pool.query(
+    `INSERT INTO ${schema}.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at)
+     VALUES ($1, 'parts', 'x', '{}', $2, 0, $3, 1, 1, '[]', $3, $3)`,
+    [id, state, finishedAt],
+  );
+  return String(id);
+}
+
+async function whereIs(pool: Pool, schema: string, id: string): Promise<string | null> {
+  const { rows } = await pool.query(`SELECT tableoid::regclass::text AS t FROM ${schema}.job_history WHERE id = $1`, [id]);
+  return rows[0]?.t ?? null;
+}
+
+async function dbNow(pool: Pool): Promise<number> {
+  return (await pool.query(`SELECT extract(epoch FROM now())::float8 * 1000 AS n`)).rows[0].n;
+}
+
+describe('history partitions', () => {
+  const t = useTestDatabase();
+
+  it('a fresh schema: failed jobs in their own partition, others in the default until their partition exists, then moved into it', async () => {
+    await migrate(t.pool, 'fresh');
+    const store = new JobStore(t.pool, {
+      schema: 'fresh',
+      retention: { completedMs: D, cancelledMs: D, failedMs: null },
+      asyncCommit: false,
+      preparedStatements: false,
+    });
+    const now = new Date(await dbNow(t.pool));
+    const done = await finished(t.pool, 'fresh', 1, 'completed', now);
+    const failed = await finished(t.pool, 'fresh', 2, 'failed', now);
+    expect(await whereIs(t.pool, 'fresh', done)).toBe('fresh.job_history_done_default');
+    expect(await whereIs(t.pool, 'fresh', failed)).toBe('fresh.job_history_failed');
+
+    const parts = new HistoryPartitions(t.pool, 'fresh', D);
+    const r = await parts.runOnce(D);
+    expect(r.created).toHaveLength(3);
+    const today = `fresh.job_history_p${now.toISOString().slice(0, 10).replace(/-/g, '')}t0000`;
+    expect(await whereIs(t.pool, 'fresh', done)).toBe(today);
+    expect((await store.getJob(done))?.state).toBe('completed');
+    expect((await store.getJob(failed))?.state).toBe('failed');
+    // Every new partition has the parent's indexes and its own id index.
+    const { rows } = await t.pool.query(
+      `SELECT regexp_replace(pg_get_indexdef(indexrelid), '^.* USING ', '') AS i FROM pg_index WHERE indrelid = $1::regclass ORDER BY 1`,
+      [today],
+    );
+    expect(rows.map((x) => x.i)).toEqual([
+      'btree (id)',
+      "btree (queue) WHERE (state = 'cancelled'::text)",
+      "btree (queue) WHERE (state = 'failed'::text)",
+      'btree (queue, state, id)',
+      'btree (state, finished_at)',
+    ]);
+    expect((await parts.runOnce(D)).created).toEqual([]);
+  });
+
+  it('retention drops whole partitions past it; failed jobs of those days stay; a reader makes the drop give up after lock_timeout', async () => {
+    await migrate(t.pool, 'drops');
+    const store = new JobStore(t.pool, {
+      schema: 'drops',
+      retention: { completedMs: D, cancelledMs: D, failedMs: null },
+      asyncCommit: false,
+      preparedStatements: false,
+    });
+    const parts = new HistoryPartitions(t.pool, 'drops', D);
+    const now = await dbNow(t.pool);
+    // Partitions for five days ago and the two after it, as if maintenance had run then.
+    expect((await parts.runOnce(D, now - 5 * D)).created).toHaveLength(3);
+    const old = new Date(now - 5 * D);
+    const oldDone = await finished(t.pool, 'drops', 10, 'completed', old);
+    const oldCancelled = await finished(t.pool, 'drops', 11, 'cancelled', old);
+    const oldFailed = await finished(t.pool, 'drops', 12, 'failed', old);
+    const recent = await finished(t.pool, 'drops', 13, 'completed', new Date(now - 60_000));
+
+    // A report reading the history holds a lock the drop needs: the drop waits 200 ms, gives up.
+    const reader = await t.pool.connect();
+    try {
+      await reader.query('BEGIN');
+      await reader.query('SELECT count(*) FROM drops.job_history');
+      const blocked = await parts.runOnce(D, now);
+      expect(blocked.dropped).toEqual([]);
+      expect(blocked.lockTimeouts).toBeGreaterThan(0);
+    } finally {
+      await reader.query('ROLLBACK');
+      reader.release();
+    }
+    expect((await store.getJob(oldDone))?.state).toBe('completed');
+
+    const r = await parts.runOnce(D, now);
+    expect(r.dropped).toHaveLength(3);
+    expect(await store.getJob(oldDone)).toBeNull();
+    expect(await store.getJob(oldCancelled)).toBeNull();
+    expect((await store.getJob(oldFailed))?.state).toBe('failed');
+    expect((await store.getJob(recent))?.state).toBe('completed');
+  });
+
+  it('the maintenance pass of a running app keeps partitions ahead, and finished jobs land in them', async () => {
+    const app = await bootApp({
+      options: { connection: t.db.url, schema: 'app_parts', rescueIntervalMs: 200, pollIntervalMs: 100 },
+      queues: [{ name: 'parts' }],
+      providers: [PartsProcessor],
+    });
+    try {
+      const queues = app.get(QueueService);
+      const count = async () =>
+        (
+          await t.pool.query(
+            `SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'app_parts.job_history_done'::regclass`,
+          )
+        ).rows[0].n;
+      await waitFor(async () => (await count()) === 4, { message: 'three partitions and the default' });
+      const ok = await queues.add('parts', 'x', {});
+      const bad = await queues.add('parts', 'x', { fail: true }, { attempts: 1 });
+      await waitFor(async () => (await queues.getJob(ok.id))?.state === 'completed');
+      await waitFor(async () => (await queues.getJob(bad.id))?.state === 'failed');
+      expect(await whereIs(t.pool, 'app_parts', ok.id)).toMatch(/^app_parts\.job_history_p\d{8}t0000$/);
+      expect(await whereIs(t.pool, 'app_parts', bad.id)).toBe('app_parts.job_history_failed');
+      // Redrive from the failed partition: back to waiting under its id, fails again, lands there again.
+      expect(await queues.getQueue('parts').retry(bad.id)).toBe(true);
+      await waitFor(async () => (await queues.getJob(bad.id))?.errors.length === 2);
+      expect(await whereIs(t.pool, 'app_parts', bad.id)).toBe('app_parts.job_history_failed');
+    } finally {
+      await app.close();
+    }
+  });
+});
