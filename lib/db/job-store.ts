@@ -167,6 +167,8 @@ export function isJobId(id: string): boolean {
 /** Every read and write of job rows, on the queue's pool or on a caller's transaction. */
 export class JobStore {
   readonly q: Queries;
+  private readonly claimSinceSql: string;
+  private readonly claimOutsideSql: string;
   private readonly insertSql = new Map<string, string>();
   private readonly names = new Map<string, string>();
   private readonly prepare: boolean;
@@ -194,6 +196,9 @@ export class JobStore {
     this.historyPartitionMs = opts.historyPartitionMs ?? 86_400_000;
     const schema = opts.schema;
     this.q = buildQueries(schema, { asyncCommit: opts.asyncCommit });
+    // Built once, so a claim they cannot extend fails at boot.
+    this.claimSinceSql = this.q.claimSince;
+    this.claimOutsideSql = this.q.claimOutside;
     // One channel per schema; the payload names the queue. Channel names are identifiers of at
     // most 63 bytes: the schema is at most 48, so this always fits.
     this.channel = `${schema}_jobs`;
@@ -297,6 +302,24 @@ export class JobStore {
 
   claim(queue: string, limit: number, workerId: string, leaseMs: number): Promise<ClaimedRow[]> {
     return this.db.query<ClaimedRow>(this.q.claim, [queue, limit, workerId, leaseMs], this.name(this.q.claim));
+  }
+
+  /**
+   * The claim restricted to jobs of priority >= `fromPriority` due within the last `windowMs`
+   * (database clock): what stays fast while vacuum is held back (queries.ts, `claimSince`);
+   * `outside`: the claim of every other due job (`claimOutside`).
+   */
+  claimSince(
+    queue: string,
+    limit: number,
+    workerId: string,
+    leaseMs: number,
+    fromPriority: number,
+    windowMs: number,
+    side: 'inside' | 'outside' = 'inside',
+  ): Promise<ClaimedRow[]> {
+    const sql = side === 'inside' ? this.claimSinceSql : this.claimOutsideSql;
+    return this.db.query<ClaimedRow>(sql, [queue, limit, workerId, leaseMs, fromPriority, Math.ceil(windowMs)], this.name(sql));
   }
 
   /**

@@ -132,6 +132,36 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
                 extract(epoch FROM j.started_at)::float8 * 1000 AS started_at_ms, j.progress, j.trace`,
 
     /**
+     * The claim within a window, for while vacuum is held back (issue 13; the worker's
+     * ClaimWindow says when). Every job leaves a dead entry at the head of jobs_claim_idx (the
+     * claim's UPDATE moves it out of the partial index, the outcome deletes it). Normally index
+     * scans mark those entries dead and vacuum removes them; while any snapshot older than them
+     * is open (an idle-in-transaction session, a long REPEATABLE READ report) neither can, so
+     * every claim walks, and visits in the heap, every job finished since that snapshot: 6,086
+     * shared buffers and 13-14 ms per claim after 150,000 jobs (bench/held-xmin.mjs). This is the
+     * claim statement itself with one more pair of index conditions: the row comparison starts
+     * the index scan at ($5 priority, run_at = now() - $6 ms), past that dead prefix, and the
+     * run_at bound skips the older entries of any later priority inside the index, without a
+     * heap visit: 8 buffers for the same claim. A live job outside the window (run_at older, or
+     * priority lower than $5) is what `claimOutside` is for.
+     * $1 to $4 as the claim, $5 lowest priority $6 window in ms back from now()
+     */
+    get claimSince(): string {
+      return withClaimWindow(this.claim, 'inside');
+    },
+
+    /**
+     * The worker's periodic catch-up while its window is on: the claim of the jobs claimSince
+     * leaves out, and only those. It still walks the dead prefix (a heap filter, not an index
+     * condition), but the jobs inside the window are not its to take, so none of them waits for
+     * that walk: in a 4-minute held-horizon phase (test:chaos --long) the catch-up, as a full
+     * claim, had late jobs waiting for it. $1 to $6 as claimSince
+     */
+    get claimOutside(): string {
+      return withClaimWindow(this.claim, 'outside');
+    },
+
+    /**
      * Completes a batch: the rows leave the live table and enter history in one statement.
      * (id, attempt, locked_by) must still match, so a worker that lost its lease cannot
      * complete the attempt another worker now owns. (locked_by is set only on active rows; not
@@ -324,7 +354,9 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * Shutdown: hands unfinished jobs back without counting the interrupted attempt, and rings
      * the doorbell so another worker takes them at once. run_at stays: it was due already (so the
      * job keeps its place at the head of the queue), and a recurring job's run_at is its tick.
-     * $1 id[] $2 worker $3 channel
+     * The wake-up's due time is -1, not 0: that old run_at may lie outside a worker's claim
+     * window (claimSince), so it asks for the catch-up claim; a node that predates the window reads
+     * any due time <= 0 as "now". $1 id[] $2 worker $3 channel
      */
     handBack: `
       WITH back AS (
@@ -332,7 +364,7 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
                attempt = greatest(attempt - 1, 0)
         WHERE id = ANY($1::bigint[]) AND locked_by = $2 AND state = 'active'
         RETURNING id, queue
-      ), wake AS (SELECT pg_notify($3, queue || '|0') FROM back GROUP BY queue)
+      ), wake AS (SELECT pg_notify($3, queue || '|-1') FROM back GROUP BY queue)
       SELECT id, (SELECT count(*) FROM wake) AS woken FROM back`,
 
     /**
@@ -534,6 +566,26 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 }
 
 export type Queries = ReturnType<typeof buildQueries>;
+
+/** Where the claim's due-time condition is: the window's conditions join it (the index's order). */
+const CLAIM_DUE = 'AND run_at <= now()';
+
+/**
+ * The claim with the window's conditions added (`claimSince`), or their complement
+ * (`claimOutside`): built from the claim itself, so a condition added to what is claimable
+ * applies to all three. Throws if the claim no longer has the condition it anchors on (the store
+ * builds both once, at boot; a unit test builds them too).
+ */
+export function withClaimWindow(claim: string, side: 'inside' | 'outside'): string {
+  const parts = claim.split(CLAIM_DUE);
+  if (parts.length !== 2) throw new Error(`claimSince: the claim must contain '${CLAIM_DUE}' exactly once`);
+  const from = `now() - $6::bigint * interval '1 millisecond'`;
+  const cond =
+    side === 'inside'
+      ? `(priority, run_at) >= ($5::int, ${from}) AND run_at >= ${from}`
+      : `(priority < $5::int OR run_at < ${from})`;
+  return parts.join(`${CLAIM_DUE} AND ${cond}`);
+}
 
 /**
  * An enqueue on the queue's own pool commits durably whatever the server's or database's

@@ -20,6 +20,7 @@ import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/pg-queue.opt
 import type { Completer, PendingOutcome } from './completer';
 import type { EngineLogger } from './logger';
 import { attemptErrorJson, backoffDelayMs, toAttemptError } from './retry-policy';
+import { CLAIM_WINDOW_DEFAULTS, ClaimWindow, type ClaimPlan } from './claim-window';
 
 /**
  * What a worker tells the supervisor as jobs move. The other transitions are reported by the
@@ -110,6 +111,9 @@ export class QueueWorker {
   private staleTimer: NodeJS.Timeout | null = null;
   private dueTimer: NodeJS.Timeout | null = null;
   private dueAt = Infinity;
+  /** Fires when the catch-up claim is due, after a claim within the window came back short (claim-window.ts). */
+  private fullTimer: NodeJS.Timeout | null = null;
+  private readonly window: ClaimWindow;
   /**
    * Set by the due timer, the poll and the start: the next claim that comes back short also asks
    * when the queue's next delayed job is due, and arms the timer for then. The timer holds only
@@ -134,6 +138,8 @@ export class QueueWorker {
     private readonly catchAll: JobHandler | undefined,
     private readonly ctx: QueueWorkerContext,
   ) {
+    // concurrency 1 keeps every claim full: on one node that queue's order is strict (README, Limits).
+    this.window = new ClaimWindow({ ...CLAIM_WINDOW_DEFAULTS, enabled: queue.concurrency > 1 });
     this.progress = new ProgressTracker(
       ctx.store,
       ctx.workerId,
@@ -258,6 +264,8 @@ export class QueueWorker {
   /** A job is (or will be in `dueInMs`) available: claim now, or set a timer for then. */
   wake(dueInMs: number): void {
     if (this.stopping || this.manual) return;
+    // Negative: a job came back with its old run_at (a hand-back), maybe outside the window.
+    if (dueInMs < 0) this.window.restart();
     if (dueInMs <= 0) {
       this.mayHaveMore = true;
       this.wakes++;
@@ -308,14 +316,16 @@ export class QueueWorker {
       const free = this.queue.concurrency + prefetch - held;
       this.requested += free;
       const wakesBefore = this.wakes;
-      const claim = this.limited
-        ? this.claimLimited(free)
-        : this.ctx.store.claim(this.queue.name, free, this.ctx.workerId, this.ctx.leaseMs);
+      const sentAt = performance.now();
+      const plan: ClaimPlan = this.limited ? { kind: 'full' } : this.window.plan(sentAt);
+      this.window.sent(plan, sentAt);
+      const claim = this.limited ? this.claimLimited(free) : this.claimAs(plan, free);
       this.claimsInFlight.add(claim);
       let rows: ClaimedRow[];
       try {
         rows = await claim;
         this.answeredClaims++;
+        if (!this.limited) this.afterClaim(plan, sentAt, free, rows);
       } catch (err) {
         // The database is unreachable or restarting: the poll timer tries again.
         this.ctx.events.error(err as Error);
@@ -326,8 +336,11 @@ export class QueueWorker {
       }
       // A short claim means the queue was empty when it ran; but a job committed meanwhile (its
       // NOTIFY arrived during the claim) may not have been visible to it: claim again then.
-      if (rows.length < free && this.wakes === wakesBefore) this.mayHaveMore = false;
-      if (rows.length < free && this.lookahead) {
+      // The catch-up took only what lies outside the window: the jobs the wake-up was for may be
+      // inside it, so a claim within the window follows (the loop goes round once more).
+      const catchUp = plan.kind === 'outside';
+      if (rows.length < free && this.wakes === wakesBefore && !catchUp) this.mayHaveMore = false;
+      if (rows.length < free && this.lookahead && !catchUp) {
         this.lookahead = false;
         void this.armForNextDue();
       }
@@ -337,6 +350,42 @@ export class QueueWorker {
       if (this.stopping) return;
       this.pump();
     }
+  }
+
+  /** The full claim, the claim within the window, or the catch-up (claim-window.ts says which). */
+  private claimAs(plan: ClaimPlan, free: number): Promise<ClaimedRow[]> {
+    const { store, workerId, leaseMs } = this.ctx;
+    if (plan.kind === 'full') return store.claim(this.queue.name, free, workerId, leaseMs);
+    const side = plan.kind === 'window' ? 'inside' : 'outside';
+    return store.claimSince(this.queue.name, free, workerId, leaseMs, plan.fromPriority, plan.windowMs, side);
+  }
+
+  private afterClaim(plan: ClaimPlan, sentAt: number, free: number, rows: readonly ClaimedRow[]): void {
+    this.window.answered(
+      plan,
+      sentAt,
+      free,
+      rows.map((r) => r.priority),
+    );
+    if (plan.kind === 'window' && rows.length < free) this.armFullClaim();
+  }
+
+  /**
+   * After a short claim within the window, a job outside it (an old run_at, a new lowest
+   * priority) may be waiting with no wake-up to come: send the catch-up when it is next due.
+   */
+  private armFullClaim(): void {
+    if (this.fullTimer || this.stopping) return;
+    const inMs = this.window.fullDueInMs(performance.now());
+    if (inMs === null) return;
+    this.fullTimer = setTimeout(
+      () => {
+        this.fullTimer = null;
+        this.wake(0);
+      },
+      Math.ceil(inMs) + 1,
+    );
+    this.fullTimer.unref();
   }
 
   private run(row: ClaimedRow): void {
@@ -577,7 +626,8 @@ export class QueueWorker {
     if (this.pollTimer) clearInterval(this.pollTimer);
     if (this.staleTimer) clearInterval(this.staleTimer);
     if (this.dueTimer) clearTimeout(this.dueTimer);
-    this.pollTimer = this.staleTimer = this.dueTimer = null;
+    if (this.fullTimer) clearTimeout(this.fullTimer);
+    this.pollTimer = this.staleTimer = this.dueTimer = this.fullTimer = null;
     await Promise.all([...this.claimsInFlight].map((c) => c.catch(() => undefined)));
   }
 

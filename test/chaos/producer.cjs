@@ -106,8 +106,9 @@ async function main() {
       while (inFlight > 0) await new Promise((r) => setTimeout(r, 10));
       await app.close();
       await pool.end();
-      process.send({ type: 'stop', committed, failedBatches, skippedTicks, acked });
-      process.disconnect();
+      // Disconnect only once the answer is out: `acked` of a --long run (tens of thousands of
+      // batches) is still being written when send() returns, and a disconnect then dropped it.
+      process.send({ type: 'stop', committed, failedBatches, skippedTicks, acked }, () => process.disconnect());
     }
   });
   process.send({ type: 'ready' });

@@ -4,8 +4,9 @@
 // that records its run in `chaos_done` (one row per job, `runs` counts every run after the
 // first), on the app's own pool, as an app's repository would.
 //
-// Argument (JSON): { url, options } where `options` are PgQueueModule options merged over the
-// suite's defaults. IPC: sends { type: 'ready' } once the workers run. SIGTERM runs Nest's
+// Argument (JSON): { url, options, concurrency } where `options` are PgQueueModule options merged
+// over the suite's defaults and `concurrency` is the queue's (20; 16 with --long). IPC: sends
+// { type: 'ready' } once the workers run. SIGTERM runs Nest's
 // shutdown hooks (graceful stop), then the process exits by itself with code 0; if something
 // still holds the event loop EXIT_WATCHDOG_MS later, it exits with 3 and says what.
 
@@ -19,7 +20,7 @@ const { NestFactory } = require('@nestjs/core');
 const { Pool } = require('pg');
 
 const EXIT_WATCHDOG_MS = 3000;
-const { url, options = {} } = JSON.parse(process.argv[2]);
+const { url, options = {}, concurrency = 20 } = JSON.parse(process.argv[2]);
 const tag = `[replica ${process.pid}]`;
 
 const appPool = new Pool({ connectionString: url, max: 10, application_name: `chaos-replica:${process.pid}:app` });
@@ -56,7 +57,7 @@ Module({
       defaultJobOptions: { attempts: 20, backoff: { type: 'exponential', delayMs: 200, maxDelayMs: 5_000 } },
       ...options,
     }),
-    pkg.PgQueueModule.registerQueue({ name: 'chaos', concurrency: 20 }),
+    pkg.PgQueueModule.registerQueue({ name: 'chaos', concurrency }),
   ],
   providers: [ChaosProcessor],
 })(ReplicaModule);

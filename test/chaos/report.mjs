@@ -52,7 +52,7 @@ export function classifyErrors(r, allowed) {
  * exit 0, jobs left after the drain) always fail the run; rate targets fail the full run and are
  * only reported by --short, whose phases are too short for a rate on a shared CI machine.
  */
-export function evaluate(r, { short }) {
+export function evaluate(r, { short, long = false }) {
   const baseline = mean(r.phases.baseline.map((s) => s.n));
   const faultPct = r.phases.fault.length && baseline ? (100 * mean(r.phases.fault.map((s) => s.n))) / baseline : null;
   const recoveryPct = baseline ? (100 * mean(r.phases.recovery.map((s) => s.n))) / baseline : null;
@@ -122,9 +122,19 @@ export function evaluate(r, { short }) {
   if (r.key === 'idle-in-transaction' && (deadEnd === null || deadEnd > 2 * r.vacuumAtDeadTuples)) {
     rate.push(`${deadEnd ?? 'n/a'} dead tuples in the jobs table at the recovery's end (target <= ${2 * r.vacuumAtDeadTuples})`);
   }
+  // --long (issue 13, part 4): pick-up p95 at most the target in every slice of the fault phase.
+  const slices = (r.faultSlices ?? []).filter((x) => x.n > 0);
+  const worstSlice = slices.reduce((w, x) => (w === null || x.p95 > w.p95 ? x : w), null);
+  if (long && r.p95TargetMs !== null) {
+    if (!worstSlice) rate.push('no job started during the fault phase');
+    else if (worstSlice.p95 > r.p95TargetMs)
+      rate.push(
+        `pick-up p95 reached ${fmtMs(worstSlice.p95)} in slice ${worstSlice.slice + 1} of the fault phase (target <= ${r.p95TargetMs} ms)`,
+      );
+  }
   (short ? warnings : failures).push(...rate);
   const deadPeak = Math.max(0, ...r.samples.map((x) => x.dead_jobs ?? 0));
-  return { baseline, faultPct, recoveryPct, reachedPct, ttrS, deadPeak, allowed, errors, failures, warnings };
+  return { baseline, faultPct, recoveryPct, reachedPct, ttrS, deadPeak, allowed, errors, failures, warnings, worstSlice };
 }
 
 const fmtPct = (x) => (x === null ? 'n/a' : `${Math.round(x)} %`);
@@ -132,10 +142,10 @@ const fmtMs = (x) => (x === null || x === undefined ? 'n/a' : x < 10 ? `${x.toFi
 const fmtDead = (d) => (d ? `${d.jobs}` : 'n/a');
 
 /** Prints the table (and writes it to results/latest.{md,json}); returns true when a scenario failed. */
-export function printReport(results, { short, config, outDir }) {
+export function printReport(results, { short, long = false, config, outDir }) {
   const lines = [
-    `Chaos suite, ${short ? 'short (CI)' : 'full'} run: ${config.rate} jobs/s offered, phases of ${config.baselineMs / 1000} s baseline, ` +
-      `${config.faultMs / 1000} s fault, ${config.recoveryMs / 1000} s recovery; two replicas, concurrency 20 each.`,
+    `Chaos suite, ${short ? 'short (CI)' : long ? 'long' : 'full'} run: ${config.rate} jobs/s offered, phases of ${config.baselineMs / 1000} s baseline, ` +
+      `${config.faultMs / 1000} s fault, ${config.recoveryMs / 1000} s recovery; two replicas, concurrency ${config.concurrency ?? 20} each.`,
     '',
     '| scenario | baseline | during fault | recovery phase | best 3 s after fault | time to recover | wait p99 baseline / recovery | lost | duplicates (bound; silent) | rescued / held at kill | errors: connection / lease / other | dead tuples in jobs: peak / fault end / recovery end | SIGTERM exit | result |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |',
@@ -153,6 +163,23 @@ export function printReport(results, { short, config, outDir }) {
     );
   }
   lines.push('');
+  if (long) {
+    lines.push(
+      `Pick-up (enqueue to handler start), --long: p95 per phase and the worst ${config.sliceMs / 1000} s slice of the fault phase (target <= ${config.p95TargetMs} ms).`,
+      '',
+      '| scenario | p50 / p95 / p99 baseline | p50 / p95 / p99 fault | p95 of each fault slice | worst slice p95 | p50 / p95 / p99 recovery |',
+      '| --- | ---: | ---: | --- | ---: | ---: |',
+    );
+    const trio = (l) => (l ? `${fmtMs(l.p50)} / ${fmtMs(l.p95)} / ${fmtMs(l.p99)}` : 'n/a');
+    for (const r of results) {
+      const w = r.verdict.worstSlice;
+      lines.push(
+        `| ${r.title} | ${trio(r.latency.baseline)} | ${trio(r.latency.fault)} | ${(r.faultSlices ?? []).map((x) => fmtMs(x.p95)).join(', ')} | ` +
+          `${w ? fmtMs(w.p95) : 'n/a'} | ${trio(r.latency.recovery)} |`,
+      );
+    }
+    lines.push('');
+  }
   for (const r of results) {
     const extra = [...r.notes, `${r.backlogAtStop ?? 'n/a'} job(s) in the jobs table at SIGTERM`];
     for (const k of r.crashes) {
@@ -173,7 +200,9 @@ export function printReport(results, { short, config, outDir }) {
   const text = lines.join('\n');
   console.log('\n' + text + '\n');
   fs.mkdirSync(outDir, { recursive: true });
-  fs.writeFileSync(path.join(outDir, 'latest.md'), text + '\n');
-  fs.writeFileSync(path.join(outDir, 'latest.json'), JSON.stringify({ short, config, results }, null, 2));
+  // A --long run does not overwrite the last full run's table.
+  const base = long ? 'long' : 'latest';
+  fs.writeFileSync(path.join(outDir, `${base}.md`), text + '\n');
+  fs.writeFileSync(path.join(outDir, `${base}.json`), JSON.stringify({ short, long, config, results }, null, 2));
   return results.some((r) => r.verdict.failures.length > 0);
 }
