@@ -15,9 +15,16 @@ export type {
   ActiveJob,
   BackoffOptions,
   BulkJob,
+  ChildFailurePolicy,
+  ChildResult,
+  Dependency,
   EnqueueOptions,
+  FlowJob,
+  FlowJobOptions,
+  FlowNode,
   Job,
   JobAttemptError,
+  JobFlow,
   JobHandler,
   JobOptions,
   JobProgress,
@@ -44,7 +51,9 @@ export {
   CancelJobError,
   SnoozeJobError,
   PgQueueMissingPeerError,
+  DependencyError,
 } from './core/errors';
+export type { FlowProducer } from './producer/flow';
 export { pgQueueMigrations } from './module/typeorm-migrations';
 export type { RepeatOptions } from './core/cron-schedule';
 export type { ProcessOptions } from './decorators/process.decorator';

@@ -139,3 +139,18 @@ export class PgQueueMissingPeerError extends PgQueueError {
     );
   }
 }
+
+/**
+ * `add(..., { dependsOn })` named a job that cannot be waited on: unknown (never existed, or
+ * pruned from history), or finished as failed or cancelled while the dependency says
+ * `onFailure: 'fail-parent'`. Nothing was stored. `dependencyId` and `reason` say which and why.
+ */
+export class DependencyError extends PgQueueError {
+  constructor(
+    readonly dependencyId: string,
+    readonly reason: 'unknown' | 'failed' | 'cancelled',
+    message: string,
+  ) {
+    super(message);
+  }
+}

@@ -1,9 +1,10 @@
 /**
  * Where a job is in its life. `delayed` is a waiting job whose `runAt` is still in the future.
  * `waiting`, `delayed` and `active` jobs live in the jobs table; `completed` and `failed` ones have
- * moved to the history table, so they never slow the claim.
+ * moved to the history table, so they never slow the claim. `waiting-children` is a job of a flow
+ * (or with `dependsOn`) whose dependencies have not all finished: live, never claimed until they have.
  */
-export type JobState = 'waiting' | 'delayed' | 'active' | 'completed' | 'failed' | 'cancelled';
+export type JobState = 'waiting' | 'delayed' | 'active' | 'waiting-children' | 'completed' | 'failed' | 'cancelled';
 
 /** The error of one failed attempt, as stored with the job. */
 export interface JobAttemptError {
@@ -100,6 +101,14 @@ export interface EnqueueOptions extends JobOptions {
   readonly manager?: TransactionManager;
   /** Join this node-postgres transaction (for apps without TypeORM). Same guarantee as `manager`. */
   readonly client?: TransactionClient;
+  /**
+   * Run only after these existing jobs (of any queue) have finished: the job waits in state
+   * `waiting-children` until then. An id that already completed counts as done; one that
+   * already failed or was cancelled counts per its `onFailure` (`'fail-parent'`, the default,
+   * refuses the add with `DependencyError`; `'ignore'` counts it as done); an unknown id
+   * (never enqueued, or pruned) is refused with `DependencyError`. Not with `uniqueKey`.
+   */
+  readonly dependsOn?: readonly Dependency[];
 }
 
 /** One entry of `addBulk`. */
@@ -130,6 +139,8 @@ export interface Job<TPayload = unknown, TResult = unknown> {
   /** What the handler returned (JSON), once completed. */
   readonly result: TResult | null;
   readonly timeoutMs: number | null;
+  /** Its parents and dependencies, when it is part of a flow (`getJob` only). */
+  readonly flow?: JobFlow;
   /**
    * The latest value a handler reported with `job.updateProgress()` (as last written: at most
    * `progressIntervalMs` behind while the job runs), or null. Kept across retries and into history.
@@ -162,6 +173,11 @@ export interface ActiveJob<TPayload = unknown> extends Job<TPayload> {
     result?: unknown,
   ): Promise<void>;
   /**
+   * The jobs this one waited on (a flow's children, or its `dependsOn`), by id, with how each
+   * ended and what it returned, read in one query. Empty for a job without dependencies.
+   */
+  childResults<TResult = unknown>(): Promise<ChildResult<TResult>[]>;
+  /**
    * Reports progress: `job.progress` changes at once, a `progress` event fires on this node, and
    * the value is stored, throttled to at most one write per `progressIntervalMs` for this job (the
    * latest value always lands before the attempt's outcome is written). Resolves once the value is
@@ -188,6 +204,76 @@ export interface QueueCounts {
   readonly stalled: number;
   /** Failed jobs kept in history. */
   readonly failed: number;
+  /** Waiting on their children or dependencies (state `waiting-children`): not claimable yet. */
+  readonly waitingChildren: number;
   /** Age of the oldest due job (now - its runAt), or null when none is waiting. */
   readonly oldestWaitingAgeMs: number | null;
+}
+
+/**
+ * What a child's failure for good (failed on its last attempt, cancelled, or removed) does to
+ * its parent. `'fail-parent'`: the parent fails at once without running, with a
+ * `ChildFailedError` naming the child (like `@nestjs/bullmq`'s `failParentOnFailure`).
+ * `'ignore'`: the child counts as finished; the parent runs once every child has, and sees the
+ * failure in `job.childResults()` (like `ignoreDependencyOnFailure`).
+ */
+export type ChildFailurePolicy = 'fail-parent' | 'ignore';
+
+/** Options of one job of a flow: every job option but the unique key (a flow's jobs are always new). */
+export type FlowJobOptions = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting'>;
+
+/**
+ * One job of a flow, with the jobs that must finish before it runs. Every queue named must be
+ * registered (`PgQueueModule.registerQueue`), as for `add`.
+ * @example
+ * { queue: 'orders', name: 'ship', payload: { orderId }, children: [
+ *   { queue: 'stock', name: 'reserve', payload: { sku: 'a' } },
+ *   { queue: 'billing', name: 'charge', payload: { orderId }, onFailure: 'fail-parent' },
+ * ] }
+ */
+export interface FlowJob<TPayload = unknown> {
+  readonly queue: string;
+  readonly name: string;
+  readonly payload: TPayload;
+  readonly opts?: FlowJobOptions;
+  /** What this job's failure does to its parent (ignored on the root). @default 'fail-parent' */
+  readonly onFailure?: ChildFailurePolicy;
+  /** Jobs that must finish first: this one waits in state `waiting-children` until they have. */
+  readonly children?: readonly FlowJob[];
+}
+
+/** The jobs a flow created, in the shape of the flow (`@nestjs/bullmq`'s `JobNode`). */
+export interface FlowNode<TPayload = unknown> {
+  readonly job: Job<TPayload>;
+  readonly children: readonly FlowNode[];
+}
+
+/** One dependency of `add(..., { dependsOn })`: a job id, or an id with its failure policy. */
+export type Dependency = string | { readonly id: string; readonly onFailure?: ChildFailurePolicy };
+
+/** A child of a running parent, as `job.childResults()` reads it. */
+export interface ChildResult<TResult = unknown> {
+  readonly id: string;
+  /** null when the child is gone from both tables (pruned after its retention, or removed). */
+  readonly queue: string | null;
+  readonly name: string | null;
+  /** How it ended (`completed`, `failed`, `cancelled`, or `removed`), or its live state. */
+  readonly state: JobState | 'removed';
+  /** What its handler returned; null unless completed (and null once pruned from history). */
+  readonly result: TResult | null;
+  /** Its last attempt's error, if any. */
+  readonly error: JobAttemptError | null;
+  readonly onFailure: ChildFailurePolicy;
+}
+
+/** Where a job stands in a flow, as `getJob` reports it (absent for a job in no flow). */
+export interface JobFlow {
+  /** The jobs that wait on this one (its parent in a tree; several in a DAG). */
+  readonly parentIds: readonly string[];
+  /** How many jobs this one waits (or waited) on. */
+  readonly dependencies: number;
+  /** How many of those have not finished yet. */
+  readonly pendingDependencies: number;
+  /** The first 100 of those, by id. */
+  readonly pendingDependencyIds: readonly string[];
 }

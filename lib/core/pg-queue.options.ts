@@ -332,11 +332,11 @@ const BULLMQ_NAMES: Readonly<Record<string, string>> = {
   repeat: 'registerQueue({ name, repeat: [{ name, cron }] }) or @Process({ name, cron })',
   timeout: 'timeoutMs',
   sizeLimit: 'the module option maxPayloadBytes',
-  parent: 'nothing: flows (parent and child jobs) are not supported',
-  failParentOnFailure: 'nothing: flows are not supported',
-  ignoreDependencyOnFailure: 'nothing: flows are not supported',
-  removeDependencyOnFailure: 'nothing: flows are not supported',
-  continueParentOnFailure: 'nothing: flows are not supported',
+  parent: 'queues.addFlow({ queue, name, payload, children }) for a tree, or add(name, payload, { dependsOn: [ids] })',
+  failParentOnFailure: "the flow child's onFailure: 'fail-parent' (the default)",
+  ignoreDependencyOnFailure: "the flow child's onFailure: 'ignore'",
+  removeDependencyOnFailure: "the flow child's onFailure: 'ignore' (the parent then sees the failure in job.childResults())",
+  continueParentOnFailure: "the flow child's onFailure: 'ignore'",
   keepLogs: "nothing: there are no job logs; every attempt's error is kept in job.errors",
   stackTraceLimit: "nothing: every attempt's error is kept with its stack",
   timestamp: 'nothing: createdAt is set by the database',
@@ -402,17 +402,30 @@ function resolveBackoff(where: string, b: BackoffOptions | undefined, base: Reso
 }
 
 /** Where job options come from: each accepts its own keys. */
-export type JobOptionsSource = 'add' | 'bulk' | 'defaults';
+export type JobOptionsSource = 'add' | 'bulk' | 'flow' | 'defaults';
 
 const DEFAULT_KEYS = ['priority', 'attempts', 'backoff', 'timeoutMs'] as const;
 const BULK_KEYS = [...DEFAULT_KEYS, 'delayMs', 'runAt', 'uniqueKey', 'replaceWaiting'] as const;
-const ADD_KEYS = [...BULK_KEYS, 'manager', 'client'] as const;
-const KEYS_OF: Readonly<Record<JobOptionsSource, readonly string[]>> = { add: ADD_KEYS, bulk: BULK_KEYS, defaults: DEFAULT_KEYS };
+const ADD_KEYS = [...BULK_KEYS, 'manager', 'client', 'dependsOn'] as const;
+const FLOW_KEYS = [...DEFAULT_KEYS, 'delayMs', 'runAt'] as const;
+const KEYS_OF: Readonly<Record<JobOptionsSource, readonly string[]>> = {
+  add: ADD_KEYS,
+  bulk: BULK_KEYS,
+  flow: FLOW_KEYS,
+  defaults: DEFAULT_KEYS,
+};
 const NOT_HERE: Readonly<Record<JobOptionsSource, Readonly<Record<string, string>>>> = {
   add: {},
   bulk: {
     manager: "addBulk's second argument: addBulk(jobs, { manager }), so every job joins that transaction",
     client: "addBulk's second argument: addBulk(jobs, { client }), so every job joins that transaction",
+  },
+  flow: {
+    manager: "addFlow's second argument: addFlow(flow, { manager }), so every job of the flow joins that transaction",
+    client: "addFlow's second argument: addFlow(flow, { client }), so every job of the flow joins that transaction",
+    uniqueKey: 'nothing: the jobs of a flow are always new, so a flow takes no unique keys',
+    replaceWaiting: 'nothing: the jobs of a flow are always new, so a flow takes no unique keys',
+    dependsOn: "the flow's children: a node's children run before it",
   },
   defaults: {
     uniqueKey: 'it per job, in add(); it is not a default',

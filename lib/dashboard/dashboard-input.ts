@@ -10,7 +10,7 @@ import type { ListFilters, ListKey, ListState } from '../db/dashboard-store';
  */
 export class DashboardInputError extends PgQueueConfigError {}
 
-const STATES: readonly ListState[] = ['waiting', 'delayed', 'active', 'completed', 'failed', 'cancelled'];
+const STATES: readonly ListState[] = ['waiting', 'delayed', 'active', 'waiting-children', 'completed', 'failed', 'cancelled'];
 /** The most ids one action takes. */
 export const MAX_IDS = 1000;
 export const MAX_LIMIT = 200;
@@ -115,9 +115,9 @@ export function parseJobListQuery(query: Record<string, unknown>): JobListQuery 
   }
   const uniqueKey = one(query, 'uniqueKey');
   if (uniqueKey !== undefined && uniqueKey !== '') {
-    if (!(state === 'waiting' || state === 'delayed' || state === 'active')) {
+    if (!(state === 'waiting' || state === 'delayed' || state === 'active' || state === 'waiting-children')) {
       throw new DashboardInputError(
-        'uniqueKey finds live jobs only (waiting, delayed or active): finished jobs do not keep their key.',
+        'uniqueKey finds live jobs only (waiting, delayed, active or waiting-children): finished jobs do not keep their key.',
       );
     }
     filters.uniqueKey = uniqueKey;

@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { JobAttemptError, JobOptions } from '../core/job';
 import { PgQueueError } from '../core/errors';
-import { DashboardStore, type DashboardJob } from '../db/dashboard-store';
+import { DashboardStore, type DashboardFlow, type DashboardJob } from '../db/dashboard-store';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import { CostlyReads } from './costly-reads';
@@ -162,13 +162,16 @@ export class DashboardService {
       stalled: 0,
       failed: 0,
       cancelled: 0,
+      waitingChildren: 0,
       paused: false,
       oldestWaitingAgeMs: null,
     };
+    // The page keys its tabs by state name.
+    const { waitingChildren, ...live } = rest;
     return {
       name,
       connection,
-      counts: rest,
+      counts: { ...live, 'waiting-children': waitingChildren },
       paused,
       options: o
         ? {
@@ -195,14 +198,15 @@ export class DashboardService {
     return { jobs: page.jobs.map(summary), next: page.next ? encodeCursor(page.next) : null };
   }
 
-  /** A job by id, in the named connection's database, else in each in turn (the default first). */
+  /** A job by id, in the named connection's database, else in each in turn (the default first); with its flow. */
   async job(
     id: string,
     connection: string | null = null,
-  ): Promise<{ job: DashboardJob; timeline: TimelineEntry[]; connection: string } | null> {
+  ): Promise<{ job: DashboardJob; timeline: TimelineEntry[]; connection: string; flow: DashboardFlow | null } | null> {
     for (const name of connection === null ? this.names : [connection]) {
-      const job = await this.storeNamed(name).job(id);
-      if (job) return { job, timeline: timeline(job), connection: name };
+      const store = this.storeNamed(name);
+      const [job, flow] = await Promise.all([store.job(id), store.flow(id)]);
+      if (job) return { job, timeline: timeline(job), connection: name, flow };
     }
     return null;
   }
@@ -284,7 +288,7 @@ export class DashboardService {
     const cancelling: string[] = [];
     const store = this.jobStoreNamed(connection);
     for (const j of await this.storeNamed(connection).locate(ids)) {
-      if (j.state !== 'waiting' && j.state !== 'active') continue;
+      if (j.state !== 'waiting' && j.state !== 'active' && j.state !== 'waiting-children') continue;
       const r = await store.cancel(j.queue, j.id);
       if (r === 'cancelled') cancelled.push(j.id);
       else if (r === 'cancelling') cancelling.push(j.id);

@@ -1,8 +1,8 @@
 import { escapeIdentifier } from 'pg';
-import { HISTORY_COLS, LIVE_COLS, liveCountsSql } from './queries';
+import { HISTORY_COLS, LIVE_COLS, liveCountsSql, waitingChildrenSql } from './queries';
 
 /** The states the dashboard lists; `waiting` means due now, `delayed` waiting for a later runAt. */
-export type ListState = 'waiting' | 'delayed' | 'active' | 'completed' | 'failed' | 'cancelled';
+export type ListState = 'waiting' | 'delayed' | 'active' | 'waiting-children' | 'completed' | 'failed' | 'cancelled';
 
 /** Filters of a job list; every value travels as a bind parameter. */
 export interface ListFilters {
@@ -41,6 +41,8 @@ const RUN_AT_KEY = `to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.
  *   the claim's own order; the run_at bound is an index condition.
  * - active: jobs_active_idx (queue, locked_until) WHERE state = 'active': as many entries as
  *   jobs running now, sorted by id.
+ * - waiting-children: jobs_waiting_children_idx (queue, id) WHERE state = 'waiting-children',
+ *   newest first, in the index's own order.
  * - completed / failed / cancelled: job_history_queue_state_idx (queue, state, id), newest first;
  *   `page` names the state too, so its lookups by id visit only that state's partitions of the
  *   history (failed jobs have their own): without it each id probed every partition's id index
@@ -60,13 +62,14 @@ export function buildJobList(
     return `$${values.length}`;
   };
   const queue = p(opts.queue);
-  const live = state === 'waiting' || state === 'delayed' || state === 'active';
+  const live = state === 'waiting' || state === 'delayed' || state === 'active' || state === 'waiting-children';
   const claimOrder = state === 'waiting' || state === 'delayed';
   const table = live ? `${s}.jobs` : `${s}.job_history`;
   const where: string[] = [`queue = ${queue}`];
   if (state === 'waiting') where.push(`state = 'waiting'`, 'run_at <= now()');
   else if (state === 'delayed') where.push(`state = 'waiting'`, 'run_at > now()');
   else if (state === 'active') where.push(`state = 'active'`);
+  else if (state === 'waiting-children') where.push(`state = 'waiting-children'`);
   const stateParam = live ? null : p(state);
   if (stateParam) where.push(`state = ${stateParam}`);
   const c = opts.cursor;
@@ -122,16 +125,19 @@ export function buildDashboardQueries(schema: string) {
      */
     liveCounts: `
       WITH live AS (${liveCountsSql(jobs, '$2')}
+      ), parents AS (${waitingChildrenSql(jobs, '$2')}
       ), names AS (
-        SELECT queue FROM live
+        SELECT queue FROM live UNION SELECT queue FROM parents
         UNION SELECT name FROM ${s}.queues WHERE $2::text IS NULL OR name = $2
         UNION SELECT n FROM unnest($1::text[]) n WHERE $2::text IS NULL OR n = $2
       )
       SELECT n.queue AS name, coalesce(l.waiting, 0)::int AS waiting, coalesce(l.delayed, 0)::int AS delayed,
              coalesce(l.active, 0)::int AS active, coalesce(l.stalled, 0)::int AS stalled,
+             coalesce(w.waiting_children, 0)::int AS waiting_children,
              coalesce(q.paused, false) AS paused, l.oldest_waiting_age_ms
       FROM names n
       LEFT JOIN live l ON l.queue = n.queue
+      LEFT JOIN parents w ON w.queue = n.queue
       LEFT JOIN ${s}.queues q ON q.name = n.queue`,
 
     /**
@@ -190,6 +196,23 @@ export function buildDashboardQueries(schema: string) {
       SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1
       UNION ALL
       SELECT ${HISTORY_COLS}, NULL::text, locked_by, true, trace FROM ${history} WHERE id = $1`,
+
+    /**
+     * The jobs that wait on a job (its parents), each as it is now, first 100 by id: the edges'
+     * primary key (child_id, parent_id), then two primary-key probes each. $1 id
+     */
+    parents: `
+      SELECT d.parent_id::text AS id, coalesce(l.queue, h.queue) AS queue, coalesce(l.name, h.name) AS name,
+             coalesce(CASE WHEN l.state = 'waiting' AND l.run_at > now() THEN 'delayed' ELSE l.state END, h.state) AS state
+      FROM ${s}.job_dependencies d
+      LEFT JOIN ${jobs} l ON l.id = d.parent_id
+      LEFT JOIN ${history} h ON h.id = d.parent_id
+      WHERE d.child_id = $1 ORDER BY d.parent_id LIMIT 100`,
+
+    /** How many children a job has, and how many of them are still live. $1 id */
+    childCounts: `
+      SELECT count(*)::int AS total, count(*) FILTER (WHERE state IS NULL)::int AS pending
+      FROM ${s}.job_dependencies WHERE parent_id = $1`,
 
     /** Where jobs are: their queue and state, live or finished (primary keys). $1 id[] */
     locate: `

@@ -11,6 +11,7 @@ import {
 } from './dashboard-queries';
 import { poolExecutor, type SqlExecutor } from './executor';
 import { isJobId, rowToJob, type JobRow } from './job-store';
+import { buildFlowQueries, type FlowQueries } from './flow-queries';
 import { traceIdOf } from '../core/telemetry';
 
 export { FILTER_SCAN_LIMIT, type ListFilters, type ListKey, type ListState } from './dashboard-queries';
@@ -24,6 +25,7 @@ export interface QueueOverviewRow {
   readonly stalled: number;
   readonly failed: number;
   readonly cancelled: number;
+  readonly waitingChildren: number;
   readonly paused: boolean;
   readonly oldestWaitingAgeMs: number | null;
 }
@@ -44,6 +46,25 @@ export type DashboardJob = Job & {
   /** The trace the job belongs to (from the W3C traceparent recorded at enqueue), on the job page only. */
   readonly traceId?: string | null;
 };
+
+/** A job linked to another in a flow, as its page lists it. */
+export interface FlowLink {
+  readonly id: string;
+  /** null when the job is gone (pruned or removed). */
+  readonly queue: string | null;
+  readonly name: string | null;
+  readonly state: string | null;
+}
+
+/** A job's parents and children, for its page. */
+export interface DashboardFlow {
+  readonly parents: FlowLink[];
+  /** The first 100 children by id. */
+  readonly children: FlowLink[];
+  readonly childrenTotal: number;
+  /** Children not finished yet. */
+  readonly childrenPending: number;
+}
 
 /** A live node of the registry. */
 export interface NodeInfo {
@@ -77,7 +98,15 @@ function limited(db: SqlExecutor, max: number): SqlExecutor {
   };
 }
 
-const EMPTY_LIVE = { waiting: 0, delayed: 0, active: 0, stalled: 0, paused: false, oldestWaitingAgeMs: null } as const;
+const EMPTY_LIVE = {
+  waiting: 0,
+  delayed: 0,
+  active: 0,
+  stalled: 0,
+  waitingChildren: 0,
+  paused: false,
+  oldestWaitingAgeMs: null,
+} as const;
 
 type ListRow = JobRow & {
   unique_key: string | null;
@@ -98,6 +127,8 @@ export class DashboardStore {
    * as long as a count over a table in full churn takes (a second, 200,000 jobs draining), claims
    * and completions queued behind them.
    */
+  private readonly flows: FlowQueries;
+
   constructor(
     pool: PgPool,
     private readonly schema: string,
@@ -105,6 +136,7 @@ export class DashboardStore {
     maxConcurrent = 2,
   ) {
     this.q = buildDashboardQueries(schema);
+    this.flows = buildFlowQueries(schema);
     this.db = limited(poolExecutor(pool), maxConcurrent);
   }
 
@@ -121,6 +153,7 @@ export class DashboardStore {
         delayed: number;
         active: number;
         stalled: number;
+        waiting_children: number;
         paused: boolean;
         oldest_waiting_age_ms: number | null;
       }>(this.q.liveCounts, [registered, queue]),
@@ -135,6 +168,7 @@ export class DashboardStore {
       stalled: r.stalled,
       failed: finished.get(r.name)?.failed ?? 0,
       cancelled: finished.get(r.name)?.cancelled ?? 0,
+      waitingChildren: r.waiting_children,
       paused: r.paused,
       oldestWaitingAgeMs: r.oldest_waiting_age_ms === null ? null : Math.max(0, Math.round(r.oldest_waiting_age_ms)),
     }));
@@ -179,7 +213,7 @@ export class DashboardStore {
     const { scanned, scan_end } = rows[0];
     const found = rows.filter((r) => r.id !== null);
     const page = found.slice(0, limit);
-    const history = !(state === 'waiting' || state === 'delayed' || state === 'active');
+    const history = !(state === 'waiting' || state === 'delayed' || state === 'active' || state === 'waiting-children');
     const jobs = page.map((r) => ({
       ...rowToJob(r),
       uniqueKey: r.unique_key,
@@ -213,6 +247,26 @@ export class DashboardStore {
     if (!rows.length) return null;
     const r = rows[0];
     return { ...rowToJob(r), uniqueKey: r.unique_key, lockedBy: r.locked_by, history: r.history, traceId: traceIdOf(r.trace) };
+  }
+
+  /**
+   * A job's place in a flow for its page: the jobs that wait on it, and its first 100 children
+   * with their states (the children read of job.childResults, limited), or null for a job in no flow.
+   */
+  async flow(id: string): Promise<DashboardFlow | null> {
+    if (!isJobId(id)) return null;
+    const [parents, [counts], children] = await Promise.all([
+      this.db.query<FlowLink>(this.q.parents, [id]),
+      this.db.query<{ total: number; pending: number }>(this.q.childCounts, [id]),
+      this.db.query<FlowLink>(this.flows.children, [id, 100]),
+    ]);
+    if (parents.length === 0 && counts.total === 0) return null;
+    return {
+      parents,
+      children: children.map((c) => ({ id: c.id, queue: c.queue, name: c.name, state: c.state })),
+      childrenTotal: counts.total,
+      childrenPending: counts.pending,
+    };
   }
 
   /** The queue and state of each id found (live or finished). */

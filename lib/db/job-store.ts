@@ -2,7 +2,8 @@ import { escapeIdentifier } from 'pg';
 import type { Job, JobAttemptError, JobProgress, JobState, QueueCounts } from '../core/job';
 import type { ResolvedBackoff } from '../core/pg-queue.options';
 import type { PgPool, PgPoolClient } from '../core/pg-types';
-import { poolExecutor, type SqlExecutor } from './executor';
+import { clientExecutor, poolExecutor, type SqlExecutor } from './executor';
+import { FlowStore, type ExistingDependency, type FlowInserted, type FlowNodeRow } from './flow-store';
 import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type InsertColumn, type Queries } from './queries';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import { quote } from '../core/input-text';
@@ -203,6 +204,24 @@ export class JobStore {
     // most 63 bytes: the schema is at most 48, so this always fits.
     this.channel = `${schema}_jobs`;
     this.db = poolExecutor(pool);
+    this.flows = new FlowStore(schema, this.channel, this.db);
+  }
+
+  /** Flows and dependencies (migration 0008). */
+  readonly flows: FlowStore;
+
+  /**
+   * Inserts a flow (or a job with dependencies): in the caller's transaction when `db` is one,
+   * else on the pool, in a transaction of its own when existing jobs must be locked first.
+   */
+  async insertFlow(
+    nodes: readonly FlowNodeRow[],
+    existing: readonly ExistingDependency[],
+    db: SqlExecutor | undefined,
+  ): Promise<FlowInserted> {
+    if (db && db !== this.db) return this.flows.insert(nodes, existing, db, false);
+    if (existing.length === 0) return this.flows.insert(nodes, existing, this.db, true);
+    return this.transaction((client) => this.flows.insert(nodes, existing, clientExecutor(client), true));
   }
 
   /**
@@ -620,6 +639,9 @@ export class JobStore {
       );
       const pruned = await this.pruneHistory(client, batch);
       await client.query(this.q.pruneNodes);
+      // Edges of flows whose parent is gone from both tables, past the shortest retention.
+      const { completedMs: c, cancelledMs: x, failedMs: f } = this.retention;
+      await client.query(this.flows.q.pruneDependencies, [Math.min(c, x, f ?? Infinity), batch]);
       return {
         stalled: r.rows.map((x) => ({
           id: String(x.id),
@@ -681,6 +703,7 @@ export class JobStore {
       active: number;
       stalled: number;
       failed: number;
+      waiting_children: number;
       oldest_waiting_age_ms: number | null;
     }>(this.q.counts, [queue]);
     return new Map(
@@ -692,6 +715,7 @@ export class JobStore {
           active: r.active,
           stalled: r.stalled,
           failed: r.failed,
+          waitingChildren: r.waiting_children,
           oldestWaitingAgeMs: r.oldest_waiting_age_ms === null ? null : Math.max(0, Math.round(r.oldest_waiting_age_ms)),
         },
       ]),
@@ -716,7 +740,11 @@ export class JobStore {
     // times the lookup (bench/history-retention.mjs).
     const name = db === this.db ? this.name(this.q.getJob) : undefined;
     const rows = await db.query<JobRow>(this.q.getJob, [id], name);
-    return rows.length ? rowToJob<T>(rows[0]) : null;
+    if (!rows.length) return null;
+    const job = rowToJob<T>(rows[0]);
+    // A second read (four index probes), kept out of getJob's statement: parents and dependencies.
+    const flow = await this.flows.flowOf(id, db);
+    return flow ? { ...job, flow } : job;
   }
 }
 

@@ -70,6 +70,17 @@ export function liveCountsSql(jobs: string, queueParam: string): string {
     ) l GROUP BY queue`;
 }
 
+/**
+ * Jobs waiting on their children, per queue, from jobs_waiting_children_idx (which holds only
+ * them): an index-only count. Kept apart from liveCountsSql, whose two halves read the claim and
+ * active indexes. `queueParam` as there.
+ */
+export function waitingChildrenSql(jobs: string, queueParam: string): string {
+  return `
+    SELECT queue, count(*)::bigint AS waiting_children FROM ${jobs}
+    WHERE state = 'waiting-children' AND (${queueParam}::text IS NULL OR queue = ${queueParam}) GROUP BY queue`;
+}
+
 /** The batched retention delete on one table of the history (`prune` and its variants). */
 function pruneSql(table: string): string {
   return `
@@ -314,14 +325,16 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * where the statement's snapshot still has the old state. Both branches test that locked
      * state, not their own snapshot's, and re-find the row they locked (their own lock lets them
      * through), so a job that changed state meanwhile is cancelled in its new state rather than
-     * matched by neither branch (which answered "no live job" for a live one).
+     * matched by neither branch (which answered "no live job" for a live one). A parent waiting
+     * on its children is cancelled like a waiting job; its children are left to run (their
+     * trigger then finds no parent to release).
      * $1 id $2 queue $3 channel
      */
     cancel: `
       WITH target AS (
         SELECT id, state FROM ${jobs} WHERE id = $1 AND queue = $2 FOR UPDATE
       ), waiting AS (
-        DELETE FROM ${jobs} j USING target t WHERE j.id = t.id AND t.state = 'waiting' RETURNING j.*
+        DELETE FROM ${jobs} j USING target t WHERE j.id = t.id AND t.state IN ('waiting', 'waiting-children') RETURNING j.*
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
@@ -452,11 +465,18 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       ), wake AS (SELECT pg_notify($4, $2 || '|0') WHERE EXISTS (SELECT 1 FROM back))
       SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,
 
-    /** queue.remove(id): a waiting job, or a finished one; never a running one. $1 id $2 queue */
+    /**
+     * queue.remove(id): a waiting job (or one waiting on its children), or a finished one; never a
+     * running one. The transaction-local setting names the removed id for the trigger of
+     * migration 0008, which tells the parents of a removed child that it was removed, not
+     * completed (it fires at the end of this statement, after the setting is made).
+     * $1 id $2 queue
+     */
     remove: `
-      WITH live AS (DELETE FROM ${jobs} WHERE id = $1 AND queue = $2 AND state = 'waiting' RETURNING id),
+      WITH live AS (DELETE FROM ${jobs} WHERE id = $1 AND queue = $2 AND state IN ('waiting', 'waiting-children') RETURNING id),
            done AS (DELETE FROM ${history} WHERE id = $1 AND queue = $2 RETURNING id)
-      SELECT (SELECT count(*) FROM live) + (SELECT count(*) FROM done) AS n`,
+      SELECT (SELECT count(*) FROM live) + (SELECT count(*) FROM done) AS n,
+             set_config('pgqueue.removing_job', $1::text, true) IS NOT NULL AS marked`,
 
     /**
      * Dead and live row versions of the jobs table, from the cumulative statistics (about a
@@ -537,12 +557,12 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       ), failed AS (
         SELECT queue, count(*) AS failed FROM ${history}
         WHERE state = 'failed' AND ($1::text IS NULL OR queue = $1) GROUP BY queue
-      )
-      SELECT coalesce(l.queue, f.queue) AS queue, coalesce(l.waiting, 0)::int AS waiting,
+      ), parents AS (${waitingChildrenSql(jobs, '$1')})
+      SELECT coalesce(l.queue, f.queue, w.queue) AS queue, coalesce(l.waiting, 0)::int AS waiting,
              coalesce(l.delayed, 0)::int AS delayed, coalesce(l.active, 0)::int AS active,
              coalesce(l.stalled, 0)::int AS stalled, coalesce(f.failed, 0)::int AS failed,
-             l.oldest_waiting_age_ms
-      FROM live l FULL JOIN failed f ON f.queue = l.queue`,
+             coalesce(w.waiting_children, 0)::int AS waiting_children, l.oldest_waiting_age_ms
+      FROM live l FULL JOIN failed f ON f.queue = l.queue FULL JOIN parents w ON w.queue = coalesce(l.queue, f.queue)`,
 
     /** Live jobs by queue and unique key (pairs of arrays). $1 queue[] $2 key[] */
     liveByUniqueKey: `
@@ -593,7 +613,7 @@ export function withClaimWindow(claim: string, side: 'inside' | 'outside'): stri
  * for the statement's own transaction, in the same round trip (an InitPlan, evaluated once). An
  * enqueue in the caller's transaction never carries it: the caller owns that commit.
  */
-const DURABLE = `(SELECT set_config('synchronous_commit', 'on', true)) = 'on'`;
+export const DURABLE = `(SELECT set_config('synchronous_commit', 'on', true)) = 'on'`;
 
 /**
  * The insert's per-job columns after the payload, in parameter order ($2 ...). The parameters

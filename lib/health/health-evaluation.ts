@@ -78,6 +78,8 @@ export type PgQueueQueueHealth = {
   active: number;
   stalled: number;
   failed: number;
+  /** Parents of flows waiting on their children (`QueueCounts.waitingChildren`). */
+  waitingChildren: number;
 };
 
 /** The details a health check reports (a type alias, so Terminus accepts it as extra data). */
@@ -197,6 +199,7 @@ export function evaluateHealth(input: PgQueueHealthInput, thresholds: PgQueueHea
       active: c.active,
       stalled: c.stalled,
       failed: c.failed,
+      waitingChildren: c.waitingChildren,
     };
     const over = (key: (typeof QUEUE_KEYS)[number], value: number | null, what: string) => {
       const limit = limitFor(thresholds, name, key);

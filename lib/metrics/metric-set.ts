@@ -15,8 +15,15 @@ export interface QueueMetricsSource {
   liveNodes(): Promise<number | null>;
 }
 
-/** The job states `queue_jobs` reports, as `QueueCounts` names them. */
-export const QUEUE_STATES = ['waiting', 'delayed', 'active', 'stalled', 'failed'] as const;
+/** The job states `queue_jobs` reports (its `state` label), and the `QueueCounts` field of each. */
+export const QUEUE_STATES = [
+  ['waiting', 'waiting'],
+  ['delayed', 'delayed'],
+  ['active', 'active'],
+  ['stalled', 'stalled'],
+  ['failed', 'failed'],
+  ['waiting-children', 'waitingChildren'],
+] as const;
 
 type JobLabels = 'queue' | 'name';
 
@@ -102,7 +109,7 @@ export function pgQueueMetricSet(registry: Registry, opts: ResolvedMetricsOption
         // Reset after the await, so two scrapes at once never see each other's half-written values.
         this.reset();
         for (const [queue, c] of Object.entries(counts ?? {})) {
-          for (const state of QUEUE_STATES) this.set({ queue, state }, c[state]);
+          for (const [state, key] of QUEUE_STATES) this.set({ queue, state }, c[key]);
         }
       },
     });

@@ -6,6 +6,7 @@ import { PgQueueConfigError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
 import type { Supervisor } from '../worker/supervisor';
 import { Queue } from '../producer/queue';
+import { FlowProducer } from '../producer/flow';
 import { DEFAULT_CONNECTION, unknownConnectionMessage } from '../core/connections';
 import {
   resolveQueueOptions,
@@ -50,7 +51,11 @@ export class PgQueueRuntime {
     this.supervisor = def.supervisor;
     this.pool = def.pool;
     this.options = def.options;
+    this.flows = new FlowProducer((name) => this.queue(name, 'QueueService.addFlow'));
   }
+
+  /** Creates flows (trees of jobs across queues of one database): `QueueService.addFlow`. */
+  readonly flows: FlowProducer;
 
   /**
    * The listeners of every connection as one, for health and metrics: the one down longest if

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { BulkJob, EnqueueOptions, Job, QueueCounts } from '../core/job';
+import type { BulkJob, EnqueueOptions, FlowJob, FlowNode, Job, QueueCounts } from '../core/job';
 import { executorFor, type TransactionTarget } from '../db/executor';
 import { EMPTY_COUNTS, type JobMap, type Queue } from '../producer/queue';
 import { PgQueueConfigError } from '../core/errors';
@@ -36,6 +36,21 @@ export class QueueService {
   ): Promise<Job<TPayload>[]> {
     const q = this.runtime.queue(queue, 'QueueService.addBulk') as unknown as Queue<Record<string, TPayload>>;
     return q.addBulk(jobs, target);
+  }
+
+  /**
+   * Creates a flow: a parent job that runs only once all its children have finished, to any
+   * depth and across queues, in one statement (`@nestjs/bullmq`'s `FlowProducer.add`). Every
+   * queue named must be registered. With `{ manager }` or `{ client }` (or inside
+   * `@Transactional()`) the whole tree commits or rolls back with that transaction. Returns the
+   * jobs in the shape of the flow; a job with children starts in state `waiting-children`.
+   * @example
+   * await queues.addFlow({ queue: 'orders', name: 'ship', payload: { orderId }, children: [
+   *   { queue: 'stock', name: 'reserve', payload: { sku } },
+   * ] }, { manager });
+   */
+  addFlow<TPayload = unknown>(flow: FlowJob<TPayload>, target?: TransactionTarget): Promise<FlowNode<TPayload>> {
+    return this.runtime.flows.add(flow, target);
   }
 
   /**

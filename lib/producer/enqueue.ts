@@ -1,8 +1,9 @@
-import type { NewJobRow } from '../db/job-store';
+import { isJobId, type NewJobRow } from '../db/job-store';
+import type { ExistingDependency } from '../db/flow-store';
 import { toJsonText, UnstorableJsonError } from '../db/jsonb';
 import { PgQueueConfigError, PgQueuePayloadError } from '../core/errors';
 import { nameProblem, quote } from '../core/input-text';
-import type { JobOptions } from '../core/job';
+import type { ChildFailurePolicy, Dependency, JobOptions } from '../core/job';
 import { activeTraceJson } from '../core/telemetry';
 import {
   DEFAULTS,
@@ -123,4 +124,53 @@ function uniqueness(where: string, opts: JobOptions): { uniqueKey: string | null
       `${where}: uniqueKey ${quote(key)} cannot be used: ${why}. Use a string of 1 to 1000 characters.`,
     );
   return { uniqueKey: key, replaceWaiting: replace ?? false };
+}
+
+const POLICIES: readonly ChildFailurePolicy[] = ['fail-parent', 'ignore'];
+
+/** Checks a child's `onFailure` (undefined: the default, 'fail-parent'). */
+export function failurePolicy(where: string, value: unknown): ChildFailurePolicy {
+  if (value === undefined) return 'fail-parent';
+  if (!POLICIES.includes(value as ChildFailurePolicy)) {
+    throw new PgQueueConfigError(`${where}: onFailure must be 'fail-parent' or 'ignore', got ${quote(value)}.`);
+  }
+  return value as ChildFailurePolicy;
+}
+
+/**
+ * Validates `dependsOn` of an add: an array of job ids, or of `{ id, onFailure? }`; each id once.
+ * Returns the edges to existing jobs (node 0 is the job being added).
+ */
+export function resolveDependencies(queue: string, name: string, deps: unknown, unique: boolean): ExistingDependency[] {
+  const where = `Job ${quote(name)} of queue ${quote(queue)}`;
+  if (!Array.isArray(deps)) {
+    throw new PgQueueConfigError(`${where}: dependsOn must be an array of job ids (or { id, onFailure }), got ${quote(deps)}.`);
+  }
+  if (unique && deps.length) {
+    throw new PgQueueConfigError(`${where}: dependsOn cannot be combined with uniqueKey; a job with dependencies is always new.`);
+  }
+  const seen = new Set<string>();
+  return (deps as Dependency[]).map((d, i) => {
+    const obj = typeof d === 'object' && d !== null;
+    if (obj) {
+      for (const k in d) {
+        if (k !== 'id' && k !== 'onFailure') {
+          throw new PgQueueConfigError(
+            `${where}: dependsOn[${i}] has unknown key ${quote(k)}; an entry is an id or { id, onFailure? }.`,
+          );
+        }
+      }
+    }
+    const id = obj ? (d as { id: unknown }).id : d;
+    if (typeof id !== 'string' || !isJobId(id)) {
+      throw new PgQueueConfigError(`${where}: dependsOn[${i}] is ${quote(id)}; a job id is a string of digits (job.id).`);
+    }
+    if (seen.has(id)) throw new PgQueueConfigError(`${where}: dependsOn names job ${id} twice; name each job once.`);
+    seen.add(id);
+    return {
+      node: 0,
+      id,
+      onFailure: failurePolicy(`${where}: dependsOn[${i}]`, obj ? (d as { onFailure?: unknown }).onFailure : undefined),
+    };
+  });
 }

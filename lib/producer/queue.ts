@@ -1,8 +1,9 @@
-import type { BulkJob, EnqueueOptions, Job, QueueCounts } from '../core/job';
+import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
 import type { ResolvedJobDefaults } from '../core/pg-queue.options';
 import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/executor';
-import { insertedToJob, isJobId, type JobStore } from '../db/job-store';
-import { buildJobRow, checkBulkEntry } from './enqueue';
+import { insertedToJob, isJobId, type JobStore, type NewJobRow } from '../db/job-store';
+import type { FlowInserted, FlowNodeRow } from '../db/flow-store';
+import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
 import { tracedEnqueue } from './tracing';
 
 export type { TransactionTarget } from '../db/executor';
@@ -14,6 +15,7 @@ export const EMPTY_COUNTS: QueueCounts = Object.freeze({
   active: 0,
   stalled: 0,
   failed: 0,
+  waitingChildren: 0,
   oldestWaitingAgeMs: null,
 });
 
@@ -48,6 +50,26 @@ export class Queue<TJobs extends JobMap = JobMap> {
   private target(t: TransactionTarget | undefined): SqlExecutor | undefined {
     const exec = executorFor(t) ?? this.ambient();
     return exec && this.onOwnDatabase ? this.onOwnDatabase(exec) : exec;
+  }
+
+  /** @internal Reports the rows a flow inserted into this queue (see `enqueued`). */
+  reportEnqueued(rows: readonly { name: string }[]): void {
+    this.enqueued(rows);
+  }
+
+  /** @internal One job of a flow as a row, validated with this queue's defaults. */
+  flowRow(name: string, payload: unknown, opts: JobOptions | undefined): NewJobRow {
+    return buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes, 'flow');
+  }
+
+  /** @internal True when `other` stores its jobs in this queue's database (a flow is one statement there). */
+  sameDatabaseAs(other: Queue): boolean {
+    return other.store === this.store;
+  }
+
+  /** @internal Inserts a flow's rows in this queue's database, in `t` (checked to be that database) or on its pool. */
+  insertFlow(nodes: readonly FlowNodeRow[], t: TransactionTarget | undefined): Promise<FlowInserted> {
+    return this.store.insertFlow(nodes, [], this.target(t));
   }
 
   /**
@@ -87,6 +109,15 @@ export class Queue<TJobs extends JobMap = JobMap> {
     opts?: EnqueueOptions,
   ): Promise<Job<TJobs[N]>> {
     const row = buildJobRow(this.name, name, payload, opts, this.defaults, this.maxPayloadBytes);
+    if (opts?.dependsOn !== undefined) {
+      const existing = resolveDependencies(this.name, name, opts.dependsOn, row.uniqueKey !== null);
+      if (existing.length) {
+        const out = await this.store.insertFlow([{ row, parent: -1, onFailure: 'fail-parent' }], existing, this.target(opts));
+        this.enqueued([row]);
+        const job = insertedToJob<TJobs[N]>(row, out.ids[0], out.now);
+        return out.waitingChildren[0] ? { ...job, state: 'waiting-children' } : job;
+      }
+    }
     if (row.uniqueKey !== null) {
       const { jobs, inserted } = await this.store.insertUnique<TJobs[N]>([row], this.target(opts));
       this.enqueued(inserted);

@@ -1,6 +1,15 @@
 import type { ClaimedRow } from '../db/job-store';
+import type { FlowStore } from '../db/flow-store';
 import { CompleteWithError } from '../core/errors';
-import type { ActiveJob, JobAttemptError, JobProgress, JobState, TransactionClient, TransactionManager } from '../core/job';
+import type {
+  ActiveJob,
+  ChildResult,
+  JobAttemptError,
+  JobProgress,
+  JobState,
+  TransactionClient,
+  TransactionManager,
+} from '../core/job';
 
 /** Where `updateProgress` goes: the worker's ProgressTracker (one per worker, not one per job). */
 export interface ProgressSink {
@@ -40,10 +49,15 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   private abortReason: unknown = undefined;
   private aborted = false;
 
+  /** Where childResults() reads: a reference the worker holds anyway, so nothing is allocated per job. */
+  private readonly flows: FlowStore | null;
+
   constructor(
     row: ClaimedRow,
     private readonly progressSink: ProgressSink | null = null,
+    flows: FlowStore | null = null,
   ) {
+    this.flows = flows;
     this.id = String(row.id);
     this.queue = row.queue;
     this.name = row.name;
@@ -76,6 +90,11 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     return this.completeIn(target, result);
   }
 
+  childResults<TResult = unknown>(): Promise<ChildResult<TResult>[]> {
+    if (!this.flows) return Promise.resolve([]);
+    return this.flows.children(this.id, null) as Promise<ChildResult<TResult>[]>;
+  }
+
   updateProgress(value: JobProgress): Promise<void> {
     if (!this.progressSink) return Promise.resolve();
     return this.progressSink.update(this, value);
@@ -95,7 +114,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   }
 
   toJSON() {
-    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, progressSink: _p, ...rest } = this;
+    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, progressSink: _p, flows: _f, ...rest } = this;
     return rest;
   }
 }

@@ -389,7 +389,7 @@ export class QueueWorker {
   }
 
   private run(row: ClaimedRow): void {
-    const job = new RunningJob(row, this.progress);
+    const job = new RunningJob(row, this.progress, this.ctx.store.flows);
     let completeCalled = false;
     const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
     if (backoff !== row.backoff && row.backoff !== null) {

@@ -318,4 +318,44 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     expect(await jobState(ids.xss)).toBe('failed');
     expect(dialogs).toEqual([]);
   });
+  it('a flow: the parent lists its children with states, each child links back to its parent, the queue lists parents waiting', async () => {
+    await signIn();
+    // idle is paused: the children wait, so the parent waits on them.
+    const flow = await main.app.get(pgq.QueueService).addFlow({
+      queue: 'idle',
+      name: 'report',
+      payload: { flow: 'parent' },
+      children: [
+        { queue: 'idle', name: 'report', payload: { flow: 'a' } },
+        { queue: 'idle', name: 'report', payload: { flow: 'b' } },
+      ],
+    });
+    const [a, b] = flow.children.map((c) => c.job.id);
+    await page.goto(`${main.dashboard}/jobs/${flow.job.id}`);
+    const children = page.locator('[data-testid="flow-children"] li');
+    await children.first().waitFor({ timeout: WAIT_MS });
+    expect(await children.evaluateAll((li) => li.map((l) => l.textContent))).toEqual([
+      expect.stringMatching(new RegExp(`^${a} idle/report waiting`)),
+      expect.stringMatching(new RegExp(`^${b} idle/report waiting`)),
+    ]);
+    expect(await page.getByText('Children (2, 2 not finished)').count()).toBe(1);
+    await page.locator('[data-testid="flow-children"] a').first().click();
+    await page.waitForURL(new RegExp(`/jobs/${a}$`));
+    const parents = page.locator('[data-testid="flow-parents"] li');
+    await parents.first().waitFor({ timeout: WAIT_MS });
+    expect(await parents.first().textContent()).toMatch(new RegExp(`^${flow.job.id} idle/report waiting-children`));
+    await page.locator('[data-testid="flow-parents"] a').first().click();
+    await page.waitForURL(new RegExp(`/jobs/${flow.job.id}$`));
+    await page.goto(`${main.dashboard}/queues/idle?state=waiting-children`);
+    await page.waitForFunction(
+      (id) =>
+        [...document.querySelectorAll('[data-testid="jobs-table"] tbody tr')].some((r) => r.getAttribute('data-job-id') === id),
+      flow.job.id,
+      { timeout: WAIT_MS },
+    );
+    const listed = await page
+      .locator('[data-testid="jobs-table"] tbody tr')
+      .evaluateAll((rs) => rs.map((r) => r.getAttribute('data-job-id')));
+    expect(listed).toEqual([flow.job.id]);
+  });
 });

@@ -71,7 +71,15 @@ describe('counts and lifecycle events', () => {
       expect(c1).toMatchObject({ waiting: 2, delayed: 1, active: 1, stalled: 1, failed: 1 });
       expect(c1.oldestWaitingAgeMs).toBeGreaterThanOrEqual(4000);
       const all = await queues.getCounts();
-      expect(all.empty).toEqual({ waiting: 0, delayed: 0, active: 0, stalled: 0, failed: 0, oldestWaitingAgeMs: null });
+      expect(all.empty).toEqual({
+        waiting: 0,
+        delayed: 0,
+        active: 0,
+        stalled: 0,
+        failed: 0,
+        waitingChildren: 0,
+        oldestWaitingAgeMs: null,
+      });
       expect(all.c1).toMatchObject({ waiting: 2, delayed: 1, active: 1, stalled: 1, failed: 1 });
     } finally {
       await app.close();

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import { Injectable, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
 import type { Pool } from 'pg';
 import request from 'supertest';
-import { PgQueueConfigError } from '../../lib';
+import { PgQueueConfigError, QueueService } from '../../lib';
 import { PgQueueDashboardModule, type PgQueueDashboardOptions } from '../../lib/dashboard';
 import { bootHttpApp, PLATFORMS, type Platform } from '../support/dashboard-app';
 import { createTestDatabase, testPool, type TestDatabase } from '../support/database';
@@ -393,6 +393,55 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
         expect([bad, r.status]).toEqual([bad, 400]);
         expect(r.body.error).toMatch(/positive integer/);
       }
+    });
+
+    it('flows: a job page lists its parents and children with their states; the queue page lists jobs waiting on children', async () => {
+      const flow = await app.get(QueueService).addFlow({
+        queue: Q,
+        name: 'ship',
+        payload: {},
+        children: [
+          { queue: M, name: 'pack', payload: {} },
+          { queue: M, name: 'label', payload: {} },
+        ],
+      });
+      const parent = flow.job.id;
+      const [done, open] = flow.children.map((c) => c.job.id);
+      // One child finishes (workers are off: moved to history by hand; the release trigger runs).
+      await sql.query(
+        `WITH d AS (DELETE FROM pgqueue.jobs WHERE id = $1 RETURNING *)
+         INSERT INTO pgqueue.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at)
+         SELECT id, queue, name, payload, 'completed', priority, run_at, 1, max_attempts, errors, created_at FROM d`,
+        [done],
+      );
+      const p = await http().get(`/queues/api/jobs/${parent}`);
+      expect(p.status).toBe(200);
+      expect(p.body.job).toMatchObject({ id: parent, state: 'waiting-children' });
+      expect(p.body.flow).toEqual({
+        parents: [],
+        children: [
+          { id: done, queue: M, name: 'pack', state: 'completed' },
+          { id: open, queue: M, name: 'label', state: 'waiting' },
+        ],
+        childrenTotal: 2,
+        childrenPending: 1,
+      });
+      const c = await http().get(`/queues/api/jobs/${open}`);
+      expect(c.body.flow).toMatchObject({
+        parents: [{ id: parent, queue: Q, name: 'ship', state: 'waiting-children' }],
+        childrenTotal: 0,
+      });
+      // A job in no flow has none.
+      const [plain] = await seedWaiting(Q, [{}]);
+      expect((await http().get(`/queues/api/jobs/${plain}`)).body.flow).toBeNull();
+      const list = await http().get(`/queues/api/queues/${Q}/jobs?state=waiting-children`);
+      expect(list.status).toBe(200);
+      expect(list.body.jobs.map((j: { id: string }) => j.id)).toContain(parent);
+      expect(list.body.jobs.every((j: { state: string }) => j.state === 'waiting-children')).toBe(true);
+      const detail = await http().get(`/queues/api/queues/${Q}`);
+      expect(detail.body.counts['waiting-children']).toBeGreaterThanOrEqual(1);
+      const overview = await http().get('/queues/api/overview');
+      expect(overview.body.queues.find((r: { name: string }) => r.name === Q).waitingChildren).toBeGreaterThanOrEqual(1);
     });
 
     it('job: its progress and the trace id of its enqueue, live and in history; none for a job without them', async () => {

@@ -180,7 +180,7 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
 
       expect(text).toContain('pgqueue_queue_jobs{queue="d",state="waiting"} 3');
       expect(text).toContain('pgqueue_queue_jobs{queue="d",state="delayed"} 1');
-      for (const state of ['active', 'stalled', 'failed'])
+      for (const state of ['active', 'stalled', 'failed', 'waiting-children'])
         expect(text).toContain(`pgqueue_queue_jobs{queue="d",state="${state}"} 0`);
       expect(text).toContain('pgqueue_queue_jobs{queue="idle",state="waiting"} 0'); // registered, empty
       expect(total(json, 'pgqueue_queue_jobs', { queue: 'd', state: 'waiting' })).toBe(3);

@@ -3,6 +3,7 @@ import { Pool } from 'pg';
 import { DataSource } from 'typeorm';
 import { pgQueueMigrations, Process, Processor, QueueService, type Job } from '../../lib';
 import { applyMigration, loadMigrations, migrate } from '../../lib/db/migrator';
+import type { SqlExecutor } from '../../lib/db/executor';
 import { bootApp } from '../support/app';
 import { createTestDatabase, waitFor, type TestDatabase, testPool } from '../support/database';
 
@@ -75,6 +76,58 @@ describe('migrations', () => {
     } finally {
       await app.close();
     }
+  });
+
+  it('migration 8 (flows) on a live install: jobs of version 7, waiting and running, keep their state and run', async () => {
+    const client = await pool.connect();
+    const exec: SqlExecutor = { query: async (text, params) => (await client.query(text, params as unknown[])).rows };
+    try {
+      for (const m of loadMigrations().filter((m) => m.version <= 7)) {
+        await client.query('BEGIN');
+        await applyMigration(exec, 'live8', m);
+        await client.query('COMMIT');
+      }
+      await client.query(`INSERT INTO live8.jobs (queue, name, payload) VALUES ('q', 'waiting', '{}')`);
+      await client.query(`INSERT INTO live8.jobs (queue, name, payload, state, locked_by, locked_until, attempt)
+                          VALUES ('q', 'running', '{}', 'active', 'w', now() + interval '1 minute', 1)`);
+      // The new column defaults are catalog-only: the table file is not rewritten.
+      const before = (await client.query(`SELECT pg_relation_filenode('live8.jobs') AS f`)).rows[0].f;
+      await client.query('BEGIN');
+      expect(
+        await applyMigration(
+          exec,
+          'live8',
+          loadMigrations().find((m) => m.version === 8)!,
+        ),
+      ).toBe(true);
+      await client.query('COMMIT');
+      expect((await client.query(`SELECT pg_relation_filenode('live8.jobs') AS f`)).rows[0].f).toBe(before);
+      const { rows } = await client.query(
+        `SELECT name, state, pending_dependencies, has_dependents, has_dependencies FROM live8.jobs ORDER BY id`,
+      );
+      expect(rows).toEqual([
+        { name: 'waiting', state: 'waiting', pending_dependencies: 0, has_dependents: false, has_dependencies: false },
+        { name: 'running', state: 'active', pending_dependencies: 0, has_dependents: false, has_dependencies: false },
+      ]);
+      // The widened check is NOT VALID (no scan at upgrade), and refuses other states all the same.
+      const check = await client.query(
+        `SELECT convalidated FROM pg_constraint WHERE conname = 'jobs_state_check' AND conrelid = 'live8.jobs'::regclass`,
+      );
+      expect(check.rows).toEqual([{ convalidated: false }]);
+      await expect(client.query(`UPDATE live8.jobs SET state = 'paused' WHERE name = 'waiting'`)).rejects.toThrow(
+        /jobs_state_check/,
+      );
+      // The old jobs finish as before: the trigger does not fire for them (no dependents).
+      await client.query(`WITH d AS (DELETE FROM live8.jobs RETURNING *) SELECT count(*) FROM d`);
+      expect((await client.query(`SELECT count(*)::int AS n FROM live8.job_dependencies`)).rows[0].n).toBe(0);
+    } finally {
+      client.release();
+    }
+    expect(await migrate(pool, 'live8')).toEqual(
+      loadMigrations()
+        .filter((m) => m.version > 8)
+        .map((m) => m.version),
+    );
   });
 
   it('0009 (progress, trace) adds its columns to a live install without rewriting jobs or job_history', async () => {

@@ -8,7 +8,15 @@ import {
 import type { QueueCounts } from '../../lib/core/job';
 
 const NOW = 1_700_000_000_000;
-const ZERO: QueueCounts = { waiting: 0, delayed: 0, active: 0, stalled: 0, failed: 0, oldestWaitingAgeMs: null };
+const ZERO: QueueCounts = {
+  waiting: 0,
+  delayed: 0,
+  active: 0,
+  stalled: 0,
+  failed: 0,
+  waitingChildren: 0,
+  oldestWaitingAgeMs: null,
+};
 
 function counts(c: Partial<QueueCounts> = {}): QueueCounts {
   return { ...ZERO, ...c };
@@ -40,8 +48,8 @@ describe('evaluateHealth', () => {
     expect(r.problems).toEqual([]);
     expect(r.details).toEqual({
       queues: {
-        email: { available: 0, oldestAvailableAgeMs: null, delayed: 0, active: 0, stalled: 0, failed: 0 },
-        orders: { available: 3, oldestAvailableAgeMs: 120, delayed: 2, active: 1, stalled: 0, failed: 4 },
+        email: { available: 0, oldestAvailableAgeMs: null, delayed: 0, active: 0, stalled: 0, failed: 0, waitingChildren: 0 },
+        orders: { available: 3, oldestAvailableAgeMs: 120, delayed: 2, active: 1, stalled: 0, failed: 4, waitingChildren: 0 },
       },
       listener: 'connected',
       workers: 'running',

@@ -11,6 +11,7 @@ describe('the public surface of nestjs-pg-queue', () => {
       [
         'CancelJobError',
         'CompleteWithError',
+        'DependencyError',
         'InjectQueue',
         'JobTimeoutError',
         'LeaseLostError',

@@ -4,8 +4,16 @@
 
 import { settings } from './settings';
 
-export type JobState = 'waiting' | 'delayed' | 'active' | 'completed' | 'failed' | 'cancelled';
-export const JOB_STATES: readonly JobState[] = ['waiting', 'delayed', 'active', 'completed', 'failed', 'cancelled'];
+export type JobState = 'waiting' | 'delayed' | 'active' | 'waiting-children' | 'completed' | 'failed' | 'cancelled';
+export const JOB_STATES: readonly JobState[] = [
+  'waiting',
+  'delayed',
+  'active',
+  'waiting-children',
+  'completed',
+  'failed',
+  'cancelled',
+];
 
 export interface QueueRow {
   name: string;
@@ -85,6 +93,23 @@ export interface JobDetail extends Omit<JobSummary, 'payloadPreview' | 'lastErro
   progress?: number | Record<string, unknown> | null;
   /** The trace recorded at enqueue (OpenTelemetry), if any. */
   traceId?: string | null;
+}
+
+/** A job linked to another in a flow (its parent, or a child). queue null: gone (pruned or removed). */
+export interface FlowLink {
+  id: string;
+  queue: string | null;
+  name: string | null;
+  state: string | null;
+}
+
+/** A job's place in a flow, on its page. */
+export interface JobFlow {
+  parents: FlowLink[];
+  /** The first 100 children by id. */
+  children: FlowLink[];
+  childrenTotal: number;
+  childrenPending: number;
 }
 
 export interface TimelineEntry {

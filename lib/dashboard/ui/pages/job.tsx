@@ -1,5 +1,5 @@
 import { useState } from 'preact/hooks';
-import { enc, onConnection, post, type JobDetail, type TimelineEntry } from '../api';
+import { enc, onConnection, post, type FlowLink, type JobDetail, type JobFlow, type TimelineEntry } from '../api';
 import {
   ActionButton,
   Empty,
@@ -21,11 +21,65 @@ import { settings } from '../settings';
 interface JobAnswer {
   job: JobDetail;
   timeline: TimelineEntry[];
+  flow?: JobFlow | null;
   /** The connection (database) the job was found in. */
   connection?: string;
 }
 
-const LIVE = new Set(['waiting', 'delayed', 'active']);
+const LIVE = new Set(['waiting', 'delayed', 'active', 'waiting-children']);
+
+/** Jobs of a flow as links with their states; a job gone from both tables shows its id only. */
+function FlowLinks(props: { links: FlowLink[]; testId: string; on: string }) {
+  return (
+    <ul class="flow-links" data-testid={props.testId}>
+      {props.links.map((l) => (
+        <li key={l.id}>
+          <Link to={`/jobs/${enc(l.id)}${props.on}`}>
+            <span class="mono">{l.id}</span>
+          </Link>{' '}
+          {l.queue ? (
+            <span class="mono">
+              {l.queue}/{l.name}
+            </span>
+          ) : (
+            <span class="muted">gone (pruned or removed)</span>
+          )}{' '}
+          {l.state && <StateBadge state={l.state} />}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** Its parents (the jobs that wait on it) and its children (the jobs it waits on). */
+function FlowSection(props: { flow: JobFlow; on: string }) {
+  const f = props.flow;
+  return (
+    <div class="two-col">
+      <Section title={`Parents (${f.parents.length})`}>
+        {f.parents.length === 0 ? (
+          <Empty>No job waits on this one.</Empty>
+        ) : (
+          <FlowLinks links={f.parents} testId="flow-parents" on={props.on} />
+        )}
+      </Section>
+      <Section title={`Children (${f.childrenTotal}${f.childrenPending ? `, ${f.childrenPending} not finished` : ''})`}>
+        {f.childrenTotal === 0 ? (
+          <Empty>This job waits on no other.</Empty>
+        ) : (
+          <>
+            <FlowLinks links={f.children} testId="flow-children" on={props.on} />
+            {f.childrenTotal > f.children.length && (
+              <p class="muted">
+                The first {f.children.length} of {f.childrenTotal}, by id.
+              </p>
+            )}
+          </>
+        )}
+      </Section>
+    </div>
+  );
+}
 
 const EVENT_LABEL: Record<string, string> = {
   created: 'Created',
@@ -216,6 +270,8 @@ export function JobPage(props: { id: string; connection?: string | null }) {
           )}
         </Section>
       </div>
+
+      {data.flow && <FlowSection flow={data.flow} on={qs(on)} />}
 
       <div class="two-col">
         <Section title="Payload">

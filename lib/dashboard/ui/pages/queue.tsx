@@ -51,6 +51,7 @@ const WHEN_LABEL: Record<JobState, string> = {
   waiting: 'Due',
   delayed: 'Due',
   active: 'Started',
+  'waiting-children': 'Due',
   completed: 'Finished',
   failed: 'Finished',
   cancelled: 'Finished',
