@@ -189,12 +189,15 @@ function machineCpu() {
  * the whole machine; WAL position.
  */
 export async function counters(client, rolePids) {
-  const { rows: procs } = await client.query('SELECT pid FROM pg_stat_activity');
+  const { rows: procs } = await client.query('SELECT pid, datname FROM pg_stat_activity');
   const {
     rows: [w],
   } = await client.query('SELECT pg_current_wal_insert_lsn()::text AS lsn');
   const pgCpu = new Map(procs.map((p) => [p.pid, cpuSeconds(p.pid)]).filter(([, s]) => s !== null));
-  return { t: now(), roles: rolePids.map(cpuSeconds), pgCpu, machine: machineCpu(), lsn: w.lsn };
+  // The backends on this run's own database: on a shared server, the others' are not ours.
+  const ours = new Set(procs.filter((p) => p.datname === client.database).map((p) => p.pid));
+  const dbCpu = new Map([...pgCpu].filter(([pid]) => ours.has(pid)));
+  return { t: now(), roles: rolePids.map(cpuSeconds), pgCpu, dbCpu, machine: machineCpu(), lsn: w.lsn };
 }
 
 /** What happened between two `counters` readings: CPU as % of one core, WAL bytes per job. */
@@ -205,13 +208,19 @@ export async function usage(client, a, b, jobs) {
   } = await client.query('SELECT pg_wal_lsn_diff($1, $2)::bigint AS bytes', [b.lsn, a.lsn]);
   let pgS = 0;
   for (const [pid, s] of b.pgCpu) pgS += s - (a.pgCpu.get(pid) ?? 0); // a process born meanwhile counts whole
+  let dbS = 0;
+  for (const [pid, s] of b.dbCpu) dbS += s - (a.dbCpu.get(pid) ?? 0);
   const pct = (s) => Math.round((100 * s) / wallS);
-  const roleS = a.roles.map((s, i) => (s === null || b.roles[i] === null ? null : b.roles[i] - s));
+  const roleList = a.roles.map((s, i) => (s === null || b.roles[i] === null ? null : b.roles[i] - s));
+  const roleS = roleList.includes(null) ? null : roleList.reduce((x, y) => x + y, 0);
   return {
-    workerCpuPct: roleS.map((s) => (s === null ? null : pct(s))),
+    // CPU per job of the worker processes and of this database's backends: the work a run cost,
+    // whatever else the machine was doing (wall time and rates are not).
+    cpuMsPerJob: roleS === null || !a.dbCpu.size ? null : ((roleS + dbS) * 1000) / jobs,
+    workerCpuPct: roleList.map((s) => (s === null ? null : pct(s))),
     // CPU (user + system) of the role processes per 1,000 jobs, in ms: a measure of the client's
     // own cost per job that does not depend on how busy the machine was (10 ms ticks from /proc).
-    workerCpuMsPer1000: roleS.includes(null) ? null : (1e6 * roleS.reduce((x, y) => x + y, 0)) / jobs,
+    workerCpuMsPer1000: roleS === null ? null : (1e6 * roleS) / jobs,
     postgresCpuPct: a.pgCpu.size ? pct(pgS) : null,
     // The same for every server process (backends and background workers): the server's cost per job.
     postgresCpuMsPer1000: a.pgCpu.size ? (1e6 * pgS) / jobs : null,

@@ -92,13 +92,26 @@ const SIZES = {
     bulk: 100_000,
     batch: 1000,
     drain: 50_000,
+    // Long enough for about 15 polls at the pages' 2 s (a 50,000-job drain saw one or two).
+    dashboardDrain: 200_000,
     rate: 200,
     seconds: 10,
     history: 1_000_000,
     rss: 200_000,
     scale: 200_000,
   },
-  smoke: { single: 300, bulk: 300, batch: 100, drain: 300, rate: 200, seconds: 1, history: 2000, rss: 500, scale: 300 },
+  smoke: {
+    single: 300,
+    bulk: 300,
+    batch: 100,
+    drain: 300,
+    dashboardDrain: 300,
+    rate: 200,
+    seconds: 1,
+    history: 2000,
+    rss: 500,
+    scale: 300,
+  },
 };
 
 /** Workloads, each with its runs (library and raw); a run is [key, fn(ctx)]. */
@@ -140,11 +153,25 @@ function plan(size, opts) {
       [
         [
           'dashboard/open',
-          (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history, dashboard: { open: true } }),
+          (c) =>
+            drain(c, { kind: 'lib', processes: 1, jobs: size.dashboardDrain, history: size.history, dashboard: { open: true } }),
         ],
         [
           'dashboard/closed',
-          (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history, dashboard: { open: false } }),
+          (c) =>
+            drain(c, { kind: 'lib', processes: 1, jobs: size.dashboardDrain, history: size.history, dashboard: { open: false } }),
+        ],
+        // Sensitivity: the same pages polled four times as often as they do.
+        [
+          'dashboard/open-500ms',
+          (c) =>
+            drain(c, {
+              kind: 'lib',
+              processes: 1,
+              jobs: size.dashboardDrain,
+              history: size.history,
+              dashboard: { open: true, everyMs: 500 },
+            }),
         ],
       ],
     ],

@@ -168,7 +168,7 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
       const dashUrl = dashboard?.open ? (await roles[0].request({ type: 'dashboard' })).url : null;
       const t0 = now();
       await gate.open();
-      const poller = dashUrl ? pollDashboard(dashUrl, DASHBOARD_REFRESH_MS) : null;
+      const poller = dashUrl ? pollDashboard(dashUrl, dashboard.everyMs ?? DASHBOARD_REFRESH_MS) : null;
       const startedAll = async () =>
         (await Promise.all(roles.map((r) => r.request({ type: 'progress' })))).reduce((n, m) => n + m.handled, 0) >= jobs;
       const done = await waitEmpty(url, table, Math.max(120_000, jobs * 2), { startedAll }).finally(() => poller?.stop());

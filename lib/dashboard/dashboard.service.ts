@@ -4,6 +4,7 @@ import { PgQueueError } from '../core/errors';
 import { DashboardStore, type DashboardFlow, type DashboardJob } from '../db/dashboard-store';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
+import { CostlyReads } from './costly-reads';
 import { DashboardInputError, encodeCursor, type JobListQuery } from './dashboard-input';
 import { PG_QUEUE_DASHBOARD_OPTIONS, type ResolvedDashboardOptions } from './dashboard.options';
 import { MinuteCounts, sumByMinute } from './dashboard-throughput';
@@ -58,11 +59,35 @@ export class DashboardService {
     @Inject(PG_QUEUE_DASHBOARD_OPTIONS) private readonly options: ResolvedDashboardOptions,
   ) {
     for (const c of runtime.connections) {
-      const store = new DashboardStore(c.pool, c.store.schema, c.store.channel);
+      // Half the pool at most (the workers share it), and at least one connection.
+      const connections = Math.max(1, Math.floor(c.options.poolSize / 2));
+      const store = new DashboardStore(c.pool, c.store.schema, c.store.channel, connections);
       this.stores.set(c.name, store);
       this.minutes.set(c.name, new MinuteCounts(store));
     }
     this.store = this.stores.get(runtime.connections[0].name)!;
+    this.costly = new CostlyReads(options.countsBudget);
+  }
+
+  /** The counts and the throughput: reused while recent compared with their cost (countsBudget). */
+  private readonly costly: CostlyReads;
+
+  /**
+   * Every queue's counts of one connection: the overview's, and a queue page's too (it picks its
+   * row), so an open overview and queue page share one count. Counting one queue costs little
+   * less than all when one queue holds most jobs, the case where counting is costly.
+   */
+  private counts(connection: string) {
+    const registered = this.registered(connection);
+    return this.costly.read(`counts ${connection} ${registered.join(',')}`, () =>
+      this.stores.get(connection)!.counts(registered),
+    );
+  }
+
+  /** After an action: its effect shows on the next read. */
+  private changed<T>(result: T): T {
+    this.costly.clear();
+    return result;
   }
 
   /** The connection names, the default first. */
@@ -91,7 +116,9 @@ export class DashboardService {
 
   /** Every database's throughput, summed per minute. */
   private async throughput() {
-    return sumByMinute(await Promise.all(this.names.map((n) => this.minutes.get(n)!.read())));
+    return this.costly.read('throughput', async () =>
+      sumByMinute(await Promise.all(this.names.map((n) => this.minutes.get(n)!.read()))),
+    );
   }
 
   private registered(connection: string): string[] {
@@ -99,10 +126,7 @@ export class DashboardService {
   }
 
   async overview() {
-    const [perConnection, t] = await Promise.all([
-      Promise.all(this.names.map((n) => this.stores.get(n)!.counts(this.registered(n)))),
-      this.throughput(),
-    ]);
+    const [perConnection, t] = await Promise.all([Promise.all(this.names.map((n) => this.counts(n))), this.throughput()]);
     const queues = perConnection.flatMap((rows, i) =>
       rows.map((q) => {
         const registered = this.runtime.queueOptions(q.name) !== undefined;
@@ -122,7 +146,8 @@ export class DashboardService {
   async queue(name: string) {
     const connection = this.connectionOf(name);
     const store = this.stores.get(connection)!;
-    const [[found], names] = await Promise.all([store.counts(this.registered(connection), name), store.names(name)]);
+    const [all, names] = await Promise.all([this.counts(connection), store.names(name)]);
+    const found = all.find((q) => q.name === name);
     const o = this.runtime.queueOptions(name);
     // A queue nothing knows of (no jobs, no history, not registered, never paused) answers zeros.
     const {
@@ -249,7 +274,7 @@ export class DashboardService {
   }
 
   async retry(ids: string[], connection: string | null = null) {
-    return { retried: await this.storeNamed(connection).retryIds(ids) };
+    return this.changed({ retried: await this.storeNamed(connection).retryIds(ids) });
   }
 
   /** The runtime store of the connection a job action names (the default when none is named). */
@@ -268,7 +293,7 @@ export class DashboardService {
       if (r === 'cancelled') cancelled.push(j.id);
       else if (r === 'cancelling') cancelling.push(j.id);
     }
-    return { cancelled, cancelling };
+    return this.changed({ cancelled, cancelling });
   }
 
   async remove(ids: string[], connection: string | null = null) {
@@ -277,22 +302,22 @@ export class DashboardService {
     for (const j of await this.storeNamed(connection).locate(ids)) {
       if (await store.remove(j.queue, j.id)) removed.push(j.id);
     }
-    return { removed };
+    return this.changed({ removed });
   }
 
   async retryFailed(queue: string, name: string | null) {
-    return { retried: await this.storeOf(queue).retryFailed(queue, name) };
+    return this.changed({ retried: await this.storeOf(queue).retryFailed(queue, name) });
   }
 
   async setPaused(queue: string, paused: boolean) {
     await this.jobStoreNamed(this.connectionOf(queue)).setPaused(queue, paused);
-    return { paused };
+    return this.changed({ paused });
   }
 
   async enqueue(queue: string, body: { name: string; payload: unknown; options: Record<string, unknown> }) {
     try {
       const job = await this.runtime.queue(queue, 'dashboard enqueue').add(body.name, body.payload, body.options as JobOptions);
-      return { job, connection: this.connectionOf(queue) };
+      return this.changed({ job, connection: this.connectionOf(queue) });
     } catch (err) {
       // Every refusal of add() (unregistered queue, bad name, payload or option) is the caller's to fix.
       if (err instanceof PgQueueError) throw new DashboardInputError(err.message, { cause: err });

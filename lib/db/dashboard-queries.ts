@@ -115,35 +115,44 @@ export function buildDashboardQueries(schema: string) {
   const history = `${s}.job_history`;
   return {
     /**
-     * The overview's figures per queue, in one statement: live counts from index-only scans of
-     * the claim and active partial indexes (liveCountsSql), failed and cancelled from their
-     * partial indexes on job_history, paused from the queues table. Lists every queue that has jobs, history, a queues row, or is
-     * registered in this app ($1). $1 registered names[] $2 one queue or NULL (all)
+     * The overview's live figures per queue: counts from index-only scans of the claim and
+     * active partial indexes (liveCountsSql), paused from the queues table. Lists every queue
+     * that has live jobs, a queues row, or is registered in this app ($1); historyCounts adds
+     * those with only history. Two statements, not one, so the store runs them at once on two
+     * connections: as one statement the history counts waited for the live ones (27 / 35 ms
+     * p50 / p95 against 16 / 28 ms for the pair, 100,000 waiting and 1,000,000 finished jobs,
+     * 2 cores shared). $1 registered names[] $2 one queue or NULL (all)
      */
-    counts: `
+    liveCounts: `
       WITH live AS (${liveCountsSql(jobs, '$2')}
-      ), failed AS (
-        SELECT queue, count(*) AS n FROM ${history} WHERE state = 'failed' AND ($2::text IS NULL OR queue = $2) GROUP BY queue
-      ), cancelled AS (
-        SELECT queue, count(*) AS n FROM ${history} WHERE state = 'cancelled' AND ($2::text IS NULL OR queue = $2) GROUP BY queue
       ), parents AS (${waitingChildrenSql(jobs, '$2')}
       ), names AS (
-        SELECT queue FROM live UNION SELECT queue FROM failed UNION SELECT queue FROM cancelled UNION SELECT queue FROM parents
+        SELECT queue FROM live UNION SELECT queue FROM parents
         UNION SELECT name FROM ${s}.queues WHERE $2::text IS NULL OR name = $2
         UNION SELECT n FROM unnest($1::text[]) n WHERE $2::text IS NULL OR n = $2
       )
       SELECT n.queue AS name, coalesce(l.waiting, 0)::int AS waiting, coalesce(l.delayed, 0)::int AS delayed,
              coalesce(l.active, 0)::int AS active, coalesce(l.stalled, 0)::int AS stalled,
-             coalesce(f.n, 0)::int AS failed, coalesce(c.n, 0)::int AS cancelled,
              coalesce(w.waiting_children, 0)::int AS waiting_children,
              coalesce(q.paused, false) AS paused, l.oldest_waiting_age_ms
       FROM names n
       LEFT JOIN live l ON l.queue = n.queue
-      LEFT JOIN failed f ON f.queue = n.queue
-      LEFT JOIN cancelled c ON c.queue = n.queue
       LEFT JOIN parents w ON w.queue = n.queue
-      LEFT JOIN ${s}.queues q ON q.name = n.queue
-      ORDER BY n.queue`,
+      LEFT JOIN ${s}.queues q ON q.name = n.queue`,
+
+    /**
+     * Failed and cancelled jobs per queue, each from its partial index on job_history
+     * (job_history_failed_idx, job_history_cancelled_idx), index-only. The literal states
+     * let the planner match those partial indexes. $1 one queue or NULL (all)
+     */
+    historyCounts: `
+      WITH failed AS (
+        SELECT queue, count(*) AS n FROM ${history} WHERE state = 'failed' AND ($1::text IS NULL OR queue = $1) GROUP BY queue
+      ), cancelled AS (
+        SELECT queue, count(*) AS n FROM ${history} WHERE state = 'cancelled' AND ($1::text IS NULL OR queue = $1) GROUP BY queue
+      )
+      SELECT coalesce(f.queue, c.queue) AS name, coalesce(f.n, 0)::int AS failed, coalesce(c.n, 0)::int AS cancelled
+      FROM failed f FULL JOIN cancelled c ON c.queue = f.queue`,
 
     /**
      * Completed and failed jobs per minute over the last 60 minutes (the current one included),
@@ -153,7 +162,7 @@ export function buildDashboardQueries(schema: string) {
      * nothing computed per row; a minute that ended by $1 is not looked up. Grouping by date_trunc('minute', finished_at) instead evaluated
      * and hashed every row: 120-180 ms for the whole hour with 940,000 rows finished in it, against
      * 55-80 ms here (bench/dashboard-plans.mjs). The whole hour is still the costly read, so the
-     * dashboard counts it once and then only the last two minutes each poll (DashboardService).
+     * dashboard counts it once and then only the minutes not yet settled each poll (DashboardService).
      * $1 from (timestamptz) or NULL
      */
     throughput: `
@@ -169,15 +178,17 @@ export function buildDashboardQueries(schema: string) {
       ORDER BY m.minute`,
 
     /**
-     * Job names seen in a queue, from at most 5,000 live and 5,000 finished rows (each LIMIT
-     * stops the walk: jobs by a scan of the backlog, history by job_history_queue_state_idx).
-     * $1 queue
+     * Job names seen in a queue, from at most 5,000 live and 5,000 finished rows. History is
+     * walked on job_history_queue_state_idx (newest first per state), never scanned: a plain
+     * LIMIT over `WHERE queue = $1` was a seq scan of job_history that, for a queue with few
+     * finished jobs among millions, read all of it before stopping. Live jobs are a scan of the
+     * backlog that the LIMIT stops. $1 queue
      */
     names: `
       SELECT DISTINCT name FROM (
         (SELECT name FROM ${jobs} WHERE queue = $1 LIMIT 5000)
         UNION ALL
-        (SELECT name FROM ${history} WHERE queue = $1 LIMIT 5000)
+        (SELECT name FROM ${history} WHERE queue = $1 ORDER BY state DESC, id DESC LIMIT 5000)
       ) n ORDER BY name`,
 
     /** One job, live or finished, with what the job page shows beyond Job. $1 id */

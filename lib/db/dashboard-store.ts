@@ -79,6 +79,35 @@ export interface NodeInfo {
   readonly running: number;
 }
 
+/** `db`, running at most `max` statements at once; the others wait their turn in order. */
+function limited(db: SqlExecutor, max: number): SqlExecutor {
+  let running = 0;
+  const waiting: (() => void)[] = [];
+  return {
+    async query<R>(sql: string, params: readonly unknown[], name?: string): Promise<R[]> {
+      if (running >= max) await new Promise<void>((resolve) => waiting.push(resolve));
+      else running++;
+      try {
+        return await db.query<R>(sql, params, name);
+      } finally {
+        const next = waiting.shift();
+        if (next) next();
+        else running--;
+      }
+    },
+  };
+}
+
+const EMPTY_LIVE = {
+  waiting: 0,
+  delayed: 0,
+  active: 0,
+  stalled: 0,
+  waitingChildren: 0,
+  paused: false,
+  oldestWaitingAgeMs: null,
+} as const;
+
 type ListRow = JobRow & {
   unique_key: string | null;
   locked_by: string | null;
@@ -92,44 +121,64 @@ export class DashboardStore {
   readonly q: DashboardQueries;
   private readonly db: SqlExecutor;
 
+  /**
+   * `maxConcurrent`: how many of the pool's connections the dashboard may hold at once. The
+   * workers share that pool: while a poll's reads held three of its four connections, each for
+   * as long as a count over a table in full churn takes (a second, 200,000 jobs draining), claims
+   * and completions queued behind them.
+   */
   private readonly flows: FlowQueries;
 
   constructor(
     pool: PgPool,
     private readonly schema: string,
     private readonly channel: string,
+    maxConcurrent = 2,
   ) {
     this.q = buildDashboardQueries(schema);
     this.flows = buildFlowQueries(schema);
-    this.db = poolExecutor(pool);
+    this.db = limited(poolExecutor(pool), maxConcurrent);
   }
 
-  /** Figures per queue: all of them (and every registered one), or one. */
+  /**
+   * Figures per queue: all of them (and every registered one), or one. The live and the
+   * history counts are two statements run at once, each on its own connection of the pool,
+   * sorted by name (code points) here.
+   */
   async counts(registered: readonly string[], queue: string | null = null): Promise<QueueOverviewRow[]> {
-    const rows = await this.db.query<{
-      name: string;
-      waiting: number;
-      delayed: number;
-      active: number;
-      stalled: number;
-      failed: number;
-      cancelled: number;
-      waiting_children: number;
-      paused: boolean;
-      oldest_waiting_age_ms: number | null;
-    }>(this.q.counts, [registered, queue]);
-    return rows.map((r) => ({
+    const [live, history] = await Promise.all([
+      this.db.query<{
+        name: string;
+        waiting: number;
+        delayed: number;
+        active: number;
+        stalled: number;
+        waiting_children: number;
+        paused: boolean;
+        oldest_waiting_age_ms: number | null;
+      }>(this.q.liveCounts, [registered, queue]),
+      this.db.query<{ name: string; failed: number; cancelled: number }>(this.q.historyCounts, [queue]),
+    ]);
+    const finished = new Map(history.map((h) => [h.name, h]));
+    const rows = live.map((r) => ({
       name: r.name,
       waiting: r.waiting,
       delayed: r.delayed,
       active: r.active,
       stalled: r.stalled,
-      failed: r.failed,
-      cancelled: r.cancelled,
+      failed: finished.get(r.name)?.failed ?? 0,
+      cancelled: finished.get(r.name)?.cancelled ?? 0,
       waitingChildren: r.waiting_children,
       paused: r.paused,
       oldestWaitingAgeMs: r.oldest_waiting_age_ms === null ? null : Math.max(0, Math.round(r.oldest_waiting_age_ms)),
     }));
+    const listed = new Set(live.map((r) => r.name));
+    // A queue with only history: no live jobs, no queues row, not registered here.
+    for (const h of history) {
+      if (listed.has(h.name)) continue;
+      rows.push({ ...EMPTY_LIVE, name: h.name, failed: h.failed, cancelled: h.cancelled });
+    }
+    return rows.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
   /** Per minute over the last hour; minutes before `from` (if given) come back as 0. */

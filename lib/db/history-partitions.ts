@@ -165,16 +165,39 @@ export class HistoryPartitions {
       result.converted = await this.convertLegacy(at);
       if (result.converted !== 'swapped') return result;
     }
-    const { floor, list } = await this.partitions();
-    for (const r of missingRanges(at, this.intervalMs, list, floor)) {
-      const name = partitionName(r.lo);
-      if (await this.tryStep((c) => this.createPartition(name, r.lo, r.hi, c), result)) result.created.push(name);
-    }
+    const list = await this.createAhead(at, result);
     for (const p of list) {
       if (p.hi > at - dropAfterMs) continue;
       if (await this.tryStep((c) => c.query(`DROP TABLE ${this.t(p.name)}`), result)) result.dropped.push(p.name);
     }
     return result;
+  }
+
+  /**
+   * Creates the partitions missing for the current interval and the next ones, and nothing
+   * else (no drop, no conversion step): what every connection runs at boot, so finished jobs
+   * land in a ranged partition from the first one on. Rows that reach the default partition are
+   * the ones an ATTACH next to them can break: an insert routed to the default partition before
+   * a concurrent ATTACH commits fails its partition check after it ("violates partition
+   * constraint"), seen once in the suite when a cancel raced the first pass after a fresh
+   * install. Answers the names it created (none when another node holds the history lock).
+   */
+  async ensureAhead(): Promise<string[]> {
+    const layout = await this.layout();
+    if (!layout.current) return [];
+    const result = { created: [] as string[], lockTimeouts: 0 };
+    await this.createAhead(layout.now, result);
+    return result.created;
+  }
+
+  /** Creates what missingRanges names at `at`; answers the ranged partitions found before. */
+  private async createAhead(at: number, result: { created: string[]; lockTimeouts: number }): Promise<HistoryPartition[]> {
+    const { floor, list } = await this.partitions();
+    for (const r of missingRanges(at, this.intervalMs, list, floor)) {
+      const name = partitionName(r.lo);
+      if (await this.tryStep((c) => this.createPartition(name, r.lo, r.hi, c), result)) result.created.push(name);
+    }
+    return list;
   }
 
   /** A step that gives up on a lock timeout (55P03), counted, instead of failing the pass. */
@@ -199,6 +222,9 @@ export class HistoryPartitions {
   async createPartition(name: string, lo: number, hi: number, client?: PgPoolClient): Promise<void> {
     const run = async (c: PgPoolClient): Promise<void> => {
       const p = this.t(name);
+      // Another node (booting at the same moment) may have created it since the list was read.
+      const exists = await c.query<{ r: string | null }>(`SELECT to_regclass($1) AS r`, [p]);
+      if (exists.rows[0].r !== null) return;
       const from = new Date(lo).toISOString();
       const to = new Date(hi).toISOString();
       await c.query(

@@ -805,6 +805,11 @@ export class JobStore {
     );
   }
 
+  /** The worker processes (nodes) that heartbeat into this schema now: seen within 3 of their intervals. */
+  async liveNodeIds(): Promise<string[]> {
+    return (await this.db.query<{ id: string }>(this.q.liveNodeIds, [])).map((r) => r.id);
+  }
+
   /** Tests only: makes the waiting jobs of `queue` (null: all) that are due later due now; returns how many. */
   async makeDueWaiting(queue: string | null): Promise<number> {
     const { rowCount } = await this.pool.query(this.q.makeDueWaiting, [queue]);

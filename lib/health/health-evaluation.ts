@@ -92,6 +92,11 @@ export type PgQueueHealthDetails = {
   workers: 'running' | 'stopped' | 'disabled';
   /** Why the check is down, one sentence each; empty when up. */
   problems: string[];
+  /**
+   * Worker processes of this database seen within 3 of their heartbeats (the nodes registry the
+   * dashboard lists), this one included when it runs workers; absent when the database did not answer.
+   */
+  nodes?: number;
 };
 
 /** The verdict of {@link evaluateHealth}. */

@@ -50,8 +50,8 @@ export class PgQueueHealthIndicator {
   ) {}
 
   /**
-   * Checks the queue: one counts query (which also proves the database answers), the listener's
-   * and the workers' state, and the thresholds.
+   * Checks the queue: one counts query (which also proves the database answers) and one of the
+   * nodes registry, the listener's and the workers' state, and the thresholds.
    * @param key the key of this check in the Terminus result. @default 'pgqueue'
    * @param thresholds limits and grace periods; see {@link PgQueueHealthThresholds}. @default {}
    * @throws PgQueueConfigError when a threshold is invalid (Terminus then answers 500, not 503)
@@ -63,9 +63,13 @@ export class PgQueueHealthIndicator {
     validateHealthThresholds(thresholds);
     const indicator = this.health.check(key);
     let counts: Record<string, QueueCounts> = {};
+    let nodes: number | undefined;
     let database: string | null = null;
     try {
-      counts = await within(this.queues.getCounts(), thresholds.timeoutMs ?? HEALTH_DEFAULTS.timeoutMs);
+      [counts, nodes] = await within(
+        Promise.all([this.queues.getCounts(), this.runtime.liveNodes()]),
+        thresholds.timeoutMs ?? HEALTH_DEFAULTS.timeoutMs,
+      );
     } catch (err) {
       // Not `instanceof Error`: errors from node:net may come from another realm (jest's sandbox).
       const message = (err as { message?: unknown } | null)?.message;
@@ -84,7 +88,7 @@ export class PgQueueHealthIndicator {
     );
     const details: PgQueueHealthDetails = database
       ? { ...verdict.details, problems: [database, ...verdict.details.problems] }
-      : verdict.details;
+      : { ...verdict.details, nodes };
     return verdict.up && !database ? indicator.up(details) : indicator.down(details);
   }
 }

@@ -11,6 +11,8 @@ export interface QueueMetricsSource {
   counts(): Promise<Record<string, QueueCounts> | null>;
   /** The LISTEN connection's state, or null when there is none (poll-only, or no workers here). */
   listenerState(): { readonly connected: boolean } | null;
+  /** Live worker processes of the nodes registry, or null when it could not be read. */
+  liveNodes(): Promise<number | null>;
 }
 
 /** The job states `queue_jobs` reports (its `state` label), and the `QueueCounts` field of each. */
@@ -146,6 +148,24 @@ export function pgQueueMetricSet(registry: Registry, opts: ResolvedMetricsOption
           // A gauge without labels resets to 0; poll-only mode must show no series, not "down".
           if (state) this.set(state.connected ? 1 : 0);
           else this.remove();
+        },
+      }),
+  );
+
+  reuse(
+    registry,
+    `${p}nodes`,
+    Gauge,
+    () =>
+      new Gauge({
+        name: `${p}nodes`,
+        help: 'Worker processes (nodes) of this database seen within 3 of their heartbeats, from the nodes registry at scrape time.',
+        registers,
+        async collect() {
+          const n = (await newest(sources)?.liveNodes()) ?? null;
+          this.reset();
+          if (n === null) this.remove();
+          else this.set(n);
         },
       }),
   );

@@ -68,6 +68,12 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
         }),
       ),
       listenerState: () => runtime.listenerState,
+      liveNodes: sharedInFlight(() =>
+        runtime.liveNodes().catch((err: Error) => {
+          this.logger.warn(`Node count not reported in this scrape: reading the nodes registry failed (${err.message})`);
+          return null;
+        }),
+      ),
     };
   }
 

@@ -3,6 +3,7 @@ import { JobStore } from '../db/job-store';
 import { poolExecutor } from '../db/executor';
 import { databaseIdentity } from '../db/identity';
 import type { PgClientConfig, PgPool, PgPoolConfig } from '../core/pg-types';
+import { HistoryPartitions } from '../db/history-partitions';
 import { currentVersion, latestVersion, migrate } from '../db/migrator';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
@@ -70,6 +71,12 @@ export class PgQueueConnection {
           );
         }
       }
+      // The history's partitions for now and the next intervals exist before any job finishes
+      // (see HistoryPartitions.ensureAhead); the maintenance pass keeps them ahead afterwards.
+      // Never fatal: the default partition takes the rows until a later pass succeeds.
+      await new HistoryPartitions(pool, options.schema, options.historyPartitionMs)
+        .ensureAhead()
+        .catch((err: Error) => logger.warn(`pg-queue history partitions not created at boot: ${err.message}`));
       // Only an app with more than one connection compares identities: one with a single
       // connection boots exactly as before, with no query more.
       identity = identify ? await databaseIdentity(poolExecutor(pool)) : '';

@@ -68,6 +68,15 @@ export class PgQueueRuntime {
     return down[0] ?? states[0] ?? null;
   }
 
+  /**
+   * How many worker processes heartbeat into any connection's nodes registry now, for health and
+   * metrics: a node with queues on two databases is in both registries and counts once.
+   */
+  async liveNodes(): Promise<number> {
+    const ids = await Promise.all(this.connections.map((c) => c.store.liveNodeIds()));
+    return new Set(ids.flat()).size;
+  }
+
   /** True while the workers of every connection run. */
   get workersRunning(): boolean {
     return this.connections.every((c) => c.supervisor.running);

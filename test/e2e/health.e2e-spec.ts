@@ -91,6 +91,8 @@ describe('sample app: GET /health', () => {
         },
       },
     });
+    // This process, from the nodes registry (its first heartbeat writes its row).
+    await waitFor(async () => (await health()).body.details.pgqueue.nodes === 1, { message: 'nodes: 1 in the details' });
   });
 
   it('answers 503 once the listener has been down longer than its grace period, and 200 after it reconnects', async () => {

@@ -78,6 +78,9 @@ Injectable()(DenyUnlessHeader);
 describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
   const apps: INestApplication[] = [];
   async function boot(dash: PgQueueDashboardOptions, extra: { repeat?: boolean } = {}): Promise<INestApplication> {
+    // Tests seed with SQL between reads, which no dashboard action announces: counts are taken
+    // afresh on every read (their reuse is test/unit/dashboard-costly-reads.spec.ts's).
+    dash = { countsBudget: 1, ...dash };
     const app = await bootHttpApp(platform, {
       options: { connection: db.url, workers: false },
       queues: [
@@ -179,6 +182,51 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       expect(t.failed[59]).toBeGreaterThanOrEqual(2);
       expect(res.body.readOnly).toBe(false);
       expect(typeof res.body.now).toBe('string');
+    });
+
+    it('overview: every queue once, in name order, whichever table holds its jobs (waiting ones found by the skip scan)', async () => {
+      const p = `skip-${platform}`;
+      // Three queues with waiting jobs, inserted out of name order: the skip scan must step over each.
+      await seedWaiting(`${p}-e`, [{ delayMs: 3_600_000 }]);
+      await seedWaiting(`${p}-a`, [{}, {}]);
+      await seedWaiting(`${p}-c`, [{}, { delayMs: 3_600_000 }, {}]);
+      await seedHistory(`${p}-b`, 'failed', 2);
+      await seedHistory(`${p}-d`, 'cancelled', 1);
+      await seedHistory(`${p}-c`, 'failed', 1);
+      await sql.query(
+        `INSERT INTO pgqueue.jobs (queue, name, payload, state, locked_by, locked_until, started_at, attempt)
+         VALUES ($1, 'job', '{}', 'active', 'node-x', now() - interval '1 second', now(), 1),
+                ($1, 'job', '{}', 'active', 'node-x', now() + interval '1 minute', now(), 1)`,
+        [`${p}-f`],
+      );
+      const res = await http().get('/queues/api/overview');
+      type Row = {
+        name: string;
+        waiting: number;
+        delayed: number;
+        active: number;
+        stalled: number;
+        failed: number;
+        cancelled: number;
+      };
+      const rows = (res.body.queues as Row[]).filter((q) => q.name.startsWith(p));
+      const pick = ({ name, waiting, delayed, active, stalled, failed, cancelled }: Row) => ({
+        name,
+        counts: [waiting, delayed, active, stalled, failed, cancelled],
+      });
+      expect(rows.map(pick)).toEqual([
+        { name: `${p}-a`, counts: [2, 0, 0, 0, 0, 0] },
+        { name: `${p}-b`, counts: [0, 0, 0, 0, 2, 0] },
+        { name: `${p}-c`, counts: [2, 1, 0, 0, 1, 0] },
+        { name: `${p}-d`, counts: [0, 0, 0, 0, 0, 1] },
+        { name: `${p}-e`, counts: [0, 1, 0, 0, 0, 0] },
+        { name: `${p}-f`, counts: [0, 0, 2, 1, 0, 0] },
+      ]);
+      const names = (res.body.queues as Row[]).map((q) => q.name);
+      expect(names).toEqual([...names].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)));
+      expect(new Set(names).size).toBe(names.length);
+      // The queue page counts one queue with the same statements.
+      expect((await http().get(`/queues/api/queues/${p}-c`)).body.counts).toMatchObject({ waiting: 2, delayed: 1, failed: 1 });
     });
 
     it('throughput: earlier minutes keep their counts from one poll to the next (the service recounts only the last two)', async () => {

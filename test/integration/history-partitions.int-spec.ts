@@ -116,6 +116,27 @@ describe('history partitions', () => {
     expect((await store.getJob(recent))?.state).toBe('completed');
   });
 
+  it('every boot creates the partitions for now and ahead before it answers, even with no workers; at once on two nodes', async () => {
+    // A cancel right after the first boot once raced the first maintenance pass's ATTACH and
+    // failed its partition check in the default partition: at boot nothing must route there.
+    const boot = () =>
+      bootApp({ options: { connection: t.db.url, schema: 'boot_parts', workers: false }, queues: [{ name: 'parts' }] });
+    const apps = await Promise.all([boot(), boot()]);
+    try {
+      const { rows } = await t.pool.query(
+        `SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'boot_parts.job_history_done'::regclass`,
+      );
+      expect(rows[0].n).toBe(4); // three ranged partitions and the default, no wait for a pass
+      const queue = apps[0].get(QueueService).getQueue('parts');
+      const job = await queue.add('x', {}, { delayMs: 60_000 });
+      expect(await queue.cancel(job.id)).toBe('cancelled');
+      expect(await whereIs(t.pool, 'boot_parts', job.id)).toMatch(/^boot_parts\.job_history_p\d{8}t0000$/);
+      expect(await new HistoryPartitions(t.pool, 'boot_parts', D).ensureAhead()).toEqual([]);
+    } finally {
+      await Promise.all(apps.map((a) => a.close()));
+    }
+  });
+
   it('the maintenance pass of a running app keeps partitions ahead, and finished jobs land in them', async () => {
     const app = await bootApp({
       options: { connection: t.db.url, schema: 'app_parts', rescueIntervalMs: 200, pollIntervalMs: 100 },

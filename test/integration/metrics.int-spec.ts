@@ -188,11 +188,34 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
       expect(total(json, 'pgqueue_queue_oldest_waiting_seconds', { queue: 'idle' })).toBe(0);
       // A producer-only process has no listener: no series at all, rather than a false "down".
       expect(series(json, 'pgqueue_listener_connected')).toEqual([]);
+      // ... and runs no worker: no node of its own.
+      expect(text).toMatch(/^pgqueue_nodes 0$/m);
       expect(text).not.toMatch(/^pgqueue_listener_connected /m);
 
       await registry.metrics();
       expect(counts).toHaveBeenCalledTimes(2); // the next scrape reads afresh
       counts.mockRestore();
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('reports the live nodes of the registry: this worker process and another one seen lately, not one gone quiet', async () => {
+    const registry = new Registry();
+    const app = await bootApp({
+      options: { connection: t.db.url, schema: 'metrics_nodes', heartbeatIntervalMs: 200 },
+      queues: [{ name: 'm' }],
+      providers: [MetricsProcessor], // a worker: this process is a node
+      imports: [PgQueueMetricsModule.register({ registry })],
+    });
+    try {
+      const nodes = async () => total(await scrape(registry), 'pgqueue_nodes');
+      await waitFor(async () => (await nodes()) === 1, { message: 'this process to show as one node' });
+      await t.pool.query(
+        `INSERT INTO metrics_nodes.nodes (id, host, pid, started_at, last_seen_at, heartbeat_ms)
+         VALUES ('other', 'h2', 2, now(), now(), 60000), ('quiet', 'h3', 3, now(), now() - interval '4 seconds', 1000)`,
+      );
+      expect(await nodes()).toBe(2);
     } finally {
       await app.close();
     }
