@@ -18,7 +18,13 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * the answer of the same type; an 'error' message or an early exit rejects every waiter.
  */
 export async function startRole(script, arg, { readyTimeoutMs = 60_000 } = {}) {
-  const child = fork(path.join(here, script), [JSON.stringify(arg)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  // BENCH_CPU_PROF=dir: every role process writes a V8 CPU profile there when it exits
+  // (node --cpu-prof; open it in Chrome DevTools or summarise it with bench/profile-top.mjs).
+  const execArgv = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const child = fork(path.join(here, script), [JSON.stringify(arg)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    execArgv,
+  });
   const waiters = new Map();
   let dead = null;
   const rejectAll = (err) => {
@@ -205,13 +211,19 @@ export async function usage(client, a, b, jobs) {
   let dbS = 0;
   for (const [pid, s] of b.dbCpu) dbS += s - (a.dbCpu.get(pid) ?? 0);
   const pct = (s) => Math.round((100 * s) / wallS);
-  const roleS = a.roles.reduce((t, s, i) => (t === null || s === null || b.roles[i] === null ? null : t + b.roles[i] - s), 0);
+  const roleList = a.roles.map((s, i) => (s === null || b.roles[i] === null ? null : b.roles[i] - s));
+  const roleS = roleList.includes(null) ? null : roleList.reduce((x, y) => x + y, 0);
   return {
     // CPU per job of the worker processes and of this database's backends: the work a run cost,
     // whatever else the machine was doing (wall time and rates are not).
     cpuMsPerJob: roleS === null || !a.dbCpu.size ? null : ((roleS + dbS) * 1000) / jobs,
-    workerCpuPct: a.roles.map((s, i) => (s === null || b.roles[i] === null ? null : pct(b.roles[i] - s))),
+    workerCpuPct: roleList.map((s) => (s === null ? null : pct(s))),
+    // CPU (user + system) of the role processes per 1,000 jobs, in ms: a measure of the client's
+    // own cost per job that does not depend on how busy the machine was (10 ms ticks from /proc).
+    workerCpuMsPer1000: roleS === null ? null : (1e6 * roleS) / jobs,
     postgresCpuPct: a.pgCpu.size ? pct(pgS) : null,
+    // The same for every server process (backends and background workers): the server's cost per job.
+    postgresCpuMsPer1000: a.pgCpu.size ? (1e6 * pgS) / jobs : null,
     machineBusyPct:
       a.machine && b.machine ? Math.round((100 * (b.machine.busy - a.machine.busy)) / (b.machine.total - a.machine.total)) : null,
     walBytesPerJob: Math.round(Number(w.bytes) / jobs),

@@ -11,6 +11,8 @@ const TABLE = 'raw_jobs';
 const CHANNEL = 'raw_jobs';
 const ASYNC = `(SELECT set_config('synchronous_commit', 'off', true)) = 'off'`;
 
+const statements = {};
+
 module.exports = {
   TABLE,
   CHANNEL,
@@ -55,4 +57,9 @@ module.exports = {
 
   /** $1 how many: a backlog, inserted directly (the drain workloads' preload). */
   preload: `INSERT INTO ${TABLE} (queue, payload) SELECT 'bench', jsonb_build_object('i', g) FROM generate_series(1, $1) AS g`,
+
+  /** A pg query config that runs statement `key` (insertOne, insertMany, claim, remove) prepared under its name. */
+  named(key, values) {
+    return { name: `raw_${key}`, text: (statements[key] ??= module.exports[key]), values };
+  },
 };

@@ -1,10 +1,16 @@
 'use strict';
-// Worker role, raw-SQL reference: one `pg` connection runs a plain loop (claim 100 jobs, run
-// them concurrently, delete them with one statement) while there is work; a second connection
-// LISTENs for wake-ups, and a 1 s poll is the floor (the library's idle poll runs at most every
-// 1 s too).
+// Worker role, raw-SQL reference: as fast as plain SQL with `pg` gets. `loops` concurrent claim
+// loops (default 10) share a pg.Pool of as many connections; each claims 100 jobs
+// (UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT 100) RETURNING), runs them
+// concurrently (Promise.all), deletes the batch with one DELETE ... WHERE id = ANY($1), and goes
+// on while its claim came back full; every statement is a named prepared statement. A LISTEN
+// connection wakes one idle loop per notification, and a 1 s poll is the floor (the library's
+// idle poll runs at most every 1 s too). A loop whose claim came back full wakes another idle
+// loop, so a backlog has every loop on it within a few claims.
 //
-// Argument (JSON): { url, recordStarts?, batch? (default 100; --raw-batch, for diagnostics) }
+// `--raw-loops=1` gives the earlier, weaker reference (one connection looping), for comparison.
+//
+// Argument (JSON): { url, recordStarts?, batch? (default 100; --raw-batch), loops? (default 10; --raw-loops) }
 
 const pg = require('pg');
 const raw = require('./raw-sql.cjs');
@@ -12,6 +18,7 @@ const { now, serve, roleArgs, sampleRss, fail } = require('./role-common.cjs');
 
 const args = roleArgs();
 const BATCH = args.batch ?? 100;
+const LOOPS = args.loops ?? 10;
 const rss = sampleRss(500);
 const stats = { handled: 0, firstStart: 0, lastStart: 0, claims: 0 };
 const starts = [];
@@ -24,41 +31,38 @@ async function handle(row) {
 }
 
 async function main() {
-  const db = new pg.Client({ connectionString: args.url, application_name: 'bench-raw-worker' });
+  const pool = new pg.Pool({ connectionString: args.url, max: LOOPS, application_name: 'bench-raw-worker' });
   const listener = new pg.Client({ connectionString: args.url, application_name: 'bench-raw-worker:listen' });
-  await db.connect();
+  // Open every connection before the clock starts, as a warm app would have them.
+  const warm = await Promise.all(Array.from({ length: LOOPS }, () => pool.connect()));
+  warm.forEach((c) => c.release());
   await listener.connect();
 
-  let busy = false;
-  let again = false;
   let stopping = false;
+  let busy = 0;
   const loop = async () => {
-    if (busy) {
-      again = true;
-      return;
-    }
-    busy = true;
+    busy++;
     try {
-      do {
-        again = false;
-        while (!stopping) {
-          const { rows } = await db.query(raw.claim, ['bench', BATCH]);
-          stats.claims++;
-          if (rows.length === 0) break;
-          await Promise.all(rows.map(handle));
-          await db.query(raw.remove, [rows.map((r) => r.id)]);
-          if (rows.length < BATCH) break;
-        }
-      } while (again && !stopping);
+      while (!stopping) {
+        const { rows } = await pool.query(raw.named('claim', ['bench', BATCH]));
+        stats.claims++;
+        if (rows.length === 0) break;
+        if (rows.length === BATCH) kick();
+        await Promise.all(rows.map(handle));
+        await pool.query(raw.named('remove', [rows.map((r) => r.id)]));
+        if (rows.length < BATCH) break;
+      }
     } finally {
-      busy = false;
+      busy--;
     }
   };
-  const kick = () => loop().catch(fail);
+  function kick() {
+    if (!stopping && busy < LOOPS) loop().catch(fail);
+  }
   listener.on('notification', kick);
   await listener.query(`LISTEN ${raw.CHANNEL}`);
   setInterval(kick, 1000).unref();
-  kick();
+  for (let i = 0; i < LOOPS; i++) kick();
 
   serve({
     progress: () => ({ handled: stats.handled }),
@@ -66,7 +70,7 @@ async function main() {
     stop: async () => {
       stopping = true;
       while (busy) await new Promise((r) => setTimeout(r, 5));
-      await Promise.all([db.end(), listener.end()]);
+      await Promise.all([pool.end(), listener.end()]);
       process.exit(0);
     },
   });

@@ -5,9 +5,9 @@
 // Runs against DATABASE_URL (it must allow CREATE DATABASE) or a throwaway embedded PostgreSQL
 // with default durability (fsync, synchronous_commit and full_page_writes on; the smoke mode
 // turns them off, as it asserts no timing). Every workload runs in a fresh database, with each
-// role (producer, worker) in its own process, the library and the raw-SQL reference
-// (bench/raw-sql.cjs) alike; repetitions are interleaved (rep 1 of every workload, then rep 2,
-// and so on, the order of library and raw reversed every other rep). Prints one markdown table
+// role (producer, worker) in its own process, the library, graphile-worker (bench/gw-*.cjs) and
+// the raw-SQL reference (bench/raw-sql.cjs) alike; repetitions are interleaved (rep 1 of every workload, then rep 2,
+// and so on, the order of library, graphile-worker and raw reversed every other rep). Prints one markdown table
 // of medians (min-max) and writes bench/results/latest.json and latest.md (smoke.* for --smoke,
 // partial.* for a run with any other option, so neither overwrites the last full run).
 //
@@ -15,10 +15,13 @@
 //                    every workload completed with the expected job counts (never on timing)
 //   --reps=N         repetitions (default 3; smoke 1)
 //   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, latency, history, dashboard, rss,
-//                    scale (not in a default run: --only=scale; see bench/scale.mjs)
+//                    scale (not in a default run: --only=scale; see bench/scale.mjs), or single runs
+//                    by key (drain/lib-1p, drain/gw-2p, latency/raw, ...: the keys the progress lines show)
 //   --lib-options=J  JSON merged into PgQueueModule.forRoot() of every library process, e.g.
 //                    '{"poolSize":10}' or '{"retention":{"completedMs":0}}' (diagnostics)
 //   --raw-batch=N    claim size of the raw reference's worker (default 100; diagnostics)
+//   --raw-loops=N    concurrent claim loops of the raw worker, on a pool of N (default 10; 1 is
+//                    the earlier, weaker single-connection reference)
 //   --scale-jobs=N   jobs per scale run (default 200,000)
 //   --scale-processes=1,2,4,8,16   worker process counts of the scale workload
 //   --pool-size=N    PgBouncer's default_pool_size in the scale workload (default 8)
@@ -52,6 +55,7 @@ function parseArgs(argv) {
     only: null,
     libOptions: {},
     rawBatch: undefined,
+    rawLoops: undefined,
     pgss: false,
     scaleJobs: null,
     scaleProcesses: [1, 2, 4, 8, 16],
@@ -64,6 +68,7 @@ function parseArgs(argv) {
     else if (a.startsWith('--only=')) opts.only = a.slice(7).split(',');
     else if (a.startsWith('--lib-options=')) opts.libOptions = JSON.parse(a.slice(14));
     else if (a.startsWith('--raw-batch=')) opts.rawBatch = Number(a.slice(12));
+    else if (a.startsWith('--raw-loops=')) opts.rawLoops = Number(a.slice(12));
     else if (a.startsWith('--scale-jobs=')) opts.scaleJobs = Number(a.slice(13));
     else if (a.startsWith('--scale-processes=')) opts.scaleProcesses = a.slice(18).split(',').map(Number);
     else if (a.startsWith('--pool-size=')) opts.poolSize = Number(a.slice(12));
@@ -74,6 +79,7 @@ function parseArgs(argv) {
     opts.only !== null ||
     opts.pgss ||
     opts.rawBatch !== undefined ||
+    opts.rawLoops !== undefined ||
     Object.keys(opts.libOptions).length > 0;
   opts.reps ??= opts.smoke ? 1 : 3;
   if (!Number.isInteger(opts.reps) || opts.reps < 1) throw new Error('--reps must be a whole number >= 1');
@@ -114,35 +120,32 @@ function plan(size, opts) {
     [`scale/direct-${p}p`, (c) => scale(c, { processes: p, jobs: size.scale, bouncer: null })],
     [`scale/pgbouncer-${p}p`, (c) => scale(c, { processes: p, jobs: size.scale, bouncer: c.bouncer })],
   ]);
+  // Every workload runs us, graphile-worker (gw) and the raw-SQL loop in turn, in that order on
+  // odd repetitions and reversed on even ones.
   return [
     [
       'enqueue-single',
-      [
-        ['enqueue-single/lib', (c) => enqueue(c, { kind: 'lib', mode: 'single', total: size.single, callers: 10 })],
-        ['enqueue-single/raw', (c) => enqueue(c, { kind: 'raw', mode: 'single', total: size.single, callers: 10 })],
-      ],
+      ['lib', 'gw', 'raw'].map((k) => [
+        `enqueue-single/${k}`,
+        (c) => enqueue(c, { kind: k, mode: 'single', total: size.single, callers: 10 }),
+      ]),
     ],
     [
       'enqueue-bulk',
-      [
-        ['enqueue-bulk/lib', (c) => enqueue(c, { kind: 'lib', mode: 'bulk', total: size.bulk, batch: size.batch })],
-        ['enqueue-bulk/raw', (c) => enqueue(c, { kind: 'raw', mode: 'bulk', total: size.bulk, batch: size.batch })],
-      ],
+      ['lib', 'gw', 'raw'].map((k) => [
+        `enqueue-bulk/${k}`,
+        (c) => enqueue(c, { kind: k, mode: 'bulk', total: size.bulk, batch: size.batch }),
+      ]),
     ],
     [
       'drain',
-      [
-        ['drain/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain })],
-        ['drain/lib-2p', (c) => drain(c, { kind: 'lib', processes: 2, jobs: size.drain })],
-        ['drain/raw', (c) => drain(c, { kind: 'raw', processes: 1, jobs: size.drain })],
-      ],
+      ['lib', 'gw', 'raw'].flatMap((k) =>
+        [1, 2].map((p) => [`drain/${k}-${p}p`, (c) => drain(c, { kind: k, processes: p, jobs: size.drain })]),
+      ),
     ],
     [
       'latency',
-      [
-        ['latency/lib', (c) => latency(c, { kind: 'lib', rate: size.rate, seconds: size.seconds })],
-        ['latency/raw', (c) => latency(c, { kind: 'raw', rate: size.rate, seconds: size.seconds })],
-      ],
+      ['lib', 'gw', 'raw'].map((k) => [`latency/${k}`, (c) => latency(c, { kind: k, rate: size.rate, seconds: size.seconds })]),
     ],
     ['history', [['history/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history })]]],
     [
@@ -219,7 +222,8 @@ function header(meta) {
     `- PostgreSQL ${s.version} (${meta.embedded ? 'embedded, on this machine' : redactUrl(meta.url)}): fsync ${s.fsync}, synchronous_commit ${s.synchronous_commit}, full_page_writes ${s.full_page_writes}, shared_buffers ${s.shared_buffers}, max_wal_size ${s.max_wal_size}`,
     `- Commit mode, library and raw alike: enqueues commit with the server's synchronous_commit (${s.synchronous_commit}${s.synchronous_commit === 'on' && s.fsync === 'on' ? ': durable, each commit waits for its WAL flush' : ''}); claims and completions commit with synchronous_commit = off per statement (set_config in the statement: the library's default asyncCommit: true)`,
     `- Library: PgQueueModule options ${libOpts} (poolSize 4; completed jobs archived to job_history for 1 day), queue concurrency 10, no-op handler; the built dist/ in a NestJS application context per process`,
-    `- Raw SQL reference (bench/raw-sql.cjs): producers on a pg.Pool of pg's default size (10); worker = one connection looping "claim ${meta.rawBatch} (UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT ${meta.rawBatch})), run them concurrently, DELETE ... WHERE id = ANY($1)", woken by LISTEN/NOTIFY (1 s poll floor)`,
+    `- graphile-worker ${meta.gwVersion} (bench/gw-*.cjs): run() and makeWorkerUtils() at their defaults, concurrency 10, a logger that drops debug and info lines`,
+    `- Raw SQL reference (bench/raw-sql.cjs), named prepared statements throughout: producers on a warm pg.Pool of 10; worker = ${meta.rawLoops} concurrent loop(s) on a pg.Pool of ${meta.rawLoops}, each "claim ${meta.rawBatch} (UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT ${meta.rawBatch})), run them concurrently, DELETE ... WHERE id = ANY($1)", woken by LISTEN/NOTIFY (1 s poll floor)`,
     '- Figures: median (min-max) over repetitions; ratios and targets use medians. Drains: from the instant every worker process can claim until a poll finds the table empty. CPU columns: % of one core over the timed phase',
   ].join('\n');
 }
@@ -238,7 +242,7 @@ async function main() {
   const size = { ...(opts.smoke ? SIZES.smoke : SIZES.full) };
   if (opts.scaleJobs) size.scale = opts.scaleJobs;
   // The scale workload is long (ten drains) and needs pgbouncer: only when asked for by name.
-  const withScale = opts.only?.includes('scale') ?? false;
+  const withScale = opts.only?.some((o) => o === 'scale' || o.startsWith('scale/')) ?? false;
   const started = Date.now();
   const server = await startPostgres({
     durable: !opts.smoke,
@@ -272,6 +276,8 @@ async function main() {
       startedAt: new Date(started).toISOString(),
       libOptions: opts.libOptions,
       rawBatch: opts.rawBatch ?? 100,
+      rawLoops: opts.rawLoops ?? 10,
+      gwVersion: require('graphile-worker/package.json').version,
       embedded: server.embedded,
       url: server.url,
       size,
@@ -285,7 +291,14 @@ async function main() {
       },
       server: await serverInfo(server.url),
     };
-    const workloads = plan(size, opts).filter(([name]) => (opts.only ? opts.only.includes(name) : name !== 'scale'));
+    // --only names workloads (drain) or single runs (drain/lib-1p): a run is kept when its
+    // workload or its own key is named.
+    const workloads = plan(size, opts)
+      .map(([name, variants]) => [
+        name,
+        opts.only ? variants.filter(([key]) => opts.only.includes(name) || opts.only.includes(key)) : variants,
+      ])
+      .filter(([name, variants]) => variants.length > 0 && (opts.only || name !== 'scale'));
     const runs = {};
     const failures = [];
     for (let rep = 1; rep <= opts.reps; rep++) {
@@ -301,6 +314,7 @@ async function main() {
               dbName,
               libOptions: opts.libOptions,
               rawBatch: opts.rawBatch,
+              rawLoops: opts.rawLoops,
               pkg,
               pgss: opts.pgss,
               bouncer,

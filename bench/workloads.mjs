@@ -10,23 +10,39 @@ const require = createRequire(import.meta.url);
 const raw = require('./raw-sql.cjs');
 
 const LIB_TABLE = 'pgqueue.jobs';
+/** graphile-worker's jobs table (bench/gw-common.cjs; not loaded here, so a run without it needs no module). */
+const GW_TABLE = 'graphile_worker._private_jobs';
 
-/** The library's default backoff, as its insert stores it (so preloaded rows match enqueued ones). */
-function backoffJson() {
-  return JSON.stringify(require('../dist/core/pg-queue.options.js').DEFAULTS.job.backoff);
+/** Per kind of run: the jobs table, and the role scripts. */
+const KINDS = {
+  lib: { table: LIB_TABLE, producer: 'lib-producer.cjs', worker: 'lib-worker.cjs' },
+  raw: { table: raw.TABLE, producer: 'raw-producer.cjs', worker: 'raw-worker.cjs' },
+  gw: { table: GW_TABLE, producer: 'gw-producer.cjs', worker: 'gw-worker.cjs' },
+};
+
+/** The worker role's argument for a kind (the raw loop's shape comes from --raw-batch / --raw-loops). */
+function workerArg(kind, url, ctx, extra = {}) {
+  if (kind === 'lib') return { url, concurrency: 10, libOptions: ctx.libOptions, ...extra };
+  if (kind === 'raw') return { url, batch: ctx.rawBatch, loops: extra.loops ?? ctx.rawLoops, ...extra };
+  return { url, ...extra };
 }
 
-/** A backlog inserted directly, with the column values QueueService.add would store. */
+/**
+ * A backlog inserted directly, with the column values QueueService.add stores: backoff NULL
+ * (add stores the built-in default as NULL, "the queue's default": lib/producer/enqueue.ts).
+ * Until issue 13 the preload stored the default's JSON instead, which the claim then returned
+ * and parsed on every row, as no job added through the API does.
+ */
 const LIB_PRELOAD = `
   INSERT INTO pgqueue.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms)
-  SELECT 'bench', 'noop', jsonb_build_object('i', g), 0, now(), 3, $2::jsonb, NULL
+  SELECT 'bench', 'noop', jsonb_build_object('i', g), 0, now(), 3, NULL, NULL
   FROM generate_series(1, $1) AS g`;
 
 /** $1 rows of completed history, finished over the last 23 hours (inside the default 1-day retention). */
 const LIB_HISTORY = `
   INSERT INTO pgqueue.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
                                    backoff, timeout_ms, errors, result, created_at, started_at, finished_at)
-  SELECT g, 'bench', 'noop', jsonb_build_object('i', g), 'completed', 0, t, 1, 3, $2::jsonb, NULL, '[]', NULL,
+  SELECT g, 'bench', 'noop', jsonb_build_object('i', g), 'completed', 0, t, 1, 3, NULL, NULL, '[]', NULL,
          t, t, t + interval '5 milliseconds'
   FROM generate_series(1, $1) AS g,
        LATERAL (SELECT now() - (($1 - g) * (82800000.0 / $1)) * interval '1 millisecond') AS x(t)`;
@@ -82,8 +98,7 @@ function check(ok, detail) {
 export function enqueue(ctx, { kind, mode, total, callers = 10, batch = 1000 }) {
   return withDatabase(ctx.adminUrl, ctx.dbName, async (client, url) => {
     if (kind === 'raw') await client.query(raw.schema);
-    const script = kind === 'lib' ? 'lib-producer.cjs' : 'raw-producer.cjs';
-    const [producer] = await startRoles([[script, { url, libOptions: ctx.libOptions }]]);
+    const [producer] = await startRoles([[KINDS[kind].producer, { url, libOptions: ctx.libOptions }]]);
     try {
       await client.query('CHECKPOINT');
       await resetStatements(client, ctx);
@@ -93,8 +108,7 @@ export function enqueue(ctx, { kind, mode, total, callers = 10, batch = 1000 }) 
       const use = await usage(client, a, b, total);
       const statements = await topStatements(client, ctx);
       await producer.stop();
-      const table = kind === 'lib' ? LIB_TABLE : raw.TABLE;
-      const { rows } = await client.query(`SELECT count(*)::int AS n FROM ${table}`);
+      const { rows } = await client.query(`SELECT count(*)::int AS n FROM ${KINDS[kind].table}`);
       return {
         metrics: { rate: (total * 1000) / r.elapsedMs, ...use, statements },
         check: check(rows[0].n === total, `${rows[0].n} of ${total} jobs stored`),
@@ -110,18 +124,23 @@ export function enqueue(ctx, { kind, mode, total, callers = 10, batch = 1000 }) 
  * while the table is locked, so all start on the same instant; the clock runs from that instant
  * until a poll finds the table empty (every outcome committed).
  */
-export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard = null }) {
+export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard = null, loops }) {
   return withDatabase(ctx.adminUrl, ctx.dbName, async (client, url) => {
-    const table = kind === 'lib' ? LIB_TABLE : raw.TABLE;
-    if (kind === 'lib') {
+    const table = KINDS[kind].table;
+    if (kind === 'gw') {
+      const [setup] = await startRoles([['gw-producer.cjs', { url }]]);
+      await setup.stop();
+      await client.query(require('./gw-common.cjs').preload, [jobs]);
+      await client.query(`VACUUM ANALYZE ${GW_TABLE}`);
+    } else if (kind === 'lib') {
       await migrateLib(url, ctx);
       if (history) {
         await historyPartitions(url);
-        await client.query(LIB_HISTORY, [history, backoffJson()]);
+        await client.query(LIB_HISTORY, [history]);
         // New jobs take ids after the history's, as they would have in a live system.
         await client.query(`ALTER TABLE pgqueue.jobs ALTER COLUMN id RESTART WITH ${history + 1}`);
       }
-      await client.query(LIB_PRELOAD, [jobs, backoffJson()]);
+      await client.query(LIB_PRELOAD, [jobs]);
       await client.query('VACUUM ANALYZE pgqueue.jobs, pgqueue.job_history');
     } else {
       await client.query(raw.schema);
@@ -134,10 +153,10 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
     const gate = await lockTable(url, table);
     let roles = [];
     try {
-      const spec =
-        kind === 'lib'
-          ? ['lib-worker.cjs', { url, concurrency: 10, libOptions: ctx.libOptions, dashboard: !!dashboard }]
-          : ['raw-worker.cjs', { url, batch: ctx.rawBatch }];
+      const spec = [
+        KINDS[kind].worker,
+        workerArg(kind, url, ctx, kind === 'lib' ? { dashboard: !!dashboard } : kind === 'raw' && loops ? { loops } : {}),
+      ];
       roles = await startRoles(Array.from({ length: processes }, () => spec));
       const gateDeadline = now() + 10_000;
       while ((await gate.waiters()) < processes && now() < gateDeadline) await sleep(20);
@@ -165,7 +184,7 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
       const statements = await topStatements(client, ctx);
 
       const handled = reports.reduce((s, r) => s + r.handled, 0);
-      let stored = handled; // raw, and lib without history: the table is empty, so every job was deleted
+      let stored = handled; // raw, gw, and lib without history: the table is empty, so every job was deleted
       if (kind === 'lib' && ctx.libOptions?.retention?.completedMs !== 0) {
         const { rows } = await client.query(
           `SELECT count(*)::int AS n FROM pgqueue.job_history WHERE state = 'completed' AND id > $1`,
@@ -277,18 +296,17 @@ export function latency(ctx, { kind, rate, seconds }) {
   const total = Math.round(rate * seconds);
   return withDatabase(ctx.adminUrl, ctx.dbName, async (client, url) => {
     if (kind === 'raw') await client.query(raw.schema);
-    const table = kind === 'lib' ? LIB_TABLE : raw.TABLE;
+    if (kind === 'gw') {
+      // graphile-worker's run() expects its schema: the producer's boot migrates it.
+      const [setup] = await startRoles([['gw-producer.cjs', { url }]]);
+      await setup.stop();
+    }
+    const table = KINDS[kind].table;
     let roles = [];
     try {
       // The worker first: booting it migrates (lib), so the producer finds the schema ready.
-      roles = await startRoles([
-        kind === 'lib'
-          ? ['lib-worker.cjs', { url, concurrency: 10, recordStarts: true, libOptions: ctx.libOptions }]
-          : ['raw-worker.cjs', { url, recordStarts: true, batch: ctx.rawBatch }],
-      ]);
-      roles.push(
-        ...(await startRoles([[kind === 'lib' ? 'lib-producer.cjs' : 'raw-producer.cjs', { url, libOptions: ctx.libOptions }]])),
-      );
+      roles = await startRoles([[KINDS[kind].worker, workerArg(kind, url, ctx, { recordStarts: true })]]);
+      roles.push(...(await startRoles([[KINDS[kind].producer, { url, libOptions: ctx.libOptions }]])));
       const [worker, producer] = roles;
       await client.query('CHECKPOINT');
       const sent = await producer.request({ type: 'go', mode: 'latency', total, rate });

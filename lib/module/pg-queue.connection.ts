@@ -34,6 +34,7 @@ export class PgQueueConnection {
       historyPartitionMs: options.historyPartitionMs,
       asyncCommit: options.asyncCommit,
       preparedStatements: options.preparedStatements,
+      poolSize: options.poolSize,
     });
     this.supervisor = new Supervisor(this.store, options, listen, logger);
   }

@@ -123,9 +123,13 @@ export class Queue<TJobs extends JobMap = JobMap> {
       this.enqueued(inserted);
       return jobs[0];
     }
-    const { ids, now } = await this.store.insert([row], this.target(opts));
+    const target = this.target(opts);
+    // On the queue's own pool, concurrent adds may share one statement (insertCoalesced).
+    const { id, now } = target
+      ? await this.store.insert([row], target).then(({ ids, now }) => ({ id: String(ids[0]), now }))
+      : await this.store.insertCoalesced(row);
     this.enqueued([row]);
-    return insertedToJob<TJobs[N]>(row, String(ids[0]), now);
+    return insertedToJob<TJobs[N]>(row, id, now);
   }
 
   /** Enqueues many jobs in one statement (one round trip, one NOTIFY). All or none are inserted. */

@@ -39,11 +39,15 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   /** The latest reported progress: the stored one at claim (kept from an earlier attempt), then each updateProgress value. */
   progress: JobProgress | null;
   /**
-   * Set by the worker: completes this attempt in the caller's transaction, or refuses with
-   * CompleteWithError once the attempt has ended or after a first call.
+   * Set by the worker (one function for all its jobs): completes this attempt in the caller's
+   * transaction, or refuses with CompleteWithError once the attempt has ended or after a first call.
    */
   completeIn:
-    | ((target: { readonly manager?: TransactionManager; readonly client?: TransactionClient }, result: unknown) => Promise<void>)
+    | ((
+        job: RunningJob,
+        target: { readonly manager?: TransactionManager; readonly client?: TransactionClient },
+        result: unknown,
+      ) => Promise<void>)
     | null = null;
   private controller: AbortController | null = null;
   private abortReason: unknown = undefined;
@@ -87,7 +91,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   ): Promise<void> {
     if (!this.completeIn)
       return Promise.reject(new CompleteWithError(this.id, this.attempt, 'attempt-ended', `${this.queue}/${this.name}`));
-    return this.completeIn(target, result);
+    return this.completeIn(this, target, result);
   }
 
   childResults<TResult = unknown>(): Promise<ChildResult<TResult>[]> {

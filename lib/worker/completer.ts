@@ -2,6 +2,7 @@ import type { JobStore, Outcome, SettleResult } from '../db/job-store';
 import type { Job, JobAttemptError } from '../core/job';
 import { attemptErrorJson } from './retry-policy';
 import type { EngineLogger } from './logger';
+import { isRefusal } from '../db/refusal';
 
 /**
  * An attempt's outcome with what its event reports once the outcome is written. The fields ride
@@ -145,11 +146,11 @@ export class Completer {
     this.logger.warn(`Writing ${outcomes.length} job outcome(s) failed (${err.message}); retrying`);
   }
 
-  private reportBatch(batch: readonly PendingOutcome[], ids: ReadonlySet<string>): void {
+  private reportBatch(batch: readonly PendingOutcome[], written: (o: PendingOutcome) => boolean): void {
     for (const o of batch) {
       // A listener that throws must not stop the reports of the rest of the batch.
       try {
-        if (ids.has(o.id)) this.report.written(o);
+        if (written(o)) this.report.written(o);
         else {
           this.droppedCount++;
           this.report.dropped(o);
@@ -192,7 +193,7 @@ export class Completer {
     try {
       const r = await this.store.settle([replacement], this.workerId);
       if (r.failures.length) throw r.failures[0].error;
-      if (r.written.has(o.id)) failedInstead = replacement;
+      if (r.written(replacement)) failedInstead = replacement;
     } catch (again) {
       // Even the plain failure was refused: give the job up to its lease; the rescuer retries
       // or fails it, recording a LeaseExpiredError. It is not lost, only late.
@@ -219,16 +220,7 @@ export class Completer {
   }
 }
 
-/**
- * The database refused the values, not the connection: a data exception (class 22, e.g. an
- * interval or timestamp out of range), an integrity violation (23), or a program limit (54).
- * Writing the same batch again would fail again. Anything else (no SQLSTATE: the socket; 08
- * connection, 57 shutdown, 53 resources, 40 serialization) may pass on a retry.
- */
-export function isRefusal(err: Error): boolean {
-  const code = (err as { code?: unknown }).code;
-  return typeof code === 'string' && /^(22|23|54)[0-9A-Z]{3}$/.test(code);
-}
+export { isRefusal } from '../db/refusal';
 
 /** The failure that replaces an outcome the database refused: the attempt fails for good, saying why. */
 export function refusedOutcome(o: PendingOutcome, err: Error): PendingOutcome {
