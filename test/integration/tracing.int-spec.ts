@@ -140,6 +140,35 @@ describe('OpenTelemetry tracing across processes', () => {
     expect(followConsumer.traceId).toBe(root.traceId);
   });
 
+  it('addFlow() inside a span: one producer span; every child and then the parent run in that one trace', async () => {
+    const tracer = trace.getTracer('test');
+    const { flow, root } = await tracer.startActiveSpan('checkout-flow', async (span) => {
+      const added = await queues.addFlow({
+        queue: 'traced',
+        name: 'follow-up',
+        payload: {},
+        children: [1, 2, 3].map((i) => ({ queue: 'traced', name: 'work', payload: { i } })),
+      });
+      span.end();
+      return { flow: added, root: span.spanContext() };
+    });
+    const ids = [flow.job.id, ...flow.children.map((c) => c.job.id)];
+    const producers = localSpan('send traced').filter((s) => s.parentSpanContext?.spanId === root.spanId);
+    expect(producers).toHaveLength(1);
+    expect(producers[0].spanContext().traceId).toBe(root.traceId);
+    const consumers = await spansOf(
+      (s) => s.name === 'process traced' && ids.includes(String(s.attributes['messaging.message.id'])),
+      ids.length,
+    );
+    for (const c of consumers) {
+      expect(c.traceId).toBe(root.traceId);
+      expect(c.parentSpanId).toBe(producers[0].spanContext().spanId);
+    }
+    // The parent ran after its children (it was waiting on them), still in the same trace.
+    const parent = consumers.find((c) => c.attributes['messaging.message.id'] === flow.job.id);
+    expect(parent?.attributes['pgqueue.job.name']).toBe('follow-up');
+  });
+
   it('a failing handler records the exception and status ERROR on each attempt', async () => {
     const job = await queues.add('traced', 'work', { fail: true }, { attempts: 2 });
     const [producer] = localSpan('send traced').filter((s) => s.attributes['messaging.message.id'] === job.id);
