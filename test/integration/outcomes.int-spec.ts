@@ -133,16 +133,19 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
       const job = await queues.add('work', 'ok', {});
       await ended(job.id, ['completed']);
       // The completion is written before its event: once the event fired, a line would have been logged.
-      const done = await queues.add('work', 'ok', {});
-      await new Promise<void>((resolve) => {
-        const sup = runtimeOf(app).supervisor;
-        const on = (j: Job) => {
-          if (j.id !== done.id) return;
-          sup.off('completed', on);
-          resolve();
-        };
-        sup.on('completed', on);
-      });
+      // The listener is on before the add: the job can complete before add() resolves (a busy
+      // pool coalesces adds, and the caller resumes after the commit; seen once in CI).
+      const sup = runtimeOf(app).supervisor;
+      const completed = new Set<string>();
+      const record = (j: Job) => completed.add(j.id);
+      sup.on('completed', record);
+      let done: Job;
+      try {
+        done = await queues.add('work', 'ok', {});
+        await waitFor(() => completed.has(done.id), { message: () => `the completed event of job ${done.id}` });
+      } finally {
+        sup.off('completed', record);
+      }
       expect(logs.about(job.id)).toEqual([]);
       expect(logs.about(done.id)).toEqual([]);
     });
