@@ -223,8 +223,10 @@ describe('flows across worker processes', () => {
         },
       );
       keepRunning = false;
-      // Four crashes happened (three children and the parent), each mid-transaction.
-      expect(started.filter((w) => w.exit?.signal === 'SIGKILL').length).toBeGreaterThanOrEqual(4);
+      // Crashes happened mid-transaction: at least one child's and the parent's. Not always four:
+      // a worker holds up to 4 jobs, so a crash can take down another crashing child's first
+      // attempt with it, and that child's second attempt does not crash (seen in CI: 2 kills).
+      expect(started.filter((w) => w.exit?.signal === 'SIGKILL').length).toBeGreaterThanOrEqual(2);
       // Exactly one committed effect per job, 31 jobs: the crashed attempts' effects rolled back.
       const effects = await q<{ job_id: string; n: number }>(
         `SELECT job_id::text, count(*)::int AS n FROM effects GROUP BY job_id ORDER BY job_id::bigint`,
