@@ -23,6 +23,23 @@ class FlowProcessor {
 
 describe('the claim within a window', () => {
   const ctx = useTestDatabase();
+
+  /** A store of its own on a small pool, claiming as 'test-worker' where no handler claims. */
+  async function withStore(fn: (store: JobStore) => Promise<void>): Promise<void> {
+    const pool = testPool(ctx.db.url, 2);
+    try {
+      await fn(
+        new JobStore(pool, {
+          schema: 'pgqueue',
+          retention: { completedMs: 86_400_000, cancelledMs: 86_400_000, failedMs: null },
+          asyncCommit: true,
+          preparedStatements: false,
+        }),
+      );
+    } finally {
+      await pool.end();
+    }
+  }
   let app: INestApplicationContext;
   let queues: QueueService;
 
@@ -42,14 +59,7 @@ describe('the claim within a window', () => {
 
   it('leaves older and lower-priority jobs to the catch-up claim, which takes them, and nothing inside the window', async () => {
     // Queue 'direct' has no handler in this app, so only this test's store claims from it.
-    const pool = testPool(ctx.db.url, 2);
-    try {
-      const store = new JobStore(pool, {
-        schema: 'pgqueue',
-        retention: { completedMs: 86_400_000, cancelledMs: 86_400_000, failedMs: null },
-        asyncCommit: true,
-        preparedStatements: false,
-      });
+    await withStore(async (store) => {
       const w = new ClaimWindow({ enabled: true, fullEveryMs: 1000, marginMs: 5000 });
       const q = queues.getQueue('direct');
       await q.add('first', {});
@@ -91,20 +101,11 @@ describe('the claim within a window', () => {
       expect(outside.map((r) => r.name)).toEqual(['urgent', 'old']);
       const rest = await store.claim('direct', 10, 'test-worker', 60_000);
       expect(rest.map((r) => r.name)).toEqual(['newer']);
-    } finally {
-      await pool.end();
-    }
+    });
   });
 
   it('a higher priority inside the window is claimed before the rest of it', async () => {
-    const pool = testPool(ctx.db.url, 2);
-    try {
-      const store = new JobStore(pool, {
-        schema: 'pgqueue',
-        retention: { completedMs: 86_400_000, cancelledMs: 86_400_000, failedMs: null },
-        asyncCommit: true,
-        preparedStatements: false,
-      });
+    await withStore(async (store) => {
       const q = queues.getQueue('direct');
       await q.addBulk([
         { name: 'p5-a', payload: {}, opts: { priority: 5 } },
@@ -116,9 +117,7 @@ describe('the claim within a window', () => {
       const two = await store.claimSince('direct', 2, 'test-worker', 60_000, 0, 60_000);
       const rest = await store.claimSince('direct', 10, 'test-worker', 60_000, 0, 60_000);
       expect([one, two, rest].map((rows) => rows.map((r) => r.name).sort())).toEqual([['p0'], ['p1', 'p5-a'], ['p5-b']]);
-    } finally {
-      await pool.end();
-    }
+    });
   });
 
   it('a running worker still runs every job outside its window, while other jobs keep it claiming within it', async () => {

@@ -3,28 +3,14 @@ import type { Pool } from 'pg';
 import { JobStore, type NewJobRow } from '../../lib/db/job-store';
 import { migrate } from '../../lib/db/migrator';
 import { useTestDatabase } from '../support/database';
+import { jobRow } from '../support/job-row';
 
 // add() on the queue's own pool: once as many adds are in flight as the pool has connections,
 // the next ones wait and leave together as one multi-row insert. Each caller still gets its own
 // job (id, payload) once its row committed, and a row the database refuses fails only its own add.
 
 function row(i: number, over: Partial<NewJobRow> = {}): NewJobRow {
-  return {
-    queue: 'co',
-    name: 'n',
-    payload: { i },
-    payloadJson: JSON.stringify({ i }),
-    priority: 0,
-    runAt: null,
-    delayMs: 0,
-    maxAttempts: 3,
-    backoff: null,
-    timeoutMs: null,
-    uniqueKey: null,
-    replaceWaiting: false,
-    traceJson: null,
-    ...over,
-  };
+  return jobRow({ queue: 'co', payload: { i }, ...over });
 }
 
 /** Counts the statements sent on `pool` (pool.query is all the store uses for these). */

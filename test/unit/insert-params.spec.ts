@@ -1,5 +1,6 @@
-import { insertColumns, type NewJobRow } from '../../lib/db/job-store';
+import { insertColumns } from '../../lib/db/job-store';
 import { buildInsert, buildUniqueInsert, INSERT_COLUMNS, INSERT_PARAMS } from '../../lib/db/queries';
+import { jobRow } from '../support/job-row';
 
 // The inserts' bind parameters are numbered from INSERT_COLUMNS: the NOTIFY channel (and the
 // unique key) come after the columns. A literal `$N` that a new column shifted would send the
@@ -9,21 +10,7 @@ import { buildInsert, buildUniqueInsert, INSERT_COLUMNS, INSERT_PARAMS } from '.
 const params = (sql: string) => new Set([...sql.matchAll(/\$(\d+)/g)].map((m) => Number(m[1])));
 const oneTo = (n: number) => new Set(Array.from({ length: n }, (_, i) => i + 1));
 
-const row: NewJobRow = {
-  queue: 'q',
-  name: 'n',
-  payload: {},
-  payloadJson: '{}',
-  priority: 0,
-  runAt: null,
-  delayMs: 0,
-  maxAttempts: 3,
-  backoff: null,
-  timeoutMs: null,
-  uniqueKey: null,
-  replaceWaiting: false,
-  traceJson: null,
-};
+const row = jobRow();
 
 describe('insert parameters', () => {
   it('the store sends one array per INSERT_COLUMNS column, in its order', () => {
