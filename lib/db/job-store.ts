@@ -8,6 +8,7 @@ import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type Inse
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import { quote } from '../core/input-text';
 import { isRefusal } from './refusal';
+import { attemptsParam, bigintArrayText } from './batch-params';
 
 /** A job row as the queries return it. */
 export interface JobRow {
@@ -481,8 +482,8 @@ export class JobStore {
     const cancelled = outcomes.filter((o): o is O & Finished => o.kind === 'cancelled');
     const snoozed = outcomes.filter((o): o is O & Extract<Outcome, { kind: 'snoozed' }> => o.kind === 'snoozed');
     if (done.length) {
-      const ids = done.map((o) => o.id);
-      const attempts = done.map((o) => o.attempt);
+      const ids = bigintArrayText(done.map((o) => o.id));
+      const attempts = attemptsParam(done.map((o) => o.attempt));
       const results = (done as Extract<Outcome, { kind: 'completed' }>[]).map((o) => o.resultJson);
       // Most handlers return nothing: one NULL instead of an array of NULLs.
       const resultParam = results.every((r) => r === null) ? null : results;
@@ -611,7 +612,16 @@ export class JobStore {
   ): Promise<{ kept: Set<string>; cancel: string[] }> {
     const rows = await this.db.query<{ id: string; cancel: boolean }>(
       this.q.heartbeat,
-      [ids, workerId, leaseMs, node.host, node.pid, node.startedAt, node.heartbeatMs, JSON.stringify(node.queues)],
+      [
+        bigintArrayText(ids),
+        workerId,
+        leaseMs,
+        node.host,
+        node.pid,
+        node.startedAt,
+        node.heartbeatMs,
+        JSON.stringify(node.queues),
+      ],
       this.name(this.q.heartbeat),
     );
     return { kept: new Set(rows.map((r) => String(r.id))), cancel: rows.filter((r) => r.cancel).map((r) => String(r.id)) };
