@@ -31,15 +31,19 @@ export interface JobRow {
   progress: JobProgress | null;
 }
 
-/** A row as the claim returns it: times as epoch milliseconds, cheaper to decode than timestamps. */
+/**
+ * A row as the claim returns it: times as epoch milliseconds, cheaper to decode than timestamps;
+ * no queue (the claim's own); `errors` null while there are none.
+ */
 export interface ClaimedRow extends Pick<
   JobRow,
-  'id' | 'queue' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'errors' | 'progress'
+  'id' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'progress'
 > {
+  errors: JobAttemptError[] | null;
   /** The enqueue's W3C trace context (migration 0009), or null. */
   trace: { traceparent?: unknown; tracestate?: unknown } | null;
-  /** Its cancel was asked while an earlier attempt ran: finish it as cancelled, do not run it. */
-  cancel_requested: boolean;
+  /** Its cancel was asked while an earlier attempt ran: finish it as cancelled, do not run it (null: not asked). */
+  cancel_requested: boolean | null;
   run_at_ms: number;
   created_at_ms: number;
   started_at_ms: number;

@@ -134,6 +134,9 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * primary-key probe per claim. A job whose cancel was asked while it ran, and which came
      * back to waiting since (a retry, a hand-back, a rescue), is claimed only to be finished as
      * cancelled (`cancel_requested`), never run.
+     * The worker decodes every column of every row it claims, and a NULL costs it nothing: so the
+     * queue (the worker's own, $1) is not returned, and an empty error list and a cancel not
+     * asked come back NULL (a first attempt's usual row: 9 values to decode instead of 12).
      * $1 queue $2 limit $3 worker id $4 lease ms
      */
     claim: `
@@ -147,8 +150,8 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
         ORDER BY priority, run_at, id
         LIMIT $2
         FOR UPDATE SKIP LOCKED)) ${ack}
-      RETURNING j.id, j.queue, j.name, j.payload, j.priority, j.attempt, j.max_attempts,
-                j.backoff, j.timeout_ms, j.errors, j.cancel_requested_at IS NOT NULL AS cancel_requested,
+      RETURNING j.id, j.name, j.payload, j.priority, j.attempt, j.max_attempts, j.backoff, j.timeout_ms,
+                nullif(j.errors, '[]') AS errors, CASE WHEN j.cancel_requested_at IS NOT NULL THEN true END AS cancel_requested,
                 extract(epoch FROM j.run_at)::float8 * 1000 AS run_at_ms,
                 extract(epoch FROM j.created_at)::float8 * 1000 AS created_at_ms,
                 extract(epoch FROM j.started_at)::float8 * 1000 AS started_at_ms, j.progress, j.trace`,
