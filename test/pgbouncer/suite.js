@@ -18,8 +18,6 @@ const notRouted = {
   'readme-app.int-spec.ts': "the README's example app, with its own module",
   'optional-peers.int-spec.ts': 'child processes that load entry points; no queue SQL',
   'infra.int-spec.ts': 'tests the test harness (createTestDatabase, waitFor), no queue',
-  'multi-database-health.int-spec.ts':
-    "its own module: one connection's LISTEN URL must stay unreachable, which is what the test is about",
   'history-migration.int-spec.ts':
     'the migration and the partition steps run on its own direct pool (no bootApp), on a history of 1,000,000 rows',
 };
