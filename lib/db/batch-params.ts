@@ -24,3 +24,18 @@ export function attemptsParam(attempts: readonly number[]): number[] {
   for (let i = 1; i < attempts.length; i++) if (attempts[i] !== first) return attempts.slice();
   return attempts.length ? [first] : [];
 }
+
+/**
+ * The results of a batch of completions as the text of one JSON object keyed by job id, for
+ * `$3::jsonb -> id` (a binary search per row); jobs whose result is NULL are left out. NULL when
+ * no job of the batch has a result (most handlers return nothing). Each result is already JSON
+ * text (the worker's `resultJson`), so the object is spliced from them, never re-serialised.
+ */
+export function resultsByIdJson(outcomes: readonly { readonly id: string; readonly resultJson: string | null }[]): string | null {
+  let out: string | null = null;
+  for (const o of outcomes) {
+    if (o.resultJson === null) continue;
+    out = `${out === null ? '{' : `${out},`}"${o.id}":${o.resultJson}`;
+  }
+  return out === null ? null : `${out}}`;
+}

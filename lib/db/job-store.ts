@@ -8,7 +8,7 @@ import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type Inse
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import { quote } from '../core/input-text';
 import { isRefusal } from './refusal';
-import { attemptsParam, bigintArrayText } from './batch-params';
+import { attemptsParam, bigintArrayText, resultsByIdJson } from './batch-params';
 
 /** A job row as the queries return it. */
 export interface JobRow {
@@ -488,9 +488,7 @@ export class JobStore {
     if (done.length) {
       const ids = bigintArrayText(done.map((o) => o.id));
       const attempts = attemptsParam(done.map((o) => o.attempt));
-      const results = (done as Extract<Outcome, { kind: 'completed' }>[]).map((o) => o.resultJson);
-      // Most handlers return nothing: one NULL instead of an array of NULLs.
-      const resultParam = results.every((r) => r === null) ? null : results;
+      const resultParam = resultsByIdJson(done as Extract<Outcome, { kind: 'completed' }>[]);
       groups.push({
         outcomes: done,
         run: async () => {

@@ -193,19 +193,22 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * naming `state` keeps the partial index of active jobs out of the generic plan, so the primary key
      * drives it however many jobs are active.) One row back whatever the batch (writtenRowSql): a
      * row per job cost the worker about 1 µs each to decode for nothing, as nearly every batch is
-     * written whole. $1 id[] (no duplicates) $2 attempt[] (one per id, or one for every id)
-     * $3 result[] (or NULL: every result NULL) $4 worker
+     * written whole. Results come as one JSON object keyed by id, a binary search per row where
+     * a result[] looked up by position scanned the id array (2.1 against 0.2 us per job at 480,
+     * PostgreSQL 15); a job without a result has no key, so its `out` is NULL.
+     * $1 id[] (no duplicates) $2 attempt[] (one per id, or one for every id) $3 results
+     * (`{"id": result, ...}`, or NULL: every result NULL) $4 worker
      */
     completeArchive: `
       WITH done AS (
         DELETE FROM ${jobs} j
         WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4
           AND ${attemptOk} ${ack}
-        RETURNING ${ARCHIVE_SOURCE}, ($3::text[])[${at}] AS out
+        RETURNING ${ARCHIVE_SOURCE}, $3::jsonb -> j.id::text AS out
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-               backoff, timeout_ms, errors, out::jsonb, created_at, started_at, now(), locked_by, progress, trace
+               backoff, timeout_ms, errors, out, created_at, started_at, now(), locked_by, progress, trace
         FROM done
         RETURNING id
       )

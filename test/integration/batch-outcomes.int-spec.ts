@@ -118,6 +118,32 @@ describe('batch completions: the attempt guard, one attempt or many', () => {
       });
     });
 
+    it('each job keeps its own result: none, JSON null, or a value', async () => {
+      await withStore(async (store, sql) => {
+        const jobs = await claimFresh(store, 4, 'w-results');
+        const results = [null, 'null', '{"sum":42,"list":[1,"two"]}', '"text"'];
+        const batch: Outcome[] = jobs.map((j, i) => ({
+          kind: 'completed',
+          id: j.id,
+          attempt: j.attempt,
+          resultJson: results[i],
+        }));
+        const r = await store.settle(batch, 'w-results');
+        expect(batch.map((o) => r.written(o))).toEqual([true, true, true, true]);
+        if (!history) return;
+        const rows = (await sql(
+          `SELECT id::text, result IS NULL AS sql_null, result FROM pgqueue.job_history WHERE id = ANY($1::bigint[]) ORDER BY id`,
+          [jobs.map((j) => j.id)],
+        )) as { id: string; sql_null: boolean; result: unknown }[];
+        expect(rows).toEqual([
+          { id: jobs[0].id, sql_null: true, result: null },
+          { id: jobs[1].id, sql_null: false, result: null },
+          { id: jobs[2].id, sql_null: false, result: { sum: 42, list: [1, 'two'] } },
+          { id: jobs[3].id, sql_null: false, result: 'text' },
+        ]);
+      });
+    });
+
     it("another worker's batch writes nothing", async () => {
       await withStore(async (store, sql) => {
         const jobs = await claimFresh(store, 3, 'w-owner');

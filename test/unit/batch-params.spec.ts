@@ -1,4 +1,4 @@
-import { attemptsParam, bigintArrayText } from '../../lib/db/batch-params';
+import { attemptsParam, bigintArrayText, resultsByIdJson } from '../../lib/db/batch-params';
 
 // The completions' batch parameters (lib/db/batch-params.ts): what the statements in
 // lib/db/queries.ts read. test/integration/batch-outcomes.int-spec.ts runs them on PostgreSQL.
@@ -21,5 +21,27 @@ describe('batch outcome parameters', () => {
   it('never hands back the caller array itself', () => {
     const mixed = [1, 2];
     expect(attemptsParam(mixed)).not.toBe(mixed);
+  });
+
+  it('writes results as one JSON object keyed by id, leaving out jobs without one', () => {
+    const r = resultsByIdJson([
+      { id: '1', resultJson: '{"a":[1,2]}' },
+      { id: '2', resultJson: null },
+      { id: '3', resultJson: 'null' },
+      { id: '4', resultJson: '"text"' },
+    ]);
+    expect(r).toBe('{"1":{"a":[1,2]},"3":null,"4":"text"}');
+    expect(JSON.parse(r!)).toEqual({ 1: { a: [1, 2] }, 3: null, 4: 'text' });
+    expect(resultsByIdJson([{ id: '7', resultJson: '0' }])).toBe('{"7":0}');
+  });
+
+  it('sends NULL when no job of the batch has a result', () => {
+    expect(
+      resultsByIdJson([
+        { id: '1', resultJson: null },
+        { id: '2', resultJson: null },
+      ]),
+    ).toBeNull();
+    expect(resultsByIdJson([])).toBeNull();
   });
 });
