@@ -14,15 +14,19 @@ export function bigintArrayText(ids: readonly string[]): string {
 }
 
 /**
- * The attempts of a batch, in id order: one element when every job of the batch is on the same
- * attempt (nearly always: first attempts), which the statement then compares with each row
- * directly instead of looking up the row's position in the id array (a scan of the array per
- * row, n^2/2 comparisons per batch).
+ * The attempts of a batch: `attempt` when every job of the batch is on the same one (nearly
+ * always: first attempts), which the statement compares with each row directly; otherwise
+ * `byId`, the text of a JSON object of each id's attempt, a binary search per row. Either way no
+ * row's attempt is looked up by its position in an array (a scan of the array per row, n^2/2
+ * comparisons per batch).
  */
-export function attemptsParam(attempts: readonly number[]): number[] {
-  const first = attempts[0];
-  for (let i = 1; i < attempts.length; i++) if (attempts[i] !== first) return attempts.slice();
-  return attempts.length ? [first] : [];
+export function attemptParams(outcomes: readonly { readonly id: string; readonly attempt: number }[]): {
+  attempt: number | null;
+  byId: string | null;
+} {
+  const first = outcomes[0]?.attempt;
+  if (outcomes.every((o) => o.attempt === first)) return { attempt: first ?? null, byId: null };
+  return { attempt: null, byId: `{${outcomes.map((o) => `"${o.id}":${o.attempt}`).join(',')}}` };
 }
 
 /**

@@ -8,7 +8,7 @@ import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type Inse
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import { quote } from '../core/input-text';
 import { isRefusal } from './refusal';
-import { attemptsParam, bigintArrayText, resultsByIdJson } from './batch-params';
+import { attemptParams, bigintArrayText, resultsByIdJson } from './batch-params';
 
 /** A job row as the queries return it. */
 export interface JobRow {
@@ -487,7 +487,7 @@ export class JobStore {
     const snoozed = outcomes.filter((o): o is O & Extract<Outcome, { kind: 'snoozed' }> => o.kind === 'snoozed');
     if (done.length) {
       const ids = bigintArrayText(done.map((o) => o.id));
-      const attempts = attemptsParam(done.map((o) => o.attempt));
+      const attempts = attemptParams(done);
       const resultParam = resultsByIdJson(done as Extract<Outcome, { kind: 'completed' }>[]);
       groups.push({
         outcomes: done,
@@ -496,12 +496,12 @@ export class JobStore {
             this.retention.completedMs > 0
               ? await this.db.query<WrittenRow>(
                   this.q.completeArchive,
-                  [ids, attempts, resultParam, workerId],
+                  [ids, attempts.attempt, resultParam, workerId, attempts.byId],
                   this.name(this.q.completeArchive),
                 )
               : await this.db.query<WrittenRow>(
                   this.q.completeDelete,
-                  [ids, attempts, workerId],
+                  [ids, attempts.attempt, workerId, attempts.byId],
                   this.name(this.q.completeDelete),
                 );
           return r.ids === null ? ALL : r.ids.map((id) => ({ id }));

@@ -111,11 +111,13 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
   // unnest(...) planned, as a prepared statement, a nested loop re-reading the whole unnest for
   // every row: 61 ms for 450 jobs, quadratic (measured); array_position is a tight loop in C.
   const at = 'array_position($1::bigint[], j.id)';
-  // The completions' attempt guard. array_position scans the array, so a batch of n costs n^2/2
-  // comparisons: 2-3 us per job at 480 measured alone (PostgreSQL 15). Nearly every batch is of
-  // one attempt (first attempts), so the store then sends that attempt alone, and this looks up
-  // no position: the server's CPU per drained job fell by 10 % (README, Benchmarks).
-  const attemptOk = `j.attempt = CASE WHEN cardinality($2::int[]) = 1 THEN ($2::int[])[1] ELSE ($2::int[])[${at}] END`;
+  // The completions' attempt guard. A guard looking each row's attempt up by its position in an
+  // attempt[] (array_position scans the id array) cost a batch of n n^2/2 comparisons: 2-3 us
+  // per job at 480 measured alone (PostgreSQL 15). Nearly every batch is of one attempt (first
+  // attempts): it comes as that one number; a batch of mixed attempts as a JSON object keyed by
+  // id, a binary search per row. Without the scan the server's CPU per drained job fell by 10 %
+  // (README, Benchmarks). `byId` names the object's parameter.
+  const attemptOk = (byId: string) => `j.attempt = coalesce($2::int, (${byId}::jsonb ->> j.id::text)::int)`;
   const ack = opts.asyncCommit ? `AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'` : '';
   // The cron tick is an enqueue on the queue's own connection: durable whatever the server default.
   const jobs = `${s}.jobs`;
@@ -196,14 +198,15 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
      * written whole. Results come as one JSON object keyed by id, a binary search per row where
      * a result[] looked up by position scanned the id array (2.1 against 0.2 us per job at 480,
      * PostgreSQL 15); a job without a result has no key, so its `out` is NULL.
-     * $1 id[] (no duplicates) $2 attempt[] (one per id, or one for every id) $3 results
-     * (`{"id": result, ...}`, or NULL: every result NULL) $4 worker
+     * $1 id[] (no duplicates) $2 every job's attempt (NULL when they differ) $3 results
+     * (`{"id": result, ...}`, or NULL: every result NULL) $4 worker $5 attempts when they
+     * differ (`{"id": attempt, ...}`, else NULL)
      */
     completeArchive: `
       WITH done AS (
         DELETE FROM ${jobs} j
         WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4
-          AND ${attemptOk} ${ack}
+          AND ${attemptOk('$5')} ${ack}
         RETURNING ${ARCHIVE_SOURCE}, $3::jsonb -> j.id::text AS out
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
@@ -231,11 +234,14 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       )
       SELECT count(*)::int AS n FROM done`,
 
-    /** Completes a batch without keeping history (retention.completedMs = 0). $1 id[] $2 attempt[] (as completeArchive) $3 worker */
+    /**
+     * Completes a batch without keeping history (retention.completedMs = 0). $1 id[] $2 attempt
+     * (as completeArchive) $3 worker $4 attempts when they differ (as completeArchive's $5)
+     */
     completeDelete: `
       WITH done AS (
         DELETE FROM ${jobs} j
-        WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $3 AND ${attemptOk} ${ack}
+        WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $3 AND ${attemptOk('$4')} ${ack}
         RETURNING j.id
       )
       ${writtenRowSql('done')}`,

@@ -1,4 +1,4 @@
-import { attemptsParam, bigintArrayText, resultsByIdJson } from '../../lib/db/batch-params';
+import { attemptParams, bigintArrayText, resultsByIdJson } from '../../lib/db/batch-params';
 
 // The completions' batch parameters (lib/db/batch-params.ts): what the statements in
 // lib/db/queries.ts read. test/integration/batch-outcomes.int-spec.ts runs them on PostgreSQL.
@@ -10,17 +10,14 @@ describe('batch outcome parameters', () => {
     expect(bigintArrayText([])).toBe('{}');
   });
 
-  it('sends one attempt for a batch all on the same attempt, and every attempt otherwise', () => {
-    expect(attemptsParam([1, 1, 1, 1])).toEqual([1]);
-    expect(attemptsParam([3])).toEqual([3]);
-    expect(attemptsParam([1, 1, 2, 1])).toEqual([1, 1, 2, 1]);
-    expect(attemptsParam([2, 1])).toEqual([2, 1]);
-    expect(attemptsParam([])).toEqual([]);
-  });
-
-  it('never hands back the caller array itself', () => {
-    const mixed = [1, 2];
-    expect(attemptsParam(mixed)).not.toBe(mixed);
+  it('sends one attempt for a batch all on the same attempt, and a JSON object of each id otherwise', () => {
+    const o = (id: string, attempt: number) => ({ id, attempt });
+    expect(attemptParams([o('1', 1), o('2', 1), o('3', 1)])).toEqual({ attempt: 1, byId: null });
+    expect(attemptParams([o('9', 3)])).toEqual({ attempt: 3, byId: null });
+    const mixed = attemptParams([o('1', 1), o('2', 2), o('3', 1)]);
+    expect(mixed).toEqual({ attempt: null, byId: '{"1":1,"2":2,"3":1}' });
+    expect(JSON.parse(mixed.byId!)).toEqual({ 1: 1, 2: 2, 3: 1 });
+    expect(attemptParams([])).toEqual({ attempt: null, byId: null });
   });
 
   it('writes results as one JSON object keyed by id, leaving out jobs without one', () => {
