@@ -125,7 +125,10 @@ interface WrittenRow {
 /** The Job an insert created, from what was sent and what the database assigned. */
 export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
   // The same arithmetic as the insert's: run_at = coalesce(runAt, now() + delayMs).
-  const runAt = n.runAt ?? new Date(now.getTime() + n.delayMs);
+  // Compared as numbers: `date > date` converts both through Symbol.toPrimitive on every job.
+  const nowMs = now.getTime();
+  const runAtMs = n.runAt === null ? nowMs + n.delayMs : n.runAt.getTime();
+  const runAt = n.runAt ?? new Date(runAtMs);
   return {
     id,
     queue: n.queue,
@@ -133,7 +136,7 @@ export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
     // The object the caller passed (parsing 1,000 payloads back cost more than the insert's
     // other client-side work); getJob returns what was stored.
     payload: n.payload as T,
-    state: runAt > now ? 'delayed' : 'waiting',
+    state: runAtMs > nowMs ? 'delayed' : 'waiting',
     priority: n.priority,
     attempt: 0,
     maxAttempts: n.maxAttempts,
@@ -325,21 +328,32 @@ export class JobStore {
   /** Inserts jobs in one statement; returns what the database assigned, in input order. */
   async insert(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<Inserted> {
     if (rows.length === 0) return { ids: [], now: new Date() };
-    const columns = insertColumns(rows);
-    const arrays = columns.map((values) => !values.every((v) => sameValue(v, values[0])));
+    // Each column goes as one scalar when every row has the same value (the usual bulk: one
+    // name, the queue's defaults), else as an array; no array is built for a scalar column.
+    const arrays: boolean[] = [];
+    const params: unknown[] = [null];
+    for (const [col] of INSERT_COLUMNS) {
+      const value = COLUMN_VALUE[col];
+      const first = value(rows[0]);
+      let same = true;
+      for (let i = 1; same && i < rows.length; i++) same = sameValue(value(rows[i]), first);
+      arrays.push(!same);
+      params.push(same ? first : rows.map(value));
+    }
+    params.push(this.channel);
+    // The payloads as one JSON array (buildInsert), unless too long for one jsonb value.
+    let chars = 0;
+    for (const r of rows) chars += r.payloadJson.length + 1;
+    const payloads = chars <= JSONB_ARRAY_MAX_CHARS ? 'jsonb' : 'text[]';
+    params[0] = payloads === 'jsonb' ? `[${rows.map((r) => r.payloadJson).join(',')}]` : rows.map((r) => r.payloadJson);
     // On the queue's own pool the insert forces a durable commit; in the caller's transaction it
     // leaves the commit to the caller.
     const durable = db === this.db;
-    const key = (durable ? 'd' : 't') + arrays.map((a) => (a ? '1' : '0')).join('');
+    const key = (durable ? 'd' : 't') + payloads + arrays.map((a) => (a ? '1' : '0')).join('');
     let sql = this.insertSql.get(key);
-    if (!sql) this.insertSql.set(key, (sql = buildInsert(this.schema, arrays, durable)));
-    const params = [
-      rows.map((r) => r.payloadJson),
-      ...columns.map((values, i) => (arrays[i] ? values : values[0])),
-      this.channel,
-    ];
-    const [out] = await db.query<{ ids: string[]; now: Date }>(sql, params, this.name(sql));
-    return out;
+    if (!sql) this.insertSql.set(key, (sql = buildInsert(this.schema, arrays, durable, payloads)));
+    const [out] = await db.query<{ ids: string | null; now: Date }>(sql, params, this.name(sql));
+    return { ids: out.ids === null ? [] : out.ids.split(','), now: out.now };
   }
 
   /**
@@ -843,6 +857,15 @@ function groupBy<T, K>(items: readonly T[], key: (t: T) => K): Map<K, T[]> {
   }
   return m;
 }
+
+/**
+ * The longest payloads of one insert (JSON characters, with a separator each) sent as one jsonb
+ * array; longer calls send a text[] instead. A jsonb value holds at most 256 MiB (2^28 - 1
+ * bytes), and its binary form can be several times its text for arrays of small numbers (a 4-byte
+ * entry and a numeric per `1,`): 16 Mi characters stays far below that. A text[] has the 1 GiB
+ * limit of any value.
+ */
+export const JSONB_ARRAY_MAX_CHARS = 16 * 1024 * 1024;
 
 /** The value of each INSERT_COLUMNS column for a row: a column without one does not compile. */
 const COLUMN_VALUE: Record<InsertColumn, (r: NewJobRow) => unknown> = {
