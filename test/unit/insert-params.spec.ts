@@ -24,7 +24,10 @@ describe('insert parameters', () => {
     ['mixed', INSERT_COLUMNS.map((_, i) => i % 2 === 0)],
   ])('the plain insert (%s) reads exactly $1..$N, the channel last', (_what, arrays) => {
     for (const durable of [false, true])
-      expect(params(buildInsert('pgqueue', arrays, durable))).toEqual(oneTo(INSERT_PARAMS.insert.count));
+      for (const payloads of ['jsonb', 'text[]'] as const)
+        expect(params(buildInsert('pgqueue', arrays, durable, payloads))).toEqual(oneTo(INSERT_PARAMS.insert.count));
+    expect(buildInsert('pgqueue', arrays, true, 'jsonb')).toContain('jsonb_array_elements($1::jsonb)');
+    expect(buildInsert('pgqueue', arrays, true, 'text[]')).toContain('unnest($1::text[])');
     const sql = buildInsert('pgqueue', arrays, true);
     // payload, the columns, the channel: what JobStore.insert sends.
     expect(INSERT_PARAMS.insert.count).toBe(1 + insertColumns([row]).length + 1);
