@@ -1,4 +1,4 @@
-import { insertColumns } from '../../lib/db/job-store';
+import { insertColumns, sameColumns, type NewJobRow } from '../../lib/db/job-store';
 import { buildInsert, buildUniqueInsert, INSERT_COLUMNS, INSERT_PARAMS } from '../../lib/db/queries';
 import { jobRow } from '../support/job-row';
 
@@ -16,6 +16,35 @@ describe('insert parameters', () => {
   it('the store sends one array per INSERT_COLUMNS column, in its order', () => {
     expect(insertColumns([row, { ...row, name: 'm' }]).length).toBe(INSERT_COLUMNS.length);
     expect(insertColumns([row, { ...row, name: 'm' }])[INSERT_COLUMNS.findIndex(([c]) => c === 'name')]).toEqual(['n', 'm']);
+  });
+
+  // The insert sends a column as one scalar when sameColumns says every row agrees: a column it
+  // did not compare would be sent as the first row's value for all of them.
+  const differing: Partial<NewJobRow>[] = [
+    { queue: 'q2' },
+    { name: 'm' },
+    { priority: 1 },
+    { runAt: new Date(0) },
+    { delayMs: 5 },
+    { maxAttempts: 4 },
+    { backoff: { type: 'fixed', delayMs: 1, maxDelayMs: 1, jitter: false } },
+    { timeoutMs: 10 },
+    { traceJson: '{"traceparent":"00-1-2-01"}' },
+  ];
+  it.each(differing)('sameColumns sees a row that differs in %o', (over) => {
+    expect(sameColumns(row, jobRow())).toBe(true);
+    expect(sameColumns(row, jobRow({ payload: { other: 1 } }))).toBe(true);
+    expect(sameColumns(row, jobRow(over))).toBe(false);
+    expect(sameColumns(jobRow(over), row)).toBe(false);
+  });
+  it('those rows differ in every INSERT_COLUMNS column, one column each', () => {
+    const changed = differing.map((over) => {
+      const a = insertColumns([row, jobRow(over)]);
+      return INSERT_COLUMNS.filter((_, i) => a[i][0] !== a[i][1] && !(a[i][0] instanceof Date)).map(([c]) => c);
+    });
+    // run_at: null against a Date; every other column's two values differ as primitives.
+    expect(changed.map((c) => c.length)).toEqual(differing.map(() => 1));
+    expect(new Set(changed.flat())).toEqual(new Set(INSERT_COLUMNS.map(([c]) => c)));
   });
 
   it.each([
