@@ -357,7 +357,8 @@ export class JobStore {
     let sql = this.insertSql.get(key);
     if (!sql) this.insertSql.set(key, (sql = buildInsert(this.schema, arrays, durable, payloads)));
     const [out] = await db.query<{ ids: string | null; now: Date }>(sql, params, this.name(sql));
-    return { ids: out.ids === null ? [] : out.ids.split(','), now: out.now };
+    // '{1,2,3}' (NULL when nothing was inserted: a refused row throws, so only in theory).
+    return { ids: out.ids === null || out.ids === '{}' ? [] : out.ids.slice(1, -1).split(','), now: out.now };
   }
 
   /**

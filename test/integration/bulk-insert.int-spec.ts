@@ -1,9 +1,10 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
+import { Client } from 'pg';
 import { QueueService, type Job, type Queue } from '../../lib';
 import { JSONB_ARRAY_MAX_CHARS } from '../../lib/db/job-store';
 import { bootApp } from '../support/app';
-import { useTestDatabase } from '../support/database';
+import { useTestDatabase, waitFor } from '../support/database';
 
 // The bulk insert sends every payload of a call in one JSON array, split on the server by
 // jsonb_array_elements (zipped with ROWS FROM to the columns whose values differ), and gets the
@@ -28,7 +29,14 @@ describe('bulk insert: what addBulk stores, and what it returns', () => {
 
   const stored = async (ids: string[]) =>
     (
-      await t.pool.query<{ id: string; name: string; payload: unknown; priority: number; max_attempts: number; delayed: boolean }>(
+      await t.pool.query<{
+        id: string;
+        name: string;
+        payload: unknown;
+        priority: number;
+        max_attempts: number;
+        delayed: boolean;
+      }>(
         `SELECT id::text, name, payload, priority, max_attempts, run_at > now() AS delayed
          FROM pgqueue.jobs j WHERE id = ANY($1::bigint[]) ORDER BY j.id`,
         [ids],
@@ -70,7 +78,10 @@ describe('bulk insert: what addBulk stores, and what it returns', () => {
   ];
 
   it('stores awkward payloads as passed, in input order, each under the id its Job names', async () => {
-    const jobs = await queue.addBulk([...awkward.map((payload) => ({ name: 'a' as const, payload })), { name: 'a', payload: undefined }]);
+    const jobs = await queue.addBulk([
+      ...awkward.map((payload) => ({ name: 'a' as const, payload })),
+      { name: 'a', payload: undefined },
+    ]);
     expect(jobs.map((j) => Number(j.id))).toEqual([...jobs.map((j) => Number(j.id))].sort((x, y) => x - y));
     const rows = await stored(jobs.map((j) => j.id));
     expect(rows.map((r) => r.id)).toEqual(jobs.map((j) => j.id));
@@ -118,6 +129,42 @@ describe('bulk insert: what addBulk stores, and what it returns', () => {
       [jobs.map((j) => j.id)],
     );
     expect(rows).toEqual(jobs.map((j, i) => ({ id: j.id, i, len: each - 20 })));
+  });
+
+  it('one NOTIFY per call, saying when its jobs are due: one due time (worked out from the parameters) or several (the earliest)', async () => {
+    const listener = new Client({ connectionString: t.db.url });
+    await listener.connect();
+    const seen: string[] = [];
+    listener.on('notification', (n) => {
+      if (n.channel === 'pgqueue_jobs' && n.payload?.startsWith('bulk|')) seen.push(n.payload);
+    });
+    await listener.query('LISTEN pgqueue_jobs');
+    try {
+      // Each NOTIFY is delivered after its commit, which the call awaited: it may still be on its way.
+      const next = async (n: number) => {
+        await waitFor(() => seen.length >= n, { message: () => `NOTIFY ${n}; seen ${JSON.stringify(seen)}` });
+        return seen[n - 1];
+      };
+      await queue.addBulk([
+        { name: 'a', payload: 1 },
+        { name: 'a', payload: 2 },
+      ]);
+      expect(await next(1)).toBe('bulk|0');
+      await queue.addBulk([1, 2, 3].map((payload) => ({ name: 'a' as const, payload, opts: { delayMs: 60_000 } })));
+      const due = Number((await next(2)).split('|')[1]);
+      expect(due).toBeGreaterThan(59_000);
+      expect(due).toBeLessThanOrEqual(60_000);
+      await queue.addBulk([
+        { name: 'a', payload: 1, opts: { delayMs: 120_000 } },
+        { name: 'a', payload: 2, opts: { delayMs: 30_000 } },
+      ]);
+      const earliest = Number((await next(3)).split('|')[1]);
+      expect(earliest).toBeGreaterThan(29_000);
+      expect(earliest).toBeLessThanOrEqual(30_000);
+      expect(seen).toHaveLength(3);
+    } finally {
+      await listener.end();
+    }
   });
 
   it('an empty addBulk stores nothing and returns no job', async () => {
