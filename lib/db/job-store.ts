@@ -122,13 +122,20 @@ interface WrittenRow {
   ids: string[] | null;
 }
 
-/** The Job an insert created, from what was sent and what the database assigned. */
-export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
+/** `errors` of every new job: readonly in Job, so one frozen array serves them all. */
+const NO_ERRORS: readonly never[] = Object.freeze([]);
+
+/**
+ * The Job an insert created, from what was sent and what the database assigned. `runAt`: the
+ * due time when the caller has it already (insertedToJobs shares one Date between the jobs of a
+ * call due at the same instant, as they share `createdAt`).
+ */
+export function insertedToJob<T>(n: NewJobRow, id: string, now: Date, runAt?: Date): Job<T> {
   // The same arithmetic as the insert's: run_at = coalesce(runAt, now() + delayMs).
   // Compared as numbers: `date > date` converts both through Symbol.toPrimitive on every job.
   const nowMs = now.getTime();
-  const runAtMs = n.runAt === null ? nowMs + n.delayMs : n.runAt.getTime();
-  const runAt = n.runAt ?? new Date(runAtMs);
+  runAt ??= n.runAt ?? new Date(nowMs + n.delayMs);
+  const runAtMs = runAt.getTime();
   return {
     id,
     queue: n.queue,
@@ -144,11 +151,27 @@ export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
     createdAt: now,
     startedAt: null,
     finishedAt: null,
-    errors: [],
+    errors: NO_ERRORS,
     result: null,
     timeoutMs: n.timeoutMs,
     progress: null,
   };
+}
+
+/** insertedToJob for each row of one insert (`ids` in the same order), in one pass. */
+export function insertedToJobs<T>(rows: readonly NewJobRow[], ids: readonly string[], now: Date): Job<T>[] {
+  const out: Job<T>[] = new Array<Job<T>>(rows.length);
+  let delayMs = -1;
+  let due = now;
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i];
+    if (r.runAt === null && r.delayMs !== delayMs) {
+      delayMs = r.delayMs;
+      due = new Date(now.getTime() + delayMs);
+    }
+    out[i] = insertedToJob<T>(r, ids[i], now, r.runAt ?? due);
+  }
+  return out;
 }
 
 export function rowToJob<T>(r: JobRow): Job<T> {
