@@ -49,6 +49,8 @@ async function main() {
   const url = u.toString();
   try {
     const pool = new pg.Pool({ connectionString: url, max: 4, options: '-c synchronous_commit=off' });
+    // The DROP ... WITH (FORCE) at the end may reach a connection pool.end() is still closing.
+    pool.on('error', () => {});
     await migrate(pool, 'pgqueue');
     await pool.query(raw.schema);
     await pool.query(`
