@@ -44,6 +44,15 @@ export interface ClaimedRow extends Pick<
   started_at_ms: number;
 }
 
+/** The jobs table's row versions (statistics) and its size in pages, now and as last recorded. */
+export interface JobsTableSize {
+  readonly dead: number;
+  readonly live: number;
+  readonly pages: number;
+  /** pg_class.relpages: the size the last VACUUM or ANALYZE recorded (0 before the first). */
+  readonly recordedPages: number;
+}
+
 /** A job whose lease expired, as the rescuer found it. */
 export interface StalledJob {
   readonly id: string;
@@ -806,17 +815,29 @@ export class JobStore {
     return n;
   }
 
-  /** Dead and live row versions of the jobs table (statistics, about a second old). */
-  async jobsTableTuples(): Promise<{ dead: number; live: number }> {
-    const { rows } = await this.pool.query<{ dead: number; live: number }>(this.q.jobsTableTuples, [
-      `${escapeIdentifier(this.schema)}.jobs`,
-    ]);
-    return rows[0] ?? { dead: 0, live: 0 };
+  /**
+   * Dead and live row versions of the jobs table (statistics, about a second old), and its size
+   * in pages: now, and as the last VACUUM or ANALYZE recorded it.
+   */
+  async jobsTableTuples(): Promise<JobsTableSize> {
+    const { rows } = await this.pool.query<{ dead: number; live: number; pages: number; recorded_pages: number }>(
+      this.q.jobsTableTuples,
+      [`${escapeIdentifier(this.schema)}.jobs`],
+    );
+    const r = rows[0];
+    return r
+      ? { dead: r.dead, live: r.live, pages: r.pages, recordedPages: r.recorded_pages }
+      : { dead: 0, live: 0, pages: 0, recordedPages: 0 };
   }
 
   /** VACUUM of the jobs table, on a pool connection (never inside a transaction). */
   async vacuumJobs(): Promise<void> {
     await this.pool.query(this.q.vacuumJobs);
+  }
+
+  /** ANALYZE of the jobs table: new statistics, and every cached plan on it made again. */
+  async analyzeJobs(): Promise<void> {
+    await this.pool.query(this.q.analyzeJobs);
   }
 
   /** Figures per queue (all queues, or one). */

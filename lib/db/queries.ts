@@ -488,14 +488,20 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 
     /**
      * Dead and live row versions of the jobs table, from the cumulative statistics (about a
-     * second behind). $1 the table, as text
+     * second behind); its size in pages now, and as the last VACUUM or ANALYZE recorded it
+     * (pg_class.relpages: when the cached plans were last invalidated). $1 the table, as text
      */
     jobsTableTuples: `
-      SELECT n_dead_tup::float8 AS dead, n_live_tup::float8 AS live
-      FROM pg_stat_user_tables WHERE relid = $1::regclass`,
+      SELECT s.n_dead_tup::float8 AS dead, s.n_live_tup::float8 AS live,
+             (pg_relation_size(s.relid) / current_setting('block_size')::int)::float8 AS pages,
+             c.relpages::float8 AS recorded_pages
+      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = $1::regclass`,
 
     /** Outside any transaction (VACUUM refuses one); SKIP_LOCKED: never wait on a lock for it. */
     vacuumJobs: `VACUUM (SKIP_LOCKED) ${jobs}`,
+
+    /** New statistics, so every connection replans its cached statements on the jobs table (vacuum.ts says why). */
+    analyzeJobs: `ANALYZE (SKIP_LOCKED) ${jobs}`,
 
     /**
      * Claims of a queue with globalConcurrency or a limiter run one at a time across all nodes,
