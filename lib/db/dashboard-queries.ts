@@ -1,5 +1,6 @@
 import { escapeIdentifier } from 'pg';
-import { HISTORY_COLS, LIVE_COLS, liveCountsSql, waitingChildrenSql } from './queries';
+import { historyByIdSql } from './history-by-id';
+import { byLayout, HISTORY_COLS, LIVE_COLS, liveCountsSql, waitingChildrenSql } from './queries';
 
 /** The states the dashboard lists; `waiting` means due now, `delayed` waiting for a later runAt. */
 export type ListState = 'waiting' | 'delayed' | 'active' | 'waiting-children' | 'completed' | 'failed' | 'cancelled';
@@ -196,6 +197,14 @@ export function buildDashboardQueries(schema: string) {
       SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1
       UNION ALL
       SELECT ${HISTORY_COLS}, NULL::text, locked_by, true, trace FROM ${history} WHERE id = $1`,
+    /** job for each history layout: only the history partitions that can hold the id (history-by-id.ts). $1 id */
+    jobIn: byLayout(
+      (layout) => `
+      SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1
+      UNION ALL
+      SELECT ${HISTORY_COLS}, NULL::text, locked_by, true, trace FROM (
+        ${historyByIdSql(schema, `${HISTORY_COLS}, locked_by, trace`, '$1::bigint', layout)}) h`,
+    ),
 
     /**
      * The jobs that wait on a job (its parents), each as it is now, first 100 by id: the edges'

@@ -10,6 +10,7 @@ import {
   type ListState,
 } from './dashboard-queries';
 import { poolExecutor, type SqlExecutor } from './executor';
+import { HistoryLayoutCache } from './history-by-id';
 import { isJobId, rowToJob, type JobRow } from './job-store';
 import { buildFlowQueries, type FlowQueries } from './flow-queries';
 import { traceIdOf } from '../core/telemetry';
@@ -138,7 +139,11 @@ export class DashboardStore {
     this.q = buildDashboardQueries(schema);
     this.flows = buildFlowQueries(schema);
     this.db = limited(poolExecutor(pool), maxConcurrent);
+    this.layout = new HistoryLayoutCache(poolExecutor(pool), schema);
   }
+
+  /** Which statement the job page's lookups take (history-by-id.ts). */
+  private readonly layout: HistoryLayoutCache;
 
   /**
    * Figures per queue: all of them (and every registered one), or one. The live and the
@@ -243,7 +248,7 @@ export class DashboardStore {
     if (!isJobId(id)) return null;
     const rows = await this.db.query<
       JobRow & { unique_key: string | null; locked_by: string | null; history: boolean; trace: unknown }
-    >(this.q.job, [id]);
+    >(this.q.jobIn[await this.layout.get()], [id]);
     if (!rows.length) return null;
     const r = rows[0];
     return { ...rowToJob(r), uniqueKey: r.unique_key, lockedBy: r.locked_by, history: r.history, traceId: traceIdOf(r.trace) };
@@ -255,10 +260,11 @@ export class DashboardStore {
    */
   async flow(id: string): Promise<DashboardFlow | null> {
     if (!isJobId(id)) return null;
+    const layout = await this.layout.get();
     const [parents, [counts], children] = await Promise.all([
       this.db.query<FlowLink>(this.q.parents, [id]),
       this.db.query<{ total: number; pending: number }>(this.q.childCounts, [id]),
-      this.db.query<FlowLink>(this.flows.children, [id, 100]),
+      this.db.query<FlowLink>(this.flows.childrenIn[layout], [id, 100]),
     ]);
     if (parents.length === 0 && counts.total === 0) return null;
     return {

@@ -1,4 +1,5 @@
 import { escapeIdentifier } from 'pg';
+import { historyByIdSql, type HistoryLayout } from './history-by-id';
 
 /** Columns every job-returning query selects, in the order `rowToJob` expects (the dashboard reads them too). */
 export const LIVE_COLS = `id, queue, name, payload,
@@ -582,6 +583,13 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       SELECT ${LIVE_COLS} FROM ${jobs} WHERE id = $1
       UNION ALL
       SELECT ${HISTORY_COLS} FROM ${history} WHERE id = $1`,
+    /** getJob for each history layout, visiting only the partitions that can hold the id (historyByIdSql). $1 id */
+    getJobIn: byLayout(
+      (layout) => `
+      SELECT ${LIVE_COLS} FROM ${jobs} WHERE id = $1
+      UNION ALL
+      ${historyByIdSql(schema, HISTORY_COLS, '$1::bigint', layout)}`,
+    ),
 
     /**
      * Tests only (nestjs-pg-queue/testing): waiting jobs due later (delayed, retry backoff,
@@ -594,6 +602,11 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 }
 
 export type Queries = ReturnType<typeof buildQueries>;
+
+/** One statement per history layout. */
+export function byLayout(build: (layout: HistoryLayout) => string): Readonly<Record<HistoryLayout, string>> {
+  return { flat: build('flat'), partitioned: build('partitioned'), 'partitioned-legacy': build('partitioned-legacy') };
+}
 
 /** Where the claim's due-time condition is: the window's conditions join it (the index's order). */
 const CLAIM_DUE = 'AND run_at <= now()';
