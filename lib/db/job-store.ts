@@ -3,7 +3,7 @@ import type { Job, JobAttemptError, JobProgress, JobState, QueueCounts } from '.
 import type { ResolvedBackoff } from '../core/pg-queue.options';
 import type { PgPool, PgPoolClient } from '../core/pg-types';
 import { clientExecutor, poolExecutor, type SqlExecutor } from './executor';
-import { HistoryLayoutCache, isUndefinedTable, type HistoryLayout } from './history-by-id';
+import { HistoryLayoutCache, isUndefinedTable } from './history-by-id';
 import { FlowStore, type ExistingDependency, type FlowInserted, type FlowNodeRow } from './flow-store';
 import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type InsertColumn, type Queries } from './queries';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
@@ -825,13 +825,13 @@ export class JobStore {
    * Runs a read by id in the statement for the history's layout (history-by-id.ts); a table gone
    * since the layout was remembered (dropped by hand) makes it ask again, once.
    */
-  private async byId<R>(db: SqlExecutor, run: (layout: HistoryLayout) => Promise<R>): Promise<R> {
+  private async byId<R>(run: () => Promise<R>): Promise<R> {
     try {
-      return await run(await this.layout.get());
+      return await run();
     } catch (err) {
       if (!isUndefinedTable(err)) throw err;
       this.layout.forget();
-      return run(await this.layout.get());
+      return run();
     }
   }
 
@@ -840,9 +840,9 @@ export class JobStore {
     // Prepared on the queue's own pool: by id, no partition of the history can be pruned, so a
     // plan is the same for every id, and planning one over 35 partitions cost 0.44 ms, four
     // times the lookup (bench/history-retention.mjs).
-    const rows = await this.byId(db, (layout) => {
-      const sql = this.q.getJobIn[layout];
-      return db.query<JobRow>(sql, [id], db === this.db ? this.name(sql) : undefined);
+    const rows = await this.byId(async () => {
+      const { sql, values } = await this.layout.lookup(this.q.getJobIn, id);
+      return db.query<JobRow>(sql, values, db === this.db ? this.name(sql) : undefined);
     });
     if (!rows.length) return null;
     const job = rowToJob<T>(rows[0]);

@@ -3,6 +3,8 @@ import type { Pool } from 'pg';
 import { Process, Processor, QueueService, type Job } from '../../lib';
 import { migrate } from '../../lib/db/migrator';
 import { HistoryPartitions } from '../../lib/db/history-partitions';
+import { HistoryLayoutCache } from '../../lib/db/history-by-id';
+import { poolExecutor } from '../../lib/db/executor';
 import { JobStore } from '../../lib/db/job-store';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
@@ -170,9 +172,8 @@ describe('history partitions', () => {
     }
     expect(await store.getJob('350')).toBeNull();
     // The plan: of the closed partitions, only the one whose range holds the id is read.
-    const plan = (
-      await t.pool.query(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ${store.q.getJobIn.partitioned}`, ['250'])
-    ).rows
+    const { sql, values } = await new HistoryLayoutCache(poolExecutor(t.pool), 'bounds').lookup(store.q.getJobIn, '250');
+    const plan = (await t.pool.query(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ${sql}`, values)).rows
       .map((r) => r['QUERY PLAN'] as string)
       .join('\n');
     const read = [...plan.matchAll(/on (job_history_p\d+t0000) \S+ \(actual rows/g)].map((m) => m[1]);
