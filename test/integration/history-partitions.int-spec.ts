@@ -6,6 +6,7 @@ import { HistoryPartitions } from '../../lib/db/history-partitions';
 import { HistoryLayoutCache } from '../../lib/db/history-by-id';
 import { poolExecutor } from '../../lib/db/executor';
 import { JobStore } from '../../lib/db/job-store';
+import { DashboardStore } from '../../lib/db/dashboard-store';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
 
@@ -171,6 +172,20 @@ describe('history partitions', () => {
       expect(await store.getJob(id)).toMatchObject({ id, state });
     }
     expect(await store.getJob('350')).toBeNull();
+    // The job page and a parent's children read the same way (children per child, in one statement).
+    const dashboard = new DashboardStore(t.pool, 'bounds', 'bounds_jobs');
+    expect(await dashboard.job('150')).toMatchObject({ id: '150', state: 'completed', history: true });
+    expect(await dashboard.job('350')).toBeNull();
+    await t.pool.query(
+      `INSERT INTO bounds.job_dependencies (child_id, parent_id, state) VALUES (5, 9999, NULL), (250, 9999, NULL), (150000, 9999, NULL), (400, 9999, NULL), (350, 9999, 'removed')`,
+    );
+    expect((await store.flows.children('9999', null)).map((c) => [c.id, c.state, c.queue])).toEqual([
+      ['5', 'completed', 'parts'],
+      ['250', 'cancelled', 'parts'],
+      ['350', 'removed', null],
+      ['400', 'completed', 'parts'],
+      ['150000', 'failed', 'parts'],
+    ]);
     // The plan: of the closed partitions, only the one whose range holds the id is read.
     const { sql, values } = await new HistoryLayoutCache(poolExecutor(t.pool), 'bounds').lookup(store.q.getJobIn, '250');
     const plan = (await t.pool.query(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ${sql}`, values)).rows
