@@ -17,19 +17,11 @@
 
 import pg from 'pg';
 import { startPgBouncer } from '../scripts/pgbouncer.mjs';
+import { LIB_PRELOAD } from './workloads.mjs';
 import { committedXacts, counters, cpuSeconds, now, sleep, startRoles, usage, waitEmpty, withDatabase } from './harness.mjs';
-import { createRequire } from 'node:module';
 
-const require = createRequire(import.meta.url);
 const TABLE = 'pgqueue.jobs';
 const CHANNEL = 'pgqueue_jobs';
-
-const PRELOAD = `
-  INSERT INTO pgqueue.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms)
-  SELECT 'bench', 'noop', jsonb_build_object('i', g), 0, now(), 3, $2::jsonb, NULL
-  FROM generate_series(1, $1) AS g`;
-
-const backoffJson = () => JSON.stringify(require('../dist/core/pg-queue.options.js').DEFAULTS.job.backoff);
 
 /** Starts the PgBouncer the bouncer runs share (one per bench run). */
 export function startBouncer(serverUrl, poolSize) {
@@ -112,7 +104,7 @@ export function scale(ctx, { processes, jobs, bouncer }) {
       await gate.connect();
       await gate.query('BEGIN');
       await gate.query(`LOCK TABLE ${TABLE} IN SHARE MODE`);
-      await gate.query(PRELOAD, [jobs, backoffJson()]);
+      await gate.query(LIB_PRELOAD, [jobs]);
       await gate.query(`ANALYZE ${TABLE}`);
       await gate.query(`SELECT pg_notify($1, 'bench|0')`, [CHANNEL]);
       await client.query('CHECKPOINT');

@@ -33,7 +33,7 @@ function workerArg(kind, url, ctx, extra = {}) {
  * Until issue 13 the preload stored the default's JSON instead, which the claim then returned
  * and parsed on every row, as no job added through the API does.
  */
-const LIB_PRELOAD = `
+export const LIB_PRELOAD = `
   INSERT INTO pgqueue.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms)
   SELECT 'bench', 'noop', jsonb_build_object('i', g), 0, now(), 3, NULL, NULL
   FROM generate_series(1, $1) AS g`;

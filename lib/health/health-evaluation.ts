@@ -59,9 +59,15 @@ export interface PgQueueHealthInput {
   readonly counts: Readonly<Record<string, QueueCounts>>;
   /**
    * The LISTEN connection's state, or null when this process does not LISTEN (poll-only mode,
-   * or no workers here). `disconnectedSince` is epoch ms; null while connected.
+   * or no workers here). `disconnectedSince` is epoch ms; null while connected. `connection`:
+   * which of the app's named connections it is, given only when the app has more than one (the
+   * listener down longest, else any), so the details and the problem say which database.
    */
-  readonly listener: { readonly connected: boolean; readonly disconnectedSince: number | null } | null;
+  readonly listener: {
+    readonly connected: boolean;
+    readonly disconnectedSince: number | null;
+    readonly connection?: string;
+  } | null;
   /** This process should run workers (module option `workers`). */
   readonly workersExpected: boolean;
   /** This process's workers are running (started, and not stopping). */
@@ -86,7 +92,10 @@ export type PgQueueQueueHealth = {
 export type PgQueueHealthDetails = {
   /** Each queue's figures, by name, in name order. */
   queues: Record<string, PgQueueQueueHealth>;
-  /** `'connected'`, `'disconnected for N ms'`, `'poll-only'`, or `'not used'` (no workers here). */
+  /**
+   * `'connected'`, `'disconnected for N ms'` (with ` (connection "name")` in an app of several
+   * connections), `'poll-only'`, or `'not used'` (no workers here).
+   */
   listener: string;
   /** `'disabled'` when the module option `workers` is false. */
   workers: 'running' | 'stopped' | 'disabled';
@@ -217,11 +226,12 @@ export function evaluateHealth(input: PgQueueHealthInput, thresholds: PgQueueHea
   else {
     // Unknown since when (stopped, or never started): count from now rather than call it old.
     const forMs = Math.max(0, input.now - (input.listener.disconnectedSince ?? input.now));
-    listener = `disconnected for ${forMs} ms`;
+    const of = input.listener.connection === undefined ? '' : ` of connection ${JSON.stringify(input.listener.connection)}`;
+    listener = `disconnected for ${forMs} ms${of ? ` (connection ${JSON.stringify(input.listener.connection)})` : ''}`;
     const graceMs = thresholds.listenerGraceMs ?? HEALTH_DEFAULTS.listenerGraceMs;
     if (forMs > graceMs) {
       problems.push(
-        `listener: LISTEN connection down for ${forMs} ms > listenerGraceMs ${graceMs} (workers fall back to polling)`,
+        `listener${of}: LISTEN connection down for ${forMs} ms > listenerGraceMs ${graceMs} (workers fall back to polling)`,
       );
     }
   }

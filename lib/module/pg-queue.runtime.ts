@@ -59,10 +59,15 @@ export class PgQueueRuntime {
 
   /**
    * The listeners of every connection as one, for health and metrics: the one down longest if
-   * any is down, else connected; null when no connection listens (poll-only).
+   * any is down, else connected; null when no connection listens (poll-only). In an app of more
+   * than one connection it names its connection, so health can say which database's is down.
    */
-  get listenerState(): Supervisor['listenerState'] {
-    const states = this.connections.map((c) => c.supervisor.listenerState).filter((l) => l !== null);
+  get listenerState(): (NonNullable<Supervisor['listenerState']> & { readonly connection?: string }) | null {
+    const named = this.connections.length > 1;
+    const states = this.connections.flatMap((c) => {
+      const l = c.supervisor.listenerState;
+      return l === null ? [] : [named ? { ...l, connection: c.name } : l];
+    });
     const down = states.filter((l) => !l.connected);
     down.sort((a, b) => (a.disconnectedSince ?? Infinity) - (b.disconnectedSince ?? Infinity));
     return down[0] ?? states[0] ?? null;

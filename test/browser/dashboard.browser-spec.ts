@@ -157,13 +157,13 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     const idle = page.locator('tr[data-queue="idle"]');
     await idle.waitFor({ timeout: WAIT_MS });
     const cells = async (row: typeof idle) => (await row.locator('td').allInnerTexts()).map((t) => t.trim());
-    // Queue, waiting, delayed, active, stalled, failed, cancelled, oldest waiting, state.
+    // Queue, waiting, delayed, waiting children, active, stalled, failed, cancelled, oldest waiting, state.
     const i = await cells(idle);
-    expect(i.slice(1, 7)).toEqual(['3', '1', '0', '0', '0', '0']);
-    expect(i[8]).toBe('paused');
+    expect(i.slice(1, 8)).toEqual(['3', '1', '0', '0', '0', '0', '0']);
+    expect(i[9]).toBe('paused');
     const w = await cells(page.locator('tr[data-queue="work"]'));
-    expect(w.slice(1, 7)).toEqual(['0', '0', '0', '0', '2', '0']);
-    expect(w[8]).toBe('running');
+    expect(w.slice(1, 8)).toEqual(['0', '0', '0', '0', '0', '2', '0']);
+    expect(w[9]).toBe('running');
     await page.locator('[data-testid="throughput-chart"] canvas').waitFor({ timeout: WAIT_MS });
     expect(await page.locator('[data-testid="refresh"]').innerText()).toMatch(/updated/);
   });
@@ -186,7 +186,7 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
 
   it('a failed job: open it from the overview, read its error and stack, retry it, watch it complete without a reload', async () => {
     await page.goto(main.dashboard);
-    await page.locator('tr[data-queue="work"] td:nth-child(6) a').click();
+    await page.locator('tr[data-queue="work"] td:nth-child(7) a').click();
     await page.waitForURL(/\/queues\/queues\/work\?state=failed$/);
     await page.locator(`tr[data-job-id="${ids.disk}"] a`).first().click();
     await page.waitForURL(new RegExp(`/queues/jobs/${ids.disk}$`));
@@ -346,7 +346,16 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     expect(await parents.first().textContent()).toMatch(new RegExp(`^${flow.job.id} idle/report waiting-children`));
     await page.locator('[data-testid="flow-parents"] a').first().click();
     await page.waitForURL(new RegExp(`/jobs/${flow.job.id}$`));
-    await page.goto(`${main.dashboard}/queues/idle?state=waiting-children`);
+    // The overview counts the parent under waiting children, and links to that tab.
+    await page.goto(main.dashboard);
+    const waitingChildren = page.locator('tr[data-queue="idle"] td:nth-child(4) a');
+    await page.waitForFunction(
+      () => document.querySelector('tr[data-queue="idle"] td:nth-child(4)')?.textContent?.trim() === '1',
+      undefined,
+      { timeout: WAIT_MS },
+    );
+    await waitingChildren.click();
+    await page.waitForURL(/\/queues\/queues\/idle\?state=waiting-children$/);
     await page.waitForFunction(
       (id) =>
         [...document.querySelectorAll('[data-testid="jobs-table"] tbody tr')].some((r) => r.getAttribute('data-job-id') === id),

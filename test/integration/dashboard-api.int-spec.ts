@@ -161,6 +161,7 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       expect(mail).toMatchObject({
         waiting: 2,
         delayed: 1,
+        waitingChildren: 0,
         active: 0,
         stalled: 0,
         failed: 2,

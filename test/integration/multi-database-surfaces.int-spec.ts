@@ -10,6 +10,7 @@ import { PgQueueTester, PgQueueTestingModule } from '../../lib/testing';
 import { PgQueueDashboardModule } from '../../lib/dashboard';
 import { PgQueueHealthIndicator } from '../../lib/health';
 import { PgQueueMetricsModule } from '../../lib/metrics';
+import { runtimeOf } from '../support/app';
 import { bootHttpApp } from '../support/dashboard-app';
 import { createTestDatabase, testPool, useTestDatabase, waitFor, type TestDatabase } from '../support/database';
 import { pooledOptions } from '../support/pgbouncer';
@@ -155,7 +156,9 @@ describe('counts, health, metrics, dashboard and cron over two databases', () =>
   });
 });
 
-describe('PgQueueTester over two databases', () => {
+// Below, each test builds its own module (not routed through PgBouncer by test/support: the
+// first one needs manual mode, the second one a listener URL that stays unreachable).
+describe('PgQueueTester and health over two databases', () => {
   const t = useTestDatabase();
   let bulkDb: TestDatabase;
   beforeAll(async () => {
@@ -187,6 +190,38 @@ describe('PgQueueTester over two databases', () => {
       expect(outcomes.map((o) => [o.job.queue, o.event, o.event === 'completed' ? o.result : null]).sort()).toEqual([
         ['app', 'completed', 'app done'],
         ['bulk', 'completed', 'bulk later'],
+      ]);
+    } finally {
+      await app.close();
+    }
+  });
+
+  it('health names the connection whose listener is down, in the details and in the problem', async () => {
+    // The bulk database's listener points at a port that refuses connections (port 1).
+    @Module({
+      imports: [
+        TerminusModule,
+        PgQueueModule.forRoot({
+          connection: t.db.url,
+          connections: { bulk: { connection: bulkDb.url, listenConnection: 'postgres://postgres@127.0.0.1:1/none' } },
+        }),
+        PgQueueModule.registerQueue({ name: 'app' }, { name: 'bulk', connection: 'bulk' }),
+      ],
+      providers: [AppProcessor, BulkProcessor, PgQueueHealthIndicator],
+    })
+    class AppModule {}
+    const moduleRef = await Test.createTestingModule({ imports: [AppModule] }).compile();
+    moduleRef.useLogger(false);
+    const app = await moduleRef.init();
+    try {
+      await waitFor(() => runtimeOf(app).connections[0].supervisor.listenerState?.connected === true, {
+        message: "the default connection's listener to connect",
+      });
+      const health = await app.get(PgQueueHealthIndicator).isHealthy('pgqueue', { listenerGraceMs: 0 });
+      expect(health.pgqueue.status).toBe('down');
+      expect(health.pgqueue.listener).toMatch(/^disconnected for \d+ ms \(connection "bulk"\)$/);
+      expect(health.pgqueue.problems).toEqual([
+        expect.stringMatching(/^listener of connection "bulk": LISTEN connection down for \d+ ms > listenerGraceMs 0/),
       ]);
     } finally {
       await app.close();

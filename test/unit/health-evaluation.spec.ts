@@ -175,6 +175,18 @@ describe('evaluateHealth', () => {
       ]);
     });
 
+    it('an app of several connections: the details and the problem name the connection whose listener is down', () => {
+      const r = evaluateHealth(input({ listener: { ...down(30_001), connection: 'bulk' } }));
+      expect(r.up).toBe(false);
+      expect(r.details.listener).toBe('disconnected for 30001 ms (connection "bulk")');
+      expect(r.problems).toEqual([
+        'listener of connection "bulk": LISTEN connection down for 30001 ms > listenerGraceMs 30000 (workers fall back to polling)',
+      ]);
+      expect(
+        evaluateHealth(input({ listener: { connected: true, disconnectedSince: null, connection: 'bulk' } })).details.listener,
+      ).toBe('connected');
+    });
+
     it('listenerGraceMs sets the grace', () => {
       expect(evaluateHealth(input({ listener: down(400) }), { listenerGraceMs: 500 }).up).toBe(true);
       expect(evaluateHealth(input({ listener: down(600) }), { listenerGraceMs: 500 }).up).toBe(false);

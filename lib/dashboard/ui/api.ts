@@ -19,6 +19,8 @@ export interface QueueRow {
   name: string;
   waiting: number;
   delayed: number;
+  /** Parents of flows waiting for their children. */
+  waitingChildren: number;
   active: number;
   stalled: number;
   failed: number;

@@ -61,6 +61,9 @@ export function OverviewPage() {
                 {many && <th>Connection</th>}
                 <th class="num">Waiting</th>
                 <th class="num">Delayed</th>
+                <th class="num" title="Parents of flows waiting for their children to finish">
+                  Waiting children
+                </th>
                 <th class="num">Active</th>
                 <th class="num">Stalled</th>
                 <th class="num">Failed</th>
@@ -85,6 +88,7 @@ export function OverviewPage() {
                   {many && <td class="mono">{q.connection}</td>}
                   <Count queue={q.name} state="waiting" n={q.waiting} />
                   <Count queue={q.name} state="delayed" n={q.delayed} />
+                  <Count queue={q.name} state="waiting-children" n={q.waitingChildren} />
                   <Count queue={q.name} state="active" n={q.active} />
                   <Count queue={q.name} n={q.stalled} tone="warn" />
                   <Count queue={q.name} state="failed" n={q.failed} tone="bad" />
