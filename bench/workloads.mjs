@@ -77,13 +77,17 @@ async function resetStatements(client, ctx) {
   await client.query('SELECT pg_stat_statements_reset()');
 }
 
-/** With --pgss: the statements of this database, most total time first (calls, rows per call). */
+/**
+ * With --pgss: the statements of this database, most total time first (calls, plans, rows and
+ * shared buffers per call: figures other load on the machine does not move).
+ */
 async function topStatements(client, ctx) {
   if (!ctx.pgss) return undefined;
   const { rows } = await client.query(`
-    SELECT calls::int, round((rows::numeric / greatest(calls, 1)), 1)::float AS rows_per_call,
+    SELECT calls::int, plans::int, round((rows::numeric / greatest(calls, 1)), 1)::float AS rows_per_call,
            round(mean_exec_time::numeric, 3)::float AS mean_ms, round(mean_plan_time::numeric, 3)::float AS plan_ms,
            round(total_exec_time::numeric)::int AS total_ms,
+           round((shared_blks_hit + shared_blks_read)::numeric / greatest(calls, 1), 1)::float AS buffers_per_call,
            left(regexp_replace(query, '\\s+', ' ', 'g'), 120) AS query
     FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
     ORDER BY total_exec_time DESC LIMIT 8`);
@@ -309,8 +313,10 @@ export function latency(ctx, { kind, rate, seconds }) {
       roles.push(...(await startRoles([[KINDS[kind].producer, { url, libOptions: ctx.libOptions }]])));
       const [worker, producer] = roles;
       await client.query('CHECKPOINT');
+      await resetStatements(client, ctx);
       const sent = await producer.request({ type: 'go', mode: 'latency', total, rate });
       await waitEmpty(url, table, 30_000);
+      const statements = await topStatements(client, ctx);
       const report = await worker.request({ type: 'report' });
       const started = new Map(report.starts);
       // From the commit's acknowledgement (what the target means), and from the call to add():
@@ -336,6 +342,7 @@ export function latency(ctx, { kind, rate, seconds }) {
           sendP99: send(99),
           sendMax: send(100),
           producerMaxLagMs: sent.maxLagMs,
+          statements,
         },
         check: check(
           lat.length === total && report.handled === total,

@@ -45,6 +45,15 @@ export interface ClaimedRow extends Pick<
   started_at_ms: number;
 }
 
+/** The jobs table's row versions (statistics) and its size in pages, now and as last recorded. */
+export interface JobsTableSize {
+  readonly dead: number;
+  readonly live: number;
+  readonly pages: number;
+  /** pg_class.relpages: the size the last VACUUM or ANALYZE recorded (0 before the first). */
+  readonly recordedPages: number;
+}
+
 /** A job whose lease expired, as the rescuer found it. */
 export interface StalledJob {
   readonly id: string;
@@ -123,10 +132,20 @@ interface WrittenRow {
   ids: string[] | null;
 }
 
-/** The Job an insert created, from what was sent and what the database assigned. */
-export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
+/** `errors` of every new job: readonly in Job, so one frozen array serves them all. */
+const NO_ERRORS: readonly never[] = Object.freeze([]);
+
+/**
+ * The Job an insert created, from what was sent and what the database assigned. `runAt`: the
+ * due time when the caller has it already (insertedToJobs shares one Date between the jobs of a
+ * call due at the same instant, as they share `createdAt`).
+ */
+export function insertedToJob<T>(n: NewJobRow, id: string, now: Date, runAt?: Date): Job<T> {
   // The same arithmetic as the insert's: run_at = coalesce(runAt, now() + delayMs).
-  const runAt = n.runAt ?? new Date(now.getTime() + n.delayMs);
+  // Compared as numbers: `date > date` converts both through Symbol.toPrimitive on every job.
+  const nowMs = now.getTime();
+  runAt ??= n.runAt ?? new Date(nowMs + n.delayMs);
+  const runAtMs = runAt.getTime();
   return {
     id,
     queue: n.queue,
@@ -134,7 +153,7 @@ export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
     // The object the caller passed (parsing 1,000 payloads back cost more than the insert's
     // other client-side work); getJob returns what was stored.
     payload: n.payload as T,
-    state: runAt > now ? 'delayed' : 'waiting',
+    state: runAtMs > nowMs ? 'delayed' : 'waiting',
     priority: n.priority,
     attempt: 0,
     maxAttempts: n.maxAttempts,
@@ -142,11 +161,27 @@ export function insertedToJob<T>(n: NewJobRow, id: string, now: Date): Job<T> {
     createdAt: now,
     startedAt: null,
     finishedAt: null,
-    errors: [],
+    errors: NO_ERRORS,
     result: null,
     timeoutMs: n.timeoutMs,
     progress: null,
   };
+}
+
+/** insertedToJob for each row of one insert (`ids` in the same order), in one pass. */
+export function insertedToJobs<T>(rows: readonly NewJobRow[], ids: readonly string[], now: Date): Job<T>[] {
+  const out: Job<T>[] = new Array<Job<T>>(rows.length);
+  let delayMs = -1;
+  let due = now;
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i];
+    if (r.runAt === null && r.delayMs !== delayMs) {
+      delayMs = r.delayMs;
+      due = new Date(now.getTime() + delayMs);
+    }
+    out[i] = insertedToJob<T>(r, ids[i], now, r.runAt ?? due);
+  }
+  return out;
 }
 
 export function rowToJob<T>(r: JobRow): Job<T> {
@@ -330,21 +365,37 @@ export class JobStore {
   /** Inserts jobs in one statement; returns what the database assigned, in input order. */
   async insert(rows: readonly NewJobRow[], db: SqlExecutor = this.db): Promise<Inserted> {
     if (rows.length === 0) return { ids: [], now: new Date() };
-    const columns = insertColumns(rows);
-    const arrays = columns.map((values) => !values.every((v) => sameValue(v, values[0])));
+    // Each column goes as one scalar when every row has the same value (the usual bulk: one
+    // name, the queue's defaults), else as an array; no array is built for a scalar column.
+    const arrays: boolean[] = [];
+    const params: unknown[] = [null];
+    const r0 = rows[0];
+    // One pass of plain reads over the rows settles the usual bulk: every column a scalar.
+    let uniform = true;
+    for (let i = 1; uniform && i < rows.length; i++) uniform = sameColumns(rows[i], r0);
+    for (const [col] of INSERT_COLUMNS) {
+      const value = COLUMN_VALUE[col];
+      const first = value(r0);
+      let same = true;
+      for (let i = 1; !uniform && same && i < rows.length; i++) same = sameValue(value(rows[i]), first);
+      arrays.push(!same);
+      params.push(same ? first : rows.map(value));
+    }
+    params.push(this.channel);
+    // The payloads as one JSON array (buildInsert), unless too long for one jsonb value.
+    let chars = 0;
+    for (const r of rows) chars += r.payloadJson.length + 1;
+    const payloads = chars <= JSONB_ARRAY_MAX_CHARS ? 'jsonb' : 'text[]';
+    params[0] = payloads === 'jsonb' ? `[${rows.map((r) => r.payloadJson).join(',')}]` : rows.map((r) => r.payloadJson);
     // On the queue's own pool the insert forces a durable commit; in the caller's transaction it
     // leaves the commit to the caller.
     const durable = db === this.db;
-    const key = (durable ? 'd' : 't') + arrays.map((a) => (a ? '1' : '0')).join('');
+    const key = (durable ? 'd' : 't') + payloads + arrays.map((a) => (a ? '1' : '0')).join('');
     let sql = this.insertSql.get(key);
-    if (!sql) this.insertSql.set(key, (sql = buildInsert(this.schema, arrays, durable)));
-    const params = [
-      rows.map((r) => r.payloadJson),
-      ...columns.map((values, i) => (arrays[i] ? values : values[0])),
-      this.channel,
-    ];
-    const [out] = await db.query<{ ids: string[]; now: Date }>(sql, params, this.name(sql));
-    return out;
+    if (!sql) this.insertSql.set(key, (sql = buildInsert(this.schema, arrays, durable, payloads)));
+    const [out] = await db.query<{ ids: string | null; now: Date }>(sql, params, this.name(sql));
+    // '{1,2,3}' (NULL when nothing was inserted: a refused row throws, so only in theory).
+    return { ids: out.ids === null || out.ids === '{}' ? [] : out.ids.slice(1, -1).split(','), now: out.now };
   }
 
   /**
@@ -769,17 +820,29 @@ export class JobStore {
     return n;
   }
 
-  /** Dead and live row versions of the jobs table (statistics, about a second old). */
-  async jobsTableTuples(): Promise<{ dead: number; live: number }> {
-    const { rows } = await this.pool.query<{ dead: number; live: number }>(this.q.jobsTableTuples, [
-      `${escapeIdentifier(this.schema)}.jobs`,
-    ]);
-    return rows[0] ?? { dead: 0, live: 0 };
+  /**
+   * Dead and live row versions of the jobs table (statistics, about a second old), and its size
+   * in pages: now, and as the last VACUUM or ANALYZE recorded it.
+   */
+  async jobsTableTuples(): Promise<JobsTableSize> {
+    const { rows } = await this.pool.query<{ dead: number; live: number; pages: number; recorded_pages: number }>(
+      this.q.jobsTableTuples,
+      [`${escapeIdentifier(this.schema)}.jobs`],
+    );
+    const r = rows[0];
+    return r
+      ? { dead: r.dead, live: r.live, pages: r.pages, recordedPages: r.recorded_pages }
+      : { dead: 0, live: 0, pages: 0, recordedPages: 0 };
   }
 
   /** VACUUM of the jobs table, on a pool connection (never inside a transaction). */
   async vacuumJobs(): Promise<void> {
     await this.pool.query(this.q.vacuumJobs);
+  }
+
+  /** ANALYZE of the jobs table: new statistics, and every cached plan on it made again. */
+  async analyzeJobs(): Promise<void> {
+    await this.pool.query(this.q.analyzeJobs);
   }
 
   /** Figures per queue (all queues, or one). */
@@ -865,6 +928,15 @@ function groupBy<T, K>(items: readonly T[], key: (t: T) => K): Map<K, T[]> {
   return m;
 }
 
+/**
+ * The longest payloads of one insert (JSON characters, with a separator each) sent as one jsonb
+ * array; longer calls send a text[] instead. A jsonb value holds at most 256 MiB (2^28 - 1
+ * bytes), and its binary form can be several times its text for arrays of small numbers (a 4-byte
+ * entry and a numeric per `1,`): 16 Mi characters stays far below that. A text[] has the 1 GiB
+ * limit of any value.
+ */
+export const JSONB_ARRAY_MAX_CHARS = 16 * 1024 * 1024;
+
 /** The value of each INSERT_COLUMNS column for a row: a column without one does not compile. */
 const COLUMN_VALUE: Record<InsertColumn, (r: NewJobRow) => unknown> = {
   queue: (r) => r.queue,
@@ -877,6 +949,25 @@ const COLUMN_VALUE: Record<InsertColumn, (r: NewJobRow) => unknown> = {
   timeout_ms: (r) => r.timeoutMs,
   trace: (r) => r.traceJson,
 };
+
+/**
+ * True when `a` and `b` have the same value in every INSERT_COLUMNS column (a false "no" only
+ * costs arrays): one pass of plain reads, where asking each column's COLUMN_VALUE of each row
+ * was a sixth of addBulk's JS. test/unit/insert-params.spec.ts checks it sees every column.
+ */
+export function sameColumns(a: NewJobRow, b: NewJobRow): boolean {
+  return (
+    a.queue === b.queue &&
+    a.name === b.name &&
+    a.priority === b.priority &&
+    sameValue(a.runAt, b.runAt) &&
+    a.delayMs === b.delayMs &&
+    a.maxAttempts === b.maxAttempts &&
+    a.backoff === b.backoff &&
+    a.timeoutMs === b.timeoutMs &&
+    a.traceJson === b.traceJson
+  );
+}
 
 /** The values of INSERT_COLUMNS (queries.ts), one array per column, in its order. */
 export function insertColumns(rows: readonly NewJobRow[]): unknown[][] {

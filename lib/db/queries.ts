@@ -491,14 +491,20 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 
     /**
      * Dead and live row versions of the jobs table, from the cumulative statistics (about a
-     * second behind). $1 the table, as text
+     * second behind); its size in pages now, and as the last VACUUM or ANALYZE recorded it
+     * (pg_class.relpages: when the cached plans were last invalidated). $1 the table, as text
      */
     jobsTableTuples: `
-      SELECT n_dead_tup::float8 AS dead, n_live_tup::float8 AS live
-      FROM pg_stat_user_tables WHERE relid = $1::regclass`,
+      SELECT s.n_dead_tup::float8 AS dead, s.n_live_tup::float8 AS live,
+             (pg_relation_size(s.relid) / current_setting('block_size')::int)::float8 AS pages,
+             c.relpages::float8 AS recorded_pages
+      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = $1::regclass`,
 
     /** Outside any transaction (VACUUM refuses one); SKIP_LOCKED: never wait on a lock for it. */
     vacuumJobs: `VACUUM (SKIP_LOCKED) ${jobs}`,
+
+    /** New statistics, so every connection replans its cached statements on the jobs table (vacuum.ts says why). */
+    analyzeJobs: `ANALYZE (SKIP_LOCKED) ${jobs}`,
 
     /**
      * Claims of a queue with globalConcurrency or a limiter run one at a time across all nodes,
@@ -687,43 +693,70 @@ export const INSERT_PARAMS = {
 /**
  * The bulk insert: one statement whatever the number of jobs, plus one NOTIFY per queue riding
  * in the caller's transaction, so it is delivered only on commit; its payload `queue|ms` says how
- * soon the earliest new job is due (0 = now). Payloads always travel as one array ($1); each
+ * soon the earliest new job is due (0 = now). Payloads always travel together in $1; each
  * other column travels as an array only when its values differ within the call, else as one
  * scalar: parsing nine 1,000-element arrays cost about twice the insert itself (measured:
- * 23 ms vs 12 ms per 1,000 jobs). `arrays[i]` says whether INSERT_COLUMNS[i] is an array.
+ * 23 ms vs 12 ms per 1,000 jobs). `arrays[i]` says whether INSERT_COLUMNS[i] is an array; the
+ * arrays are zipped with the payloads by ROWS FROM, in input order.
  * `durable`: the insert runs on the queue's own pool, so it forces `synchronous_commit` on (DURABLE).
+ *
+ * `payloads`: how $1 carries them. `'jsonb'` (the usual case): one JSON array of every payload,
+ * `[p1,p2,...]`, split by `jsonb_array_elements`. Against a `text[]` of JSON texts this spares
+ * the client pg's quoting of every element into an array literal (0.14 ms per 1,000 small
+ * payloads) and the server that literal's parse before each element's own: EXPLAIN ANALYZE of
+ * 1,000 small jobs on PostgreSQL 15, median of 41, 3.24 ms with the whole statement as it is now
+ * against 3.52 ms as it was (text[], and the wake-up grouped from every row). `'text[]'`: one
+ * JSON text per job, each cast alone, for calls too long for one jsonb value (JobStore.insert
+ * decides: JSONB_ARRAY_MAX_CHARS).
  * Every piece of this SQL is from the fixed vocabulary above; values are bind parameters.
  */
-export function buildInsert(schema: string, arrays: readonly boolean[], durable: boolean): string {
-  const unnest = ['$1::text[]'];
+export function buildInsert(
+  schema: string,
+  arrays: readonly boolean[],
+  durable: boolean,
+  payloads: 'jsonb' | 'text[]' = 'jsonb',
+): string {
+  const from = [payloads === 'jsonb' ? 'jsonb_array_elements($1::jsonb)' : 'unnest($1::text[])'];
   const alias = ['payload'];
   const expr: Record<string, string> = {};
   INSERT_COLUMNS.forEach(([col, type], i) => {
     const p = `$${i + 2}`;
     if (arrays[i]) {
-      unnest.push(`${p}::${type}[]`);
+      from.push(`unnest(${p}::${type}[])`);
       alias.push(col);
       expr[col] = `t.${col}`;
     } else {
       expr[col] = `${p}::${type}`;
     }
   });
+  const runAt = `coalesce(${expr.run_at}, now() + ${expr.delay_ms} * interval '1 millisecond')`;
+  // One queue and one due time for the whole call (addBulk at its defaults, say): the wake-up
+  // is worked out once from the parameters, not grouped from every inserted row (measured:
+  // 0.1-0.2 ms less per 1,000 jobs, EXPLAIN ANALYZE on PostgreSQL 15).
+  const oneWake = !arrays[0] && !arrays[3] && !arrays[4];
+  const due = (at: string) => `greatest(0, ceil(extract(epoch FROM ${at} - now()) * 1000))::bigint`;
+  const channel = `$${INSERT_PARAMS.insert.channel}`;
   return `
     WITH ins AS (
       INSERT INTO ${escapeIdentifier(schema)}.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace)
-      SELECT ${expr.queue}, ${expr.name}, t.payload::jsonb, ${expr.priority},
-             coalesce(${expr.run_at}, now() + ${expr.delay_ms} * interval '1 millisecond'),
-             ${expr.max_attempts}, ${expr.backoff}::jsonb, ${expr.timeout_ms}, ${expr.trace}::jsonb
-      FROM unnest(${unnest.join(', ')}) AS t(${alias.join(', ')}) ${durable ? `WHERE ${DURABLE}` : ''}
-      RETURNING id, queue, run_at
-    ), wake AS (
-      SELECT pg_notify($${INSERT_PARAMS.insert.channel}, queue || '|' ||
-               greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
-      FROM ins GROUP BY queue
+      SELECT ${expr.queue}, ${expr.name}, t.payload${payloads === 'jsonb' ? '' : '::jsonb'}, ${expr.priority},
+             ${runAt}, ${expr.max_attempts}, ${expr.backoff}::jsonb, ${expr.timeout_ms}, ${expr.trace}::jsonb
+      FROM ROWS FROM (${from.join(', ')}) AS t(${alias.join(', ')}) ${durable ? `WHERE ${DURABLE}` : ''}
+      RETURNING ${oneWake ? 'id' : 'id, queue, run_at'}
+    ), wake AS (${
+      oneWake
+        ? `
+      SELECT pg_notify(${channel}, ${expr.queue} || '|' || ${due(runAt)})`
+        : `
+      SELECT pg_notify(${channel}, queue || '|' || ${due('min(run_at)')})
+      FROM ins GROUP BY queue`
+    }
     )
     -- One row back, whatever the count: decoding 1,000 rows of timestamps cost the producer more
-    -- than the insert itself. Identity values are assigned in input order.
-    SELECT coalesce(array_agg(id ORDER BY id), '{}') AS ids, now() AS now, (SELECT count(*) FROM wake) AS woken
+    -- than the insert itself. Identity values are assigned in input order. The ids travel as the
+    -- text of a bigint[], '{1,2,3}', which the client splits natively (pg would parse a bigint[]
+    -- element by element in JavaScript, 0.1 ms per 1,000; string_agg cost the server more).
+    SELECT array_agg(id ORDER BY id)::text AS ids, now() AS now, (SELECT count(*) FROM wake) AS woken
     FROM ins`;
 }
 

@@ -1,7 +1,7 @@
 import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
 import type { ResolvedJobDefaults } from '../core/pg-queue.options';
 import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/executor';
-import { insertedToJob, isJobId, type JobStore, type NewJobRow } from '../db/job-store';
+import { insertedToJob, insertedToJobs, isJobId, type JobStore, type NewJobRow } from '../db/job-store';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-store';
 import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
 import { tracedEnqueue } from './tracing';
@@ -161,7 +161,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
     }
     const { ids, now } = await this.store.insert(rows, this.target(target));
     this.enqueued(rows);
-    return rows.map((r, i) => insertedToJob<TJobs[N]>(r, String(ids[i]), now));
+    return insertedToJobs<TJobs[N]>(rows, ids, now);
   }
 
   /**

@@ -179,6 +179,26 @@ describe('migrations', () => {
     expect(h.rows[0]).toEqual({ n: 500, p: 0, t: 0 });
   });
 
+  it('leaves exactly the intended indexes on jobs: one for the claim, one for active rows by lease', async () => {
+    await migrate(pool, 'indexed');
+    const { rows } = await pool.query<{ name: string; def: string }>(
+      `SELECT indexname AS name, regexp_replace(indexdef, '^.* USING ', '') AS def
+       FROM pg_indexes WHERE schemaname = 'indexed' AND tablename = 'jobs' ORDER BY indexname`,
+    );
+    // Every index here costs each claimed row an entry (the claim changes state, so its update
+    // is never HOT): the primary key and jobs_active_idx. jobs_active_idx is the only index on
+    // active rows (0005 replaced 0001's jobs_lease_idx with it): rescue, stalled counts, the
+    // globalConcurrency count and the dashboard's running-per-node all read it. An index added
+    // here adds to every claim's cost: add it to this list only on purpose.
+    expect(rows).toEqual([
+      { name: 'jobs_active_idx', def: "btree (queue, locked_until) WHERE (state = 'active'::text)" },
+      { name: 'jobs_claim_idx', def: "btree (queue, priority, run_at, id) WHERE (state = 'waiting'::text)" },
+      { name: 'jobs_pkey', def: 'btree (id)' },
+      { name: 'jobs_unique_key_idx', def: 'btree (queue, unique_key) WHERE (unique_key IS NOT NULL)' },
+      { name: 'jobs_waiting_children_idx', def: "btree (queue, id) WHERE (state = 'waiting-children'::text)" },
+    ]);
+  });
+
   it('migrating an up-to-date schema again is a no-op', async () => {
     expect(await migrate(pool, 'racing')).toEqual([]);
   });

@@ -78,6 +78,32 @@ describe('vacuum of the jobs table', () => {
     }
   });
 
+  async function recordedPages(schema: string): Promise<number> {
+    const { rows } = await t.pool.query(`SELECT relpages FROM pg_class WHERE oid = $1::regclass`, [`${schema}.jobs`]);
+    return rows[0].relpages;
+  }
+
+  it('analyses the table once its heap has outgrown the cached plans, without vacuuming it', async () => {
+    // Never vacuumed for dead tuples here: only the size decides.
+    const app = await boot('vac_plan', 1_000_000_000);
+    try {
+      await runtimeOf(app).supervisor.maintain();
+      expect(await recordedPages('vac_plan')).toBe(0); // a small heap: nothing to replan
+      // Hundreds of pages of dead versions (as a queue's heap grows between vacuums), of
+      // another queue, so no worker here claims them.
+      await t.pool.query(
+        `INSERT INTO vac_plan.jobs (queue, name, payload) SELECT 'other', 'x', '{}' FROM generate_series(1, 20000)`,
+      );
+      await t.pool.query(`DELETE FROM vac_plan.jobs WHERE queue = 'other'`);
+      await runtimeOf(app).supervisor.maintain();
+      // ANALYZE recorded the size, which is what makes every connection plan its statements again.
+      expect(await recordedPages('vac_plan')).toBeGreaterThanOrEqual(32);
+      expect((await tableStats('vac_plan')).vacuums).toBe(0);
+    } finally {
+      await app.close();
+    }
+  });
+
   it('backs off while a long transaction holds the xmin horizon, and vacuums again once it ends', async () => {
     const app = await boot('vac_held', 500);
     const holder = new Client({ connectionString: t.db.url });

@@ -1,4 +1,4 @@
-import { insertColumns } from '../../lib/db/job-store';
+import { insertColumns, sameColumns, type NewJobRow } from '../../lib/db/job-store';
 import { buildInsert, buildUniqueInsert, INSERT_COLUMNS, INSERT_PARAMS } from '../../lib/db/queries';
 import { jobRow } from '../support/job-row';
 
@@ -18,13 +18,45 @@ describe('insert parameters', () => {
     expect(insertColumns([row, { ...row, name: 'm' }])[INSERT_COLUMNS.findIndex(([c]) => c === 'name')]).toEqual(['n', 'm']);
   });
 
+  // The insert sends a column as one scalar when sameColumns says every row agrees: a column it
+  // did not compare would be sent as the first row's value for all of them.
+  const differing: Partial<NewJobRow>[] = [
+    { queue: 'q2' },
+    { name: 'm' },
+    { priority: 1 },
+    { runAt: new Date(0) },
+    { delayMs: 5 },
+    { maxAttempts: 4 },
+    { backoff: { type: 'fixed', delayMs: 1, maxDelayMs: 1, jitter: false } },
+    { timeoutMs: 10 },
+    { traceJson: '{"traceparent":"00-1-2-01"}' },
+  ];
+  it.each(differing)('sameColumns sees a row that differs in %o', (over) => {
+    expect(sameColumns(row, jobRow())).toBe(true);
+    expect(sameColumns(row, jobRow({ payload: { other: 1 } }))).toBe(true);
+    expect(sameColumns(row, jobRow(over))).toBe(false);
+    expect(sameColumns(jobRow(over), row)).toBe(false);
+  });
+  it('those rows differ in every INSERT_COLUMNS column, one column each', () => {
+    const changed = differing.map((over) => {
+      const a = insertColumns([row, jobRow(over)]);
+      return INSERT_COLUMNS.filter((_, i) => a[i][0] !== a[i][1] && !(a[i][0] instanceof Date)).map(([c]) => c);
+    });
+    // run_at: null against a Date; every other column's two values differ as primitives.
+    expect(changed.map((c) => c.length)).toEqual(differing.map(() => 1));
+    expect(new Set(changed.flat())).toEqual(new Set(INSERT_COLUMNS.map(([c]) => c)));
+  });
+
   it.each([
     ['every column an array', INSERT_COLUMNS.map(() => true)],
     ['every column a scalar', INSERT_COLUMNS.map(() => false)],
     ['mixed', INSERT_COLUMNS.map((_, i) => i % 2 === 0)],
   ])('the plain insert (%s) reads exactly $1..$N, the channel last', (_what, arrays) => {
     for (const durable of [false, true])
-      expect(params(buildInsert('pgqueue', arrays, durable))).toEqual(oneTo(INSERT_PARAMS.insert.count));
+      for (const payloads of ['jsonb', 'text[]'] as const)
+        expect(params(buildInsert('pgqueue', arrays, durable, payloads))).toEqual(oneTo(INSERT_PARAMS.insert.count));
+    expect(buildInsert('pgqueue', arrays, true, 'jsonb')).toContain('jsonb_array_elements($1::jsonb)');
+    expect(buildInsert('pgqueue', arrays, true, 'text[]')).toContain('unnest($1::text[])');
     const sql = buildInsert('pgqueue', arrays, true);
     // payload, the columns, the channel: what JobStore.insert sends.
     expect(INSERT_PARAMS.insert.count).toBe(1 + insertColumns([row]).length + 1);
