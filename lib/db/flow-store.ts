@@ -1,6 +1,7 @@
 import type { ChildFailurePolicy, ChildResult, JobAttemptError, JobFlow } from '../core/job';
 import { DependencyError } from '../core/errors';
 import type { SqlExecutor } from './executor';
+import type { HistoryLayoutCache } from './history-by-id';
 import { buildFlowInsert, buildFlowQueries, type FlowQueries } from './flow-queries';
 import type { NewJobRow } from './job-store';
 
@@ -40,6 +41,8 @@ export class FlowStore {
     private readonly schema: string,
     private readonly channel: string,
     private readonly db: SqlExecutor,
+    /** Picks the by-id statement for the history's layout; without one, the one for any layout. */
+    private readonly layout?: HistoryLayoutCache,
   ) {
     this.q = buildFlowQueries(schema);
   }
@@ -135,7 +138,7 @@ export class FlowStore {
       state: ChildResult['state'];
       result: unknown;
       last_error: JobAttemptError | null;
-    }>(this.q.children, [parentId, limit]);
+    }>(this.layout ? this.q.childrenIn[await this.layout.get()] : this.q.children, [parentId, limit]);
     return rows.map((r) => ({
       id: r.id,
       queue: r.queue,
