@@ -284,10 +284,12 @@ export class DashboardStore {
   /** One job, live or finished, or null. */
   async job(id: string): Promise<DashboardJob | null> {
     if (!isJobId(id)) return null;
-    const { sql, values } = await this.layout.lookup(this.q.jobIn, id);
-    const rows = await this.db.query<
-      JobRow & { unique_key: string | null; locked_by: string | null; history: boolean; trace: unknown }
-    >(sql, values);
+    const rows = await this.layout.read(this.q.jobIn, id, (sql, values) =>
+      this.db.query<JobRow & { unique_key: string | null; locked_by: string | null; history: boolean; trace: unknown }>(
+        sql,
+        values,
+      ),
+    );
     if (!rows.length) return null;
     const r = rows[0];
     return { ...rowToJob(r), uniqueKey: r.unique_key, lockedBy: r.locked_by, history: r.history, traceId: traceIdOf(r.trace) };

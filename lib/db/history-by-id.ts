@@ -158,6 +158,27 @@ export class HistoryLayoutCache {
     return list;
   }
 
+  /**
+   * Runs a read by id of `sqlFor` (one statement per layout, see historyByIdParamSql) through
+   * `run`; when it finds nothing in a partitioned history, runs the flat form too, which probes
+   * every partition. The id ranges are recorded once a partition looks closed (its period over
+   * an hour ago, and no transaction this role can see began before its end), and a history row
+   * is stamped with its transaction's start: a transaction of another role, which
+   * pg_stat_activity hides, open for over an hour, could still write a row into a closed
+   * partition outside its recorded range. Such a row is found here, not missed; only a lookup
+   * that finds nothing (an unknown id, or one past retention) pays for every partition.
+   */
+  async read<R>(
+    sqlFor: Readonly<Record<HistoryLayout, string>>,
+    id: string,
+    run: (sql: string, values: unknown[]) => Promise<R[]>,
+  ): Promise<R[]> {
+    const { sql, values } = await this.lookup(sqlFor, id);
+    const rows = await run(sql, values);
+    if (rows.length || sql === sqlFor.flat) return rows;
+    return run(sqlFor.flat, [id]);
+  }
+
   /** The statement and values of a read by id of `sql` (one per layout, see historyByIdParamSql). */
   async lookup(sqlFor: Readonly<Record<HistoryLayout, string>>, id: string): Promise<{ sql: string; values: unknown[] }> {
     const layout = await this.get();

@@ -903,10 +903,11 @@ export class JobStore {
     // Prepared on the queue's own pool: by id, no partition of the history can be pruned, so a
     // plan is the same for every id, and planning one over 35 partitions cost 0.44 ms, four
     // times the lookup (bench/history-retention.mjs).
-    const rows = await this.byId(async () => {
-      const { sql, values } = await this.layout.lookup(this.q.getJobIn, id);
-      return db.query<JobRow>(sql, values, db === this.db ? this.name(sql) : undefined);
-    });
+    const rows = await this.byId(() =>
+      this.layout.read(this.q.getJobIn, id, (sql, values) =>
+        db.query<JobRow>(sql, values, db === this.db ? this.name(sql) : undefined),
+      ),
+    );
     if (!rows.length) return null;
     const job = rowToJob<T>(rows[0]);
     // A second read (four index probes), kept out of getJob's statement: parents and dependencies.
