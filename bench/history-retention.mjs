@@ -41,9 +41,10 @@ const DRAIN_REPS = arg('drain-reps', 2);
 const D = 86_400_000;
 
 const { applyMigration, loadMigrations, migrate } = require('../dist/db/migrator.js');
-const { clientExecutor } = require('../dist/db/executor.js');
+const { clientExecutor, poolExecutor } = require('../dist/db/executor.js');
 const { HistoryPartitions } = require('../dist/db/history-partitions.js');
 const { JobStore } = require('../dist/db/job-store.js');
+const { HistoryLayoutCache } = require('../dist/db/history-by-id.js');
 
 const log = (m) => process.stderr.write(`[history] ${m}\n`);
 const secs = (ms) => (ms / 1000).toFixed(2);
@@ -83,26 +84,78 @@ async function deadTuples(pool, schema) {
   return Number(rows[0].d);
 }
 
-async function getJobTimes(pool, schema, maxId) {
+/**
+ * getJob through the library's JobStore. `everyPartition`: the statement of version 10, which
+ * probes the id index of every partition (what getJob ran before the id ranges of migration 11),
+ * prepared the same way and followed by the same flow read, for a before/after in one run.
+ */
+async function getJobTimes(pool, schema, maxId, everyPartition = false) {
   const store = new JobStore(pool, {
     schema,
     retention: { completedMs: D, cancelledMs: D, failedMs: null },
     asyncCommit: true,
     preparedStatements: true,
   });
+  const layout = (await pool.query(`SELECT to_regclass($1) IS NOT NULL AS p`, [`${schema}.job_history_current`])).rows[0].p
+    ? 'partitioned'
+    : 'flat';
+  const cache = new HistoryLayoutCache(poolExecutor(pool), schema);
+  const lookup = async (id) =>
+    everyPartition
+      ? { sql: store.q.getJob, values: [id] }
+      : layout === 'flat'
+        ? { sql: store.q.getJobIn.flat, values: [id] }
+        : cache.lookup(store.q.getJobIn, id);
+  const { sql } = await lookup('1');
+  const c = everyPartition ? await pool.connect() : null;
+  const get = everyPartition
+    ? async (id) => {
+        const { rows } = await c.query({ name: 'every_partition', text: sql, values: [id] });
+        await store.flows.flowOf(id);
+        return rows[0] ?? null;
+      }
+    : (id) => store.getJob(id);
   const ids = Array.from({ length: REPS }, (_, i) => String(1 + ((i * 7919 + 13) % Math.max(1, maxId))));
-  for (const id of ids.slice(0, 50)) await store.getJob(id);
+  for (const id of ids.slice(0, 50)) await get(id);
   const ms = [];
   let found = 0;
   for (const id of ids) {
     const s = performance.now();
-    if (await store.getJob(id)) found++;
+    if (await get(id)) found++;
     ms.push(performance.now() - s);
   }
+  c?.release();
   ms.sort((a, b) => a - b);
-  const plan = await pool.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${store.q.getJob}`, [ids[0]]);
-  const p = plan.rows[0]['QUERY PLAN'][0];
+  // Buffers: the median over 20 of the ids (generic plans, as the prepared statement runs).
   const buffers = (n) => (n['Shared Hit Blocks'] ?? 0) + (n['Shared Read Blocks'] ?? 0);
+  const e = await pool.connect();
+  const perId = [];
+  let p;
+  try {
+    await e.query(`SET plan_cache_mode = force_generic_plan`);
+    await e.query(`PREPARE lookup AS ${sql}`);
+    const literal = (v) =>
+      v === null
+        ? 'NULL'
+        : v instanceof Date
+          ? `'${v.toISOString()}'`
+          : typeof v === 'string' && !/^\d+$/.test(v)
+            ? `'${v}'`
+            : String(Number(v));
+    for (const id of ids.slice(0, 20)) {
+      const { values } = await lookup(id);
+      const plan = await e.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE lookup(${values.map(literal).join(', ')})`);
+      p = plan.rows[0]['QUERY PLAN'][0];
+      perId.push(buffers(p.Plan));
+    }
+    await e.query('DEALLOCATE lookup');
+    await e.query('RESET plan_cache_mode');
+  } finally {
+    e.release();
+  }
+  perId.sort((a, b) => a - b);
+  const planned = await pool.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`, (await lookup(ids[0])).values);
+  p = planned.rows[0]['QUERY PLAN'][0];
   const leaves = Number(
     (await pool.query(`SELECT count(*)::int AS n FROM pg_partition_tree($1::regclass) WHERE isleaf`, [`${schema}.job_history`]))
       .rows[0].n,
@@ -111,7 +164,7 @@ async function getJobTimes(pool, schema, maxId) {
     p50: ms[Math.floor(ms.length / 2)],
     p95: ms[Math.floor(ms.length * 0.95)],
     found,
-    buffers: buffers(p.Plan),
+    buffers: perId[Math.floor(perId.length / 2)],
     planningMs: p['Planning Time'],
     leaves: leaves || 1,
   };
@@ -144,11 +197,15 @@ async function main() {
       t = Date.now();
       await fill(pool, 'flat', ROWS, nowMs);
       results.fillFlatS = (Date.now() - t) / 1000;
+      // The id range of every partition whose day is over (the maintenance pass does this once
+      // an hour past each day's end; here after the fill, which wrote into past days).
+      results.closed = (await parts.recordIdBounds()).length;
       await pool.query('CHECKPOINT');
 
       results.getJob = {
         empty: await getJobTimes(pool, 'empty', ROWS),
         parts: await getJobTimes(pool, 'parts', ROWS),
+        partsEvery: await getJobTimes(pool, 'parts', ROWS, true),
         flat: await getJobTimes(pool, 'flat', ROWS),
       };
 
@@ -256,13 +313,14 @@ function print(r) {
     `| dead tuples left | ${r.drop.deadTuples} | ${r.delete.deadTuples.toLocaleString('en')} |`,
     `| VACUUM it leaves | none | ${secs(r.vacuum.ms)} s, ${mb(r.vacuum.walBytes)} WAL |`,
     '',
-    `getJob by id (${r.reps} calls, random ids; buffers and planning of one EXPLAIN ANALYZE):`,
+    `getJob by id (${r.reps} calls, random ids; buffers: median over 20 ids of the generic plan's EXPLAIN ANALYZE; planning of one unprepared run; ${r.closed} partitions closed with their id range recorded):`,
     '',
     '| history | tables | p50 ms | p95 ms | buffers | planning ms |',
     '| --- | --- | --- | --- | --- | --- |',
     ...[
       ['empty, partitioned', r.getJob.empty],
-      [`${r.rows.toLocaleString('en')} rows, partitioned by day`, r.getJob.parts],
+      [`${r.rows.toLocaleString('en')} rows, partitioned by day, closed partitions by id range`, r.getJob.parts],
+      [`${r.rows.toLocaleString('en')} rows, partitioned by day, every partition probed (version 10)`, r.getJob.partsEvery],
       [`${r.rows.toLocaleString('en')} rows, one table (version 9)`, r.getJob.flat],
     ].map(
       ([label, g]) =>

@@ -1,5 +1,6 @@
 import { escapeIdentifier } from 'pg';
-import { DURABLE } from './queries';
+import { historyByIdSql } from './history-by-id';
+import { byLayout, DURABLE } from './queries';
 
 /**
  * The statements of flows and dependencies (migration 0008), for one schema. The release of a
@@ -46,6 +47,25 @@ export function buildFlowQueries(schema: string) {
       WHERE d.parent_id = $1
       ORDER BY d.child_id
       LIMIT $2`,
+    /**
+     * children for each history layout: each child not live is looked up only in the history
+     * partitions that can hold it (history-by-id.ts), not in every one. $1 parent id $2 limit
+     */
+    childrenIn: byLayout(
+      (layout) => `
+      SELECT d.child_id::text AS id, d.on_failure, d.state AS edge_state,
+             coalesce(l.queue, h.queue) AS queue, coalesce(l.name, h.name) AS name,
+             coalesce(CASE WHEN l.state = 'waiting' AND l.run_at > now() THEN 'delayed' ELSE l.state END, h.state, d.state) AS state,
+             h.result, coalesce(l.errors, h.errors) -> -1 AS last_error
+      FROM ${deps} d
+      LEFT JOIN ${jobs} l ON l.id = d.child_id
+      LEFT JOIN LATERAL (SELECT * FROM (
+        ${historyByIdSql(schema, 'queue, name, state, result, errors', 'd.child_id', layout)}
+      ) x WHERE l.id IS NULL) h ON true
+      WHERE d.parent_id = $1
+      ORDER BY d.child_id
+      LIMIT $2`,
+    ),
 
     /**
      * What getJob adds for a job in a flow: the jobs that wait on it, and its dependencies

@@ -1,6 +1,7 @@
 import type { ChildFailurePolicy, ChildResult, JobAttemptError, JobFlow } from '../core/job';
 import { DependencyError } from '../core/errors';
 import type { SqlExecutor } from './executor';
+import type { HistoryLayoutCache } from './history-by-id';
 import { buildFlowInsert, buildFlowQueries, type FlowQueries } from './flow-queries';
 import type { NewJobRow } from './job-store';
 
@@ -40,6 +41,8 @@ export class FlowStore {
     private readonly schema: string,
     private readonly channel: string,
     private readonly db: SqlExecutor,
+    /** Picks the by-id statement for the history's layout; without one, the one for any layout. */
+    private readonly layout?: HistoryLayoutCache,
   ) {
     this.q = buildFlowQueries(schema);
   }
@@ -127,7 +130,7 @@ export class FlowStore {
 
   /** The children (dependencies) of a job, as they are now, by id; `limit` null for all. */
   async children(parentId: string, limit: number | null, db: SqlExecutor = this.db): Promise<ChildResult[]> {
-    const rows = await db.query<{
+    type Row = {
       id: string;
       on_failure: ChildFailurePolicy;
       queue: string | null;
@@ -135,7 +138,13 @@ export class FlowStore {
       state: ChildResult['state'];
       result: unknown;
       last_error: JobAttemptError | null;
-    }>(this.q.children, [parentId, limit]);
+    };
+    const layout = this.layout ? await this.layout.get() : 'flat';
+    let rows = await db.query<Row>(this.layout ? this.q.childrenIn[layout] : this.q.children, [parentId, limit]);
+    // A child found nowhere (past retention, or a row written into a closed partition outside
+    // its recorded id range: HistoryLayoutCache.read says how): ask every partition.
+    if (layout !== 'flat' && rows.some((r) => r.queue === null))
+      rows = await db.query<Row>(this.q.childrenIn.flat, [parentId, limit]);
     return rows.map((r) => ({
       id: r.id,
       queue: r.queue,

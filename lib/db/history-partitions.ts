@@ -14,6 +14,12 @@ export const PARTITION_LOCK_TIMEOUT_MS = 200;
 const LEGACY_BOUND_AHEAD_MS = 3_600_000;
 /** A bound this close with the swap still undone is given up and chosen again. */
 const LEGACY_BOUND_GIVE_UP_MS = 600_000;
+/**
+ * A partition's id range is recorded this long after its period ended at the earliest: an
+ * hour more of lookups over it, against the risk of a write stamped before the end (a history
+ * write inside a transaction that began then) arriving after its range was recorded.
+ */
+export const CLOSE_AFTER_MS = 3_600_000;
 /** Partitions are created for the current interval and this many after it. */
 export const PARTITIONS_AHEAD = 2;
 
@@ -32,6 +38,8 @@ export interface HistoryPassResult {
   readonly dropped: string[];
   /** Statements that gave up on their lock (tried again next pass). */
   readonly lockTimeouts: number;
+  /** Partitions whose id range was recorded this pass (recordIdBounds). */
+  readonly closed: string[];
 }
 
 /** The partition's name: its lower bound in UTC, to the minute, so names sort by time. */
@@ -118,11 +126,11 @@ export class HistoryPartitions {
   }
 
   /** Which layout the schema has now. */
-  async layout(): Promise<{ current: boolean; legacy: boolean; now: number }> {
-    const { rows } = await this.pool.query<{ current: boolean; legacy: boolean; now: number }>(
+  async layout(): Promise<{ current: boolean; legacy: boolean; bounds: boolean; now: number }> {
+    const { rows } = await this.pool.query<{ current: boolean; legacy: boolean; bounds: boolean; now: number }>(
       `SELECT to_regclass($1) IS NOT NULL AS current, to_regclass($2) IS NOT NULL AS legacy,
-              extract(epoch FROM now())::float8 * 1000 AS now`,
-      [this.t('job_history_current'), this.t('job_history_legacy')],
+              to_regclass($3) IS NOT NULL AS bounds, extract(epoch FROM now())::float8 * 1000 AS now`,
+      [this.t('job_history_current'), this.t('job_history_legacy'), this.t('job_history_id_bounds')],
     );
     return rows[0];
   }
@@ -160,6 +168,7 @@ export class HistoryPartitions {
       created: [] as string[],
       dropped: [] as string[],
       lockTimeouts: 0,
+      closed: [] as string[],
     };
     if (!layout.current) {
       result.converted = await this.convertLegacy(at);
@@ -168,9 +177,60 @@ export class HistoryPartitions {
     const list = await this.createAhead(at, result);
     for (const p of list) {
       if (p.hi > at - dropAfterMs) continue;
-      if (await this.tryStep((c) => c.query(`DROP TABLE ${this.t(p.name)}`), result)) result.dropped.push(p.name);
+      const drop = async (c: PgPoolClient): Promise<void> => {
+        await c.query(`DROP TABLE ${this.t(p.name)}`);
+        if (layout.bounds) await c.query(`DELETE FROM ${this.t('job_history_id_bounds')} WHERE partition = $1`, [p.name]);
+      };
+      if (await this.tryStep(drop, result)) result.dropped.push(p.name);
     }
+    // On the database clock only: a pass with `now` overridden (tests, the benchmark) creates past
+    // partitions to fill them afterwards, and a partition closed before it is filled would hide
+    // its rows from lookups by id. Those call recordIdBounds themselves once the rows are in.
+    if (now === undefined) result.closed.push(...(await this.recordIdBounds(result)));
     return result;
+  }
+
+  /**
+   * Records the id range of each ranged partition whose period is over, once, so lookups by id
+   * skip it unless the id is in that range (migration 11, queries.ts historyByIdSql). A
+   * partition is closed when its period ended at least CLOSE_AFTER_MS ago and no transaction
+   * that began before that end is still open (pg_stat_activity, as far as this role sees it):
+   * every history write stamps finished_at with its transaction's start, so no later write can
+   * land there. The SHARE lock waits for writes in flight (bounded by the lock timeout). Answers
+   * the partitions closed.
+   */
+  async recordIdBounds(result: { lockTimeouts: number } = { lockTimeouts: 0 }): Promise<string[]> {
+    const layout = await this.layout();
+    if (!layout.current || !layout.bounds) return [];
+    const { list } = await this.partitions();
+    const bounds = this.t('job_history_id_bounds');
+    const known = new Set(
+      (await this.pool.query<{ partition: string }>(`SELECT partition FROM ${bounds}`)).rows.map((r) => r.partition),
+    );
+    const { rows } = await this.pool.query<{ oldest: number | null }>(
+      `SELECT extract(epoch FROM min(xact_start))::float8 * 1000 AS oldest FROM pg_stat_activity
+       WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+         AND xact_start IS NOT NULL`,
+    );
+    const openSince = Math.min(layout.now - CLOSE_AFTER_MS, rows[0].oldest ?? Infinity);
+    const closed: string[] = [];
+    for (const p of list) {
+      if (known.has(p.name) || p.hi > openSince) continue;
+      const close = async (c: PgPoolClient): Promise<void> => {
+        await c.query(`LOCK TABLE ${this.t(p.name)} IN SHARE MODE`);
+        await c.query(
+          `INSERT INTO ${bounds} (partition, lo, hi, min_id, max_id)
+           SELECT $1, $2::timestamptz, $3::timestamptz, min(id), max(id) FROM ${this.t(p.name)}
+           ON CONFLICT (partition) DO NOTHING`,
+          [p.name, new Date(p.lo).toISOString(), new Date(p.hi).toISOString()],
+        );
+      };
+      // In order, and no further after one that could not be closed: the lookups take every
+      // partition past the newest closed one as open, so none older may stay unrecorded.
+      if (!(await this.tryStep(close, result))) break;
+      closed.push(p.name);
+    }
+    return closed;
   }
 
   /**
@@ -232,6 +292,11 @@ export class HistoryPartitions {
          WITH (autovacuum_vacuum_insert_scale_factor = 0.05)`,
       );
       await c.query(`CREATE INDEX ${escapeIdentifier(`${name}_id_idx`)} ON ${p} (id)`);
+      // The dashboard's throughput reads finish times of the last hour; rows arrive in finish
+      // order, so a BRIN index answers it without an entry per job (migration 11).
+      await c.query(
+        `CREATE INDEX ${escapeIdentifier(`${name}_finished_idx`)} ON ${p} USING brin (finished_at) WITH (autosummarize = on)`,
+      );
       const dflt = this.t('job_history_done_default');
       await c.query(`LOCK TABLE ${dflt} IN ACCESS EXCLUSIVE MODE`);
       await c.query(
@@ -336,6 +401,8 @@ export class HistoryPartitions {
        WITH (autovacuum_vacuum_insert_scale_factor = 0.05)`,
     );
     await c.query(`CREATE INDEX job_history_failed_id_idx ON ${this.t('job_history_failed')} (id)`);
+    // Not on the parent since migration 11: retention, counts and the throughput of failed jobs.
+    await c.query(`CREATE INDEX job_history_failed_retention_idx ON ${this.t('job_history_failed')} (state, finished_at)`);
     await c.query(
       `CREATE TABLE ${this.t('job_history_done')} PARTITION OF ${this.t('job_history_current')}
        FOR VALUES IN ('completed', 'cancelled') PARTITION BY RANGE (finished_at)`,
@@ -345,5 +412,8 @@ export class HistoryPartitions {
        WITH (autovacuum_vacuum_insert_scale_factor = 0.05)`,
     );
     await c.query(`CREATE INDEX job_history_done_default_id_idx ON ${this.t('job_history_done_default')} (id)`);
+    await c.query(
+      `CREATE INDEX job_history_done_default_retention_idx ON ${this.t('job_history_done_default')} (state, finished_at)`,
+    );
   }
 }

@@ -3,6 +3,7 @@ import type { Job, JobAttemptError, JobProgress, JobState, QueueCounts } from '.
 import type { ResolvedBackoff } from '../core/pg-queue.options';
 import type { PgPool, PgPoolClient } from '../core/pg-types';
 import { clientExecutor, poolExecutor, type SqlExecutor } from './executor';
+import { HistoryLayoutCache, isUndefinedTable } from './history-by-id';
 import { FlowStore, type ExistingDependency, type FlowInserted, type FlowNodeRow } from './flow-store';
 import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type InsertColumn, type Queries } from './queries';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
@@ -267,8 +268,12 @@ export class JobStore {
     // most 63 bytes: the schema is at most 48, so this always fits.
     this.channel = `${schema}_jobs`;
     this.db = poolExecutor(pool);
-    this.flows = new FlowStore(schema, this.channel, this.db);
+    this.layout = new HistoryLayoutCache(this.db, schema);
+    this.flows = new FlowStore(schema, this.channel, this.db, this.layout);
   }
+
+  /** Which statement the reads by id take (history-by-id.ts). */
+  private readonly layout: HistoryLayoutCache;
 
   /** Flows and dependencies (migration 0008). */
   readonly flows: FlowStore;
@@ -891,13 +896,30 @@ export class JobStore {
     return rowCount ?? 0;
   }
 
+  /**
+   * Runs a read by id in the statement for the history's layout (history-by-id.ts); a table gone
+   * since the layout was remembered (dropped by hand) makes it ask again, once.
+   */
+  private async byId<R>(run: () => Promise<R>): Promise<R> {
+    try {
+      return await run();
+    } catch (err) {
+      if (!isUndefinedTable(err)) throw err;
+      this.layout.forget();
+      return run();
+    }
+  }
+
   async getJob<T>(id: string, db: SqlExecutor = this.db): Promise<Job<T> | null> {
     if (!isJobId(id)) return null;
     // Prepared on the queue's own pool: by id, no partition of the history can be pruned, so a
     // plan is the same for every id, and planning one over 35 partitions cost 0.44 ms, four
     // times the lookup (bench/history-retention.mjs).
-    const name = db === this.db ? this.name(this.q.getJob) : undefined;
-    const rows = await db.query<JobRow>(this.q.getJob, [id], name);
+    const rows = await this.byId(() =>
+      this.layout.read(this.q.getJobIn, id, (sql, values) =>
+        db.query<JobRow>(sql, values, db === this.db ? this.name(sql) : undefined),
+      ),
+    );
     if (!rows.length) return null;
     const job = rowToJob<T>(rows[0]);
     // A second read (four index probes), kept out of getJob's statement: parents and dependencies.

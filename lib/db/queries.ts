@@ -1,4 +1,5 @@
 import { escapeIdentifier } from 'pg';
+import { historyByIdParamSql, type HistoryLayout } from './history-by-id';
 
 /** Columns every job-returning query selects, in the order `rowToJob` expects (the dashboard reads them too). */
 export const LIVE_COLS = `id, queue, name, payload,
@@ -443,7 +444,9 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 
     /**
      * Deletes finished jobs past their state's retention, a small batch at a time (three ranges
-     * of job_history_retention_idx), over the whole history: for failed jobs, and for a state
+     * of the (state, finished_at) index of the failed, default and pre-version-10 tables; the
+     * ranged partitions have only a BRIN index on finished_at since migration 11, and their rows
+     * are in finish order), over the whole history: for failed jobs, and for a state
      * whose retention is shorter than a partition (lib/db/history-partitions.ts drops the rest
      * whole). $1 completed ms (NULL: none deleted) $2 batch $3 cancelled ms (NULL: none)
      * $4 failed ms (NULL: kept for ever)
@@ -611,6 +614,21 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
       SELECT ${LIVE_COLS} FROM ${jobs} WHERE id = $1
       UNION ALL
       SELECT ${HISTORY_COLS} FROM ${history} WHERE id = $1`,
+    /**
+     * getJob for each history layout, visiting only the partitions that can hold the id: $1 id,
+     * then (partitioned) the values of idLookup (history-by-id.ts).
+     */
+    getJobIn: byLayout((layout) =>
+      layout === 'flat'
+        ? `
+      SELECT ${LIVE_COLS} FROM ${jobs} WHERE id = $1
+      UNION ALL
+      SELECT ${HISTORY_COLS} FROM ${history} WHERE id = $1`
+        : `
+      SELECT ${LIVE_COLS} FROM ${jobs} WHERE id = $1::bigint
+      UNION ALL
+      ${historyByIdParamSql(schema, HISTORY_COLS, layout)}`,
+    ),
 
     /**
      * Tests only (nestjs-pg-queue/testing): waiting jobs due later (delayed, retry backoff,
@@ -623,6 +641,11 @@ export function buildQueries(schema: string, opts: { asyncCommit: boolean } = { 
 }
 
 export type Queries = ReturnType<typeof buildQueries>;
+
+/** One statement per history layout. */
+export function byLayout(build: (layout: HistoryLayout) => string): Readonly<Record<HistoryLayout, string>> {
+  return { flat: build('flat'), partitioned: build('partitioned'), 'partitioned-legacy': build('partitioned-legacy') };
+}
 
 /** Where the claim's due-time condition is: the window's conditions join it (the index's order). */
 const CLAIM_DUE = 'AND run_at <= now()';

@@ -164,6 +164,130 @@ describe('migrating a big history to partitions (version 10)', () => {
     expect((await t.pool.query(`SELECT count(*)::int AS n FROM big.job_history WHERE state = 'failed'`)).rows[0].n).toBe(
       ROWS / 100,
     );
+
+    // Version 11 on that history: the (state, finished_at) index leaves the parent but stays on
+    // the old table (re-attached without reading a row), the failed and default partitions.
+    const legacyOid = oid;
+    const m = await t.pool.connect();
+    try {
+      await m.query('BEGIN');
+      const before = await rowsRead(m, legacyOid);
+      expect(
+        await applyMigration(
+          clientExecutor(m),
+          'big',
+          loadMigrations().find((x) => x.version === 11)!,
+        ),
+      ).toBe(true);
+      expect((await rowsRead(m, legacyOid)) - before).toBe(0);
+      await m.query('COMMIT');
+    } finally {
+      m.release();
+    }
+    const indexes = async (table: string): Promise<string[]> =>
+      (
+        await t.pool.query(
+          `SELECT regexp_replace(pg_get_indexdef(indexrelid), '^.* USING ', '') AS i FROM pg_index
+           WHERE indrelid = $1::regclass ORDER BY 1`,
+          [`big.${table}`],
+        )
+      ).rows.map((r) => r.i);
+    for (const table of ['job_history_legacy', 'job_history_failed', 'job_history_done_default']) {
+      expect((await indexes(table)).filter((i) => i === 'btree (state, finished_at)')).toHaveLength(1);
+    }
+    expect(await indexes('job_history')).not.toContain('btree (state, finished_at)');
+    const leaf = (await parts.partitions()).list.at(-1)!.name;
+    expect(await indexes(leaf)).not.toContain('btree (state, finished_at)');
+    expect(await indexes(leaf)).toContain("brin (finished_at) WITH (autosummarize='on')");
+    expect(
+      (await t.pool.query(`SELECT count(*)::int AS n FROM pg_inherits WHERE inhrelid = 'big.job_history_legacy'::regclass`))
+        .rows[0].n,
+    ).toBe(1);
+    // Every row still there, and found by id with the statement of the partitioned layout.
+    const store11 = new JobStore(t.pool, {
+      schema: 'big',
+      retention: { completedMs: D, cancelledMs: D, failedMs: null },
+      asyncCommit: false,
+      preparedStatements: true,
+    });
+    for (const id of ['100', '500000', String(ROWS), String(ROWS + 1)]) {
+      expect(await store11.getJob(id)).toMatchObject({ id, state: Number(id) % 100 === 0 ? 'failed' : 'completed' });
+    }
+    expect((await store11.maintain(1000))?.pruned).toBe(1000);
+    expect((await parts.runOnce(D)).created).toEqual([]);
+  });
+
+  it(`version 11 on a partitioned history of ${ROWS.toLocaleString('en')} rows: the ranged partitions lose their (state, finished_at) btree, the failed and default ones keep it, every row is found`, async () => {
+    const c = await t.pool.connect();
+    try {
+      await c.query('BEGIN');
+      for (const m of loadMigrations().filter((x) => x.version < 11)) await applyMigration(clientExecutor(c), 'v10', m);
+      await c.query('COMMIT');
+    } finally {
+      c.release();
+    }
+    const parts = new HistoryPartitions(t.pool, 'v10', D);
+    const now = Number((await t.pool.query(`SELECT extract(epoch FROM now())::float8 * 1000 AS n`)).rows[0].n);
+    await parts.runOnce(30 * D, now - 2 * D);
+    await parts.runOnce(30 * D, now);
+    await fillHistory(t.pool, 'v10', ROWS);
+    // The partitions as version 10 made them: without the BRIN index this build adds to new ones.
+    await t.pool.query(`DO $$ DECLARE r record; BEGIN
+      FOR r IN SELECT indexrelid::regclass AS i FROM pg_index x JOIN pg_class c ON c.oid = x.indexrelid
+               WHERE c.relnamespace = 'v10'::regnamespace AND c.relname LIKE '%\\_finished\\_idx' LOOP
+        EXECUTE format('DROP INDEX %s', r.i);
+      END LOOP; END $$`);
+    const m = await t.pool.connect();
+    let ms: number;
+    try {
+      await m.query('BEGIN');
+      const t0 = performance.now();
+      expect(
+        await applyMigration(
+          clientExecutor(m),
+          'v10',
+          loadMigrations().find((x) => x.version === 11)!,
+        ),
+      ).toBe(true);
+      ms = performance.now() - t0;
+      await m.query('COMMIT');
+    } finally {
+      m.release();
+    }
+    process.stderr.write(`[history-migration] version 11 over ${ROWS} rows (1 % failed): ${ms.toFixed(0)} ms\n`);
+    const { rows } = await t.pool.query(
+      `SELECT c.relname AS t, count(*) FILTER (WHERE pg_get_indexdef(x.indexrelid) LIKE '%btree (state, finished_at)')::int AS btree,
+              count(*) FILTER (WHERE pg_get_indexdef(x.indexrelid) LIKE '%brin (finished_at)%')::int AS brin
+       FROM pg_partition_tree('v10.job_history') p JOIN pg_class c ON c.oid = p.relid JOIN pg_index x ON x.indrelid = c.oid
+       WHERE p.isleaf GROUP BY 1 ORDER BY 1`,
+    );
+    // BRIN on the partitions the throughput can read (ending within the last hour, or later);
+    // older ones, never read by finish time any more, get no index in their place.
+    const ends = new Map((await parts.partitions()).list.map((p) => [p.name, p.hi]));
+    for (const r of rows) {
+      const keeps = r.t === 'job_history_failed' || r.t === 'job_history_done_default';
+      const recent = (ends.get(r.t) ?? 0) > now - 3_600_000;
+      expect(r).toEqual({ t: r.t, btree: keeps ? 1 : 0, brin: recent ? 1 : 0 });
+    }
+    expect((await t.pool.query(`SELECT count(*)::int AS n FROM v10.job_history`)).rows[0].n).toBe(ROWS);
+    const store = new JobStore(t.pool, {
+      schema: 'v10',
+      retention: { completedMs: 30 * D, cancelledMs: 30 * D, failedMs: null },
+      asyncCommit: false,
+      preparedStatements: true,
+    });
+    expect((await parts.recordIdBounds()).length).toBeGreaterThan(0);
+    for (const id of ['1', '100', '4321', '500000', String(ROWS)]) {
+      expect(await store.getJob(id)).toMatchObject({ id, state: Number(id) % 100 === 0 ? 'failed' : 'completed' });
+    }
+    // Failed jobs are still pruned in batches on their (state, finished_at) index.
+    const pruning = new JobStore(t.pool, {
+      schema: 'v10',
+      retention: { completedMs: 30 * D, cancelledMs: 30 * D, failedMs: 1000 * 60_000 },
+      asyncCommit: false,
+      preparedStatements: false,
+    });
+    expect((await pruning.maintain(1000))?.pruned).toBe(1000);
   });
 
   it('through the TypeORM migration classes, in their transaction, a history of an older version keeps every row', async () => {
@@ -176,7 +300,7 @@ describe('migrating a big history to partitions (version 10)', () => {
     } finally {
       await ds.destroy();
     }
-    expect((await t.pool.query(`SELECT max(version) AS v FROM orm.migrations`)).rows[0].v).toBe(10);
+    expect((await t.pool.query(`SELECT max(version) AS v FROM orm.migrations`)).rows[0].v).toBe(11);
     expect((await t.pool.query(`SELECT count(*)::int AS n FROM orm.job_history`)).rows[0].n).toBe(1000);
     // A bound left by a pass whose swap never ran, 5 minutes ahead, is about to reject new rows: the
     // next pass drops it; the one after converts (all of its steps in one pass).

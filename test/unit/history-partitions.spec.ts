@@ -1,6 +1,7 @@
 import { PgQueueConfigError } from '../../lib';
 import { resolveModuleOptions } from '../../lib/core/pg-queue.options';
 import { missingRanges, partitionName } from '../../lib/db/history-partitions';
+import { idLookup } from '../../lib/db/history-by-id';
 
 const H = 3_600_000;
 const D = 24 * H;
@@ -52,5 +53,30 @@ describe('history partitions', () => {
     );
     expect(() => resolveModuleOptions({ historyPartitionMs: 60_000 })).toThrow(PgQueueConfigError);
     expect(() => resolveModuleOptions({ historyPartitionMs: 32 * D })).toThrow(/historyPartitionMs.*above/);
+  });
+});
+
+describe('idLookup: which closed partitions a lookup by id visits', () => {
+  const D = 86_400_000;
+  const p = (day: number, minId: number | null, maxId: number | null) => ({
+    lo: day * D,
+    hi: (day + 1) * D,
+    minId: minId === null ? null : BigInt(minId),
+    maxId: maxId === null ? null : BigInt(maxId),
+  });
+  const closed = [p(1, 1, 100), p(2, 90, 200), p(3, null, null), p(4, 5, 400), p(5, 300, 350)];
+  const at = (d: Date | string | null) => (d instanceof Date ? d.getTime() / D : d);
+
+  it('C is the end of the newest closed partition; none closed: every finish time is open', () => {
+    expect(at(idLookup(closed, 1000n)[0])).toBe(6);
+    expect(idLookup([], 7n)[0]).toBe('-infinity');
+    expect(idLookup(closed, 1000n).slice(1)).toEqual([null, null, null, null]);
+  });
+
+  it('one range for the first partition whose ids hold it, a second covering all the others; empty ones never', () => {
+    expect(idLookup(closed, 150n).slice(1).map(at)).toEqual([2, 3, 4, 5]);
+    expect(idLookup(closed, 95n).slice(1).map(at)).toEqual([1, 2, 2, 5]);
+    expect(idLookup(closed, 320n).slice(1).map(at)).toEqual([4, 5, 5, 6]);
+    expect(idLookup(closed, 2n).slice(1).map(at)).toEqual([1, 2, null, null]);
   });
 });
