@@ -9,6 +9,7 @@ import { buildInsert, buildQueries, buildUniqueInsert, INSERT_COLUMNS, type Inse
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import { quote } from '../core/input-text';
 import { isRefusal } from './refusal';
+import { attemptParams, bigintArrayText, resultsByIdJson } from './batch-params';
 
 /** A job row as the queries return it. */
 export interface JobRow {
@@ -31,15 +32,19 @@ export interface JobRow {
   progress: JobProgress | null;
 }
 
-/** A row as the claim returns it: times as epoch milliseconds, cheaper to decode than timestamps. */
+/**
+ * A row as the claim returns it: times as epoch milliseconds, cheaper to decode than timestamps;
+ * no queue (the claim's own); `errors` null while there are none.
+ */
 export interface ClaimedRow extends Pick<
   JobRow,
-  'id' | 'queue' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'errors' | 'progress'
+  'id' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'progress'
 > {
+  errors: JobAttemptError[] | null;
   /** The enqueue's W3C trace context (migration 0009), or null. */
   trace: { traceparent?: unknown; tracestate?: unknown } | null;
-  /** Its cancel was asked while an earlier attempt ran: finish it as cancelled, do not run it. */
-  cancel_requested: boolean;
+  /** Its cancel was asked while an earlier attempt ran: finish it as cancelled, do not run it (null: not asked). */
+  cancel_requested: boolean | null;
   run_at_ms: number;
   created_at_ms: number;
   started_at_ms: number;
@@ -537,11 +542,9 @@ export class JobStore {
     const cancelled = outcomes.filter((o): o is O & Finished => o.kind === 'cancelled');
     const snoozed = outcomes.filter((o): o is O & Extract<Outcome, { kind: 'snoozed' }> => o.kind === 'snoozed');
     if (done.length) {
-      const ids = done.map((o) => o.id);
-      const attempts = done.map((o) => o.attempt);
-      const results = (done as Extract<Outcome, { kind: 'completed' }>[]).map((o) => o.resultJson);
-      // Most handlers return nothing: one NULL instead of an array of NULLs.
-      const resultParam = results.every((r) => r === null) ? null : results;
+      const ids = bigintArrayText(done.map((o) => o.id));
+      const attempts = attemptParams(done);
+      const resultParam = resultsByIdJson(done as Extract<Outcome, { kind: 'completed' }>[]);
       groups.push({
         outcomes: done,
         run: async () => {
@@ -549,12 +552,12 @@ export class JobStore {
             this.retention.completedMs > 0
               ? await this.db.query<WrittenRow>(
                   this.q.completeArchive,
-                  [ids, attempts, resultParam, workerId],
+                  [ids, attempts.attempt, resultParam, workerId, attempts.byId],
                   this.name(this.q.completeArchive),
                 )
               : await this.db.query<WrittenRow>(
                   this.q.completeDelete,
-                  [ids, attempts, workerId],
+                  [ids, attempts.attempt, workerId, attempts.byId],
                   this.name(this.q.completeDelete),
                 );
           return r.ids === null ? ALL : r.ids.map((id) => ({ id }));
@@ -667,7 +670,16 @@ export class JobStore {
   ): Promise<{ kept: Set<string>; cancel: string[] }> {
     const rows = await this.db.query<{ id: string; cancel: boolean }>(
       this.q.heartbeat,
-      [ids, workerId, leaseMs, node.host, node.pid, node.startedAt, node.heartbeatMs, JSON.stringify(node.queues)],
+      [
+        bigintArrayText(ids),
+        workerId,
+        leaseMs,
+        node.host,
+        node.pid,
+        node.startedAt,
+        node.heartbeatMs,
+        JSON.stringify(node.queues),
+      ],
       this.name(this.q.heartbeat),
     );
     return { kept: new Set(rows.map((r) => String(r.id))), cancel: rows.filter((r) => r.cancel).map((r) => String(r.id)) };

@@ -58,12 +58,14 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
 
   constructor(
     row: ClaimedRow,
+    /** The queue that claimed it (the claim does not return it: it is the claim's own). */
+    queue: string,
     private readonly progressSink: ProgressSink | null = null,
     flows: FlowStore | null = null,
   ) {
     this.flows = flows;
     this.id = String(row.id);
-    this.queue = row.queue;
+    this.queue = queue;
     this.name = row.name;
     this.payload = row.payload as TPayload;
     this.priority = row.priority;

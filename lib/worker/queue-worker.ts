@@ -436,7 +436,7 @@ export class QueueWorker {
   }
 
   private run(row: ClaimedRow): void {
-    const job = new RunningJob(row, this.progress, this.ctx.store.flows);
+    const job = new RunningJob(row, this.queue.name, this.progress, this.ctx.store.flows);
     const backoff = isBackoff(row.backoff) ? row.backoff : this.queue.defaultJobOptions.backoff;
     if (backoff !== row.backoff && row.backoff !== null) {
       const shown = JSON.stringify(row.backoff).slice(0, 200);

@@ -276,7 +276,7 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
         );
         const rows = await store.claim('direct', 10, 'test-worker', 60_000);
         expect(rows).toHaveLength(5);
-        const byName = new Map(rows.map((r) => [r.name, new RunningJob(r)]));
+        const byName = new Map(rows.map((r) => [r.name, new RunningJob(r, 'direct')]));
         const job = (name: string) => byName.get(name)!;
         const outcome = (name: string) => ({ id: job(name).id, attempt: job(name).attempt, job: job(name) });
         const written: string[] = [];
