@@ -93,7 +93,7 @@ const SIZES = {
     batch: 1000,
     drain: 50_000,
     // Long enough for about 15 polls at the pages' 2 s (a 50,000-job drain saw one or two).
-    dashboardDrain: 200_000,
+    dashboardDrain: 500_000,
     rate: 200,
     seconds: 10,
     history: 1_000_000,
