@@ -13,6 +13,13 @@ export function buildFlowQueries(schema: string) {
   const jobs = `${s}.jobs`;
   const history = `${s}.job_history`;
   const deps = `${s}.job_dependencies`;
+  // The children reads' select list and their edges joined to the live jobs; each adds how it finds finished children (h).
+  const childrenFrom = `SELECT d.child_id::text AS id, d.on_failure, d.state AS edge_state,
+             coalesce(l.queue, h.queue) AS queue, coalesce(l.name, h.name) AS name,
+             coalesce(CASE WHEN l.state = 'waiting' AND l.run_at > now() THEN 'delayed' ELSE l.state END, h.state, d.state) AS state,
+             h.result, coalesce(l.errors, h.errors) -> -1 AS last_error
+      FROM ${deps} d
+      LEFT JOIN ${jobs} l ON l.id = d.child_id`;
   return {
     /**
      * dependsOn: marks the live ones among existing jobs as having dependents, which locks
@@ -37,12 +44,7 @@ export function buildFlowQueries(schema: string) {
      * $1 parent id $2 limit (NULL: all)
      */
     children: `
-      SELECT d.child_id::text AS id, d.on_failure, d.state AS edge_state,
-             coalesce(l.queue, h.queue) AS queue, coalesce(l.name, h.name) AS name,
-             coalesce(CASE WHEN l.state = 'waiting' AND l.run_at > now() THEN 'delayed' ELSE l.state END, h.state, d.state) AS state,
-             h.result, coalesce(l.errors, h.errors) -> -1 AS last_error
-      FROM ${deps} d
-      LEFT JOIN ${jobs} l ON l.id = d.child_id
+      ${childrenFrom}
       LEFT JOIN ${history} h ON h.id = d.child_id
       WHERE d.parent_id = $1
       ORDER BY d.child_id
@@ -53,12 +55,7 @@ export function buildFlowQueries(schema: string) {
      */
     childrenIn: byLayout(
       (layout) => `
-      SELECT d.child_id::text AS id, d.on_failure, d.state AS edge_state,
-             coalesce(l.queue, h.queue) AS queue, coalesce(l.name, h.name) AS name,
-             coalesce(CASE WHEN l.state = 'waiting' AND l.run_at > now() THEN 'delayed' ELSE l.state END, h.state, d.state) AS state,
-             h.result, coalesce(l.errors, h.errors) -> -1 AS last_error
-      FROM ${deps} d
-      LEFT JOIN ${jobs} l ON l.id = d.child_id
+      ${childrenFrom}
       LEFT JOIN LATERAL (SELECT * FROM (
         ${historyByIdSql(schema, 'queue, name, state, result, errors', 'd.child_id', layout)}
       ) x WHERE l.id IS NULL) h ON true

@@ -40,6 +40,18 @@ async function dbNow(pool: Pool): Promise<number> {
   return (await pool.query(`SELECT extract(epoch FROM now())::float8 * 1000 AS n`)).rows[0].n;
 }
 
+/** A migrated schema, a store on it that keeps finished jobs 30 days, and its daily partitions. */
+async function historyIn(pool: Pool, schema: string): Promise<{ store: JobStore; parts: HistoryPartitions }> {
+  await migrate(pool, schema);
+  const store = new JobStore(pool, {
+    schema,
+    retention: { completedMs: 30 * D, cancelledMs: 30 * D, failedMs: null },
+    asyncCommit: false,
+    preparedStatements: true,
+  });
+  return { store, parts: new HistoryPartitions(pool, schema, D) };
+}
+
 describe('history partitions', () => {
   const t = useTestDatabase();
 
@@ -123,14 +135,7 @@ describe('history partitions', () => {
   });
 
   it('lookups by id visit only the closed partitions whose id range holds the id, and find every job', async () => {
-    await migrate(t.pool, 'bounds');
-    const store = new JobStore(t.pool, {
-      schema: 'bounds',
-      retention: { completedMs: 30 * D, cancelledMs: 30 * D, failedMs: null },
-      asyncCommit: false,
-      preparedStatements: true,
-    });
-    const parts = new HistoryPartitions(t.pool, 'bounds', D);
+    const { store, parts } = await historyIn(t.pool, 'bounds');
     const now = await dbNow(t.pool);
     for (const k of [6, 0]) await parts.runOnce(30 * D, now - k * D);
     // Partitions for days -6 to -4 (closed: they ended days ago) and today on; days -3 to -1
@@ -208,14 +213,7 @@ describe('history partitions', () => {
   it('a row written into a closed partition outside its recorded id range is still found by id (getJob, the job page, childResults)', async () => {
     // What a transaction of another role (hidden from pg_stat_activity), open for over an hour
     // across the partition's end, could do: its history row is stamped with its start.
-    await migrate(t.pool, 'late');
-    const store = new JobStore(t.pool, {
-      schema: 'late',
-      retention: { completedMs: 30 * D, cancelledMs: 30 * D, failedMs: null },
-      asyncCommit: false,
-      preparedStatements: true,
-    });
-    const parts = new HistoryPartitions(t.pool, 'late', D);
+    const { store, parts } = await historyIn(t.pool, 'late');
     const now = await dbNow(t.pool);
     for (const k of [3, 0]) await parts.runOnce(30 * D, now - k * D);
     const day3 = new Date(Math.floor((now - 3 * D) / D) * D + 1000);
