@@ -19,7 +19,11 @@ export const APP_SCHEMA = `
     created_at timestamptz NOT NULL,
     started_at timestamptz NOT NULL,
     done_at    timestamptz NOT NULL,
-    pid        integer NOT NULL
+    pid        integer NOT NULL,
+    -- The earliest claim of any run (job.startedAt: the claim's database time). With asyncCommit a
+    -- crash may forget a claim of its last moments: that job runs again although its first run
+    -- ended after the crash (a replica held it, in a slot or prefetched, across the crash).
+    claimed_at timestamptz NOT NULL
   );`;
 
 /**
@@ -251,11 +255,14 @@ export async function errorHistory(url) {
 export async function duplicatesAround(url, atMs, windowMs) {
   const rows = await tryQuery(
     url,
-    `SELECT coalesce(sum(runs - 1) FILTER (WHERE done_at < to_timestamp(($1::float8 - $2::float8) / 1000.0)), 0)::int AS before,
-            coalesce(sum(runs - 1) FILTER (WHERE done_at >= to_timestamp(($1::float8 - $2::float8) / 1000.0) AND done_at < to_timestamp($1 / 1000.0)), 0)::int AS within,
-            coalesce(sum(runs - 1) FILTER (WHERE done_at >= to_timestamp($1 / 1000.0)), 0)::int AS after,
-            count(*) FILTER (WHERE done_at >= to_timestamp(($1::float8 - $2::float8) / 1000.0) AND done_at < to_timestamp($1 / 1000.0))::int AS completed_within
-       FROM chaos_done`,
+    `WITH w AS (SELECT to_timestamp(($1::float8 - $2::float8) / 1000.0) AS lo, to_timestamp($1 / 1000.0) AS crash)
+     SELECT coalesce(sum(runs - 1) FILTER (WHERE done_at < lo), 0)::int AS before,
+            coalesce(sum(runs - 1) FILTER (WHERE done_at >= lo AND done_at < crash), 0)::int AS within,
+            coalesce(sum(runs - 1) FILTER (WHERE done_at >= crash AND NOT (claimed_at >= lo AND claimed_at < crash)), 0)::int AS after,
+            coalesce(sum(runs - 1) FILTER (WHERE done_at >= crash AND claimed_at >= lo AND claimed_at < crash), 0)::int AS claimed_within,
+            count(*) FILTER (WHERE done_at >= lo AND done_at < crash)::int AS completed_within,
+            count(*) FILTER (WHERE claimed_at >= lo AND claimed_at < crash)::int AS claims_within
+       FROM chaos_done, w`,
     [atMs, windowMs],
   );
   if (!rows) throw new Error('the database did not answer the count of duplicates around the crash');

@@ -31,10 +31,10 @@ class ChaosProcessor {
     const startedAt = Date.now();
     await sleep(1);
     await appPool.query(
-      `INSERT INTO chaos_done (seq, created_at, started_at, done_at, pid)
-       VALUES ($1, to_timestamp($2 / 1000.0), to_timestamp($3 / 1000.0), clock_timestamp(), $4)
-       ON CONFLICT (seq) DO UPDATE SET runs = chaos_done.runs + 1`,
-      [job.payload.seq, job.createdAt.getTime(), startedAt, process.pid],
+      `INSERT INTO chaos_done (seq, created_at, started_at, done_at, pid, claimed_at)
+       VALUES ($1, to_timestamp($2 / 1000.0), to_timestamp($3 / 1000.0), clock_timestamp(), $4, to_timestamp($5 / 1000.0))
+       ON CONFLICT (seq) DO UPDATE SET runs = chaos_done.runs + 1, claimed_at = least(chaos_done.claimed_at, EXCLUDED.claimed_at)`,
+      [job.payload.seq, job.createdAt.getTime(), startedAt, process.pid, job.startedAt.getTime()],
     );
   }
 

@@ -19,11 +19,15 @@ const sum = (xs) => xs.reduce((a, b) => a + b, 0);
  *   their handler's write may have committed, or be in doubt: case 2), plus, with asyncCommit,
  *   every job whose first run ended within
  *   CRASH_WINDOW_MS before the crash (its completion, committed asynchronously, may be forgotten:
- *   case 4 says the last ~600 ms).
+ *   case 4 says the last ~600 ms), and every job first claimed within that window whose first run
+ *   ended after the crash (its claim may be forgotten: a replica held it across the crash, in a
+ *   slot or prefetched, and ran it; the recovered database handed it out again).
  */
 export function allowance(r) {
   const rescued = sum(r.kills.map((k) => k.rescued));
-  const crash = sum(r.crashes.map((c) => c.activeAtCrash + (r.asyncCommit ? c.duplicates.completed_within : 0)));
+  const crash = sum(
+    r.crashes.map((c) => c.activeAtCrash + (r.asyncCommit ? c.duplicates.completed_within + c.duplicates.claimed_within : 0)),
+  );
   return { rescued, held: sum(r.kills.map((k) => k.held)), duplicates: rescued + crash };
 }
 
@@ -85,7 +89,13 @@ export function evaluate(r, { short, long = false }) {
       );
     }
     if (k.duplicates.after > 0)
-      failures.push(`${k.duplicates.after} duplicate run(s) of jobs whose first run ended after the crash`);
+      failures.push(
+        `${k.duplicates.after} duplicate run(s) of jobs whose first run ended after the crash and that no claim of the last ${r.crashWindowMs} ms before it explains`,
+      );
+    if (!r.asyncCommit && k.duplicates.claimed_within > 0)
+      failures.push(
+        `${k.duplicates.claimed_within} duplicate run(s) of jobs claimed just before the crash although claims commit durably (asyncCommit: false)`,
+      );
   }
   // Silent re-runs (no error in the job's history) only where a crash may forget an async commit.
   const silentAllowed = r.asyncCommit && r.crashes.length > 0;
@@ -185,7 +195,9 @@ export function printReport(results, { short, long = false, config, outDir }) {
     for (const k of r.crashes) {
       extra.push(
         `duplicates by when the job's first run ended: ${k.duplicates.before} more than ${r.crashWindowMs} ms before the crash, ` +
-          `${k.duplicates.within} within it (${k.duplicates.completed_within} jobs ended then), ${k.duplicates.after} after it`,
+          `${k.duplicates.within} within it (${k.duplicates.completed_within} jobs ended then), ` +
+          `${k.duplicates.claimed_within} after it of jobs first claimed within it (a forgotten claim; ${k.duplicates.claims_within} jobs claimed then), ` +
+          `${k.duplicates.after} after it otherwise`,
       );
     }
     extra.push(
