@@ -301,11 +301,10 @@ export class DashboardStore {
    */
   async flow(id: string): Promise<DashboardFlow | null> {
     if (!isJobId(id)) return null;
-    const layout = await this.layout.get();
     const [parents, [counts], children] = await Promise.all([
       this.db.query<FlowLink>(this.q.parents, [id]),
       this.db.query<{ total: number; pending: number }>(this.q.childCounts, [id]),
-      this.db.query<FlowLink>(this.flows.childrenIn[layout], [id, 100]),
+      this.db.query<FlowLink>(this.flows.children, [id, 100]),
     ]);
     if (parents.length === 0 && counts.total === 0) return null;
     return {

@@ -1,6 +1,5 @@
 import { escapeIdentifier } from 'pg';
-import { historyByIdSql } from './history-by-id';
-import { byLayout, DURABLE } from './queries';
+import { DURABLE } from './queries';
 
 /**
  * The statements of flows and dependencies (migration 0008), for one schema. The release of a
@@ -49,20 +48,6 @@ export function buildFlowQueries(schema: string) {
       WHERE d.parent_id = $1
       ORDER BY d.child_id
       LIMIT $2`,
-    /**
-     * children for each history layout: each child not live is looked up only in the history
-     * partitions that can hold it (history-by-id.ts), not in every one. $1 parent id $2 limit
-     */
-    childrenIn: byLayout(
-      (layout) => `
-      ${childrenFrom}
-      LEFT JOIN LATERAL (SELECT * FROM (
-        ${historyByIdSql(schema, 'queue, name, state, result, errors', 'd.child_id', layout)}
-      ) x WHERE l.id IS NULL) h ON true
-      WHERE d.parent_id = $1
-      ORDER BY d.child_id
-      LIMIT $2`,
-    ),
 
     /**
      * What getJob adds for a job in a flow: the jobs that wait on it, and its dependencies
