@@ -1,7 +1,6 @@
 import type { ChildFailurePolicy, ChildResult, JobAttemptError, JobFlow } from '../core/job';
 import { DependencyError } from '../core/errors';
 import type { SqlExecutor } from './executor';
-import type { HistoryLayoutCache } from './history-by-id';
 import { buildFlowInsert, buildFlowQueries, type FlowQueries } from './flow-queries';
 import type { NewJobRow } from './job-store';
 
@@ -41,8 +40,6 @@ export class FlowStore {
     private readonly schema: string,
     private readonly channel: string,
     private readonly db: SqlExecutor,
-    /** Picks the by-id statement for the history's layout; without one, the one for any layout. */
-    private readonly layout?: HistoryLayoutCache,
   ) {
     this.q = buildFlowQueries(schema);
   }

@@ -9,48 +9,13 @@ import type { SqlExecutor } from './executor';
 export type HistoryLayout = 'flat' | 'partitioned' | 'partitioned-legacy';
 
 /**
- * A SELECT of `cols` from the history rows with id = `id` (an SQL expression: a parameter, or a
- * column of an outer query for a LATERAL join) that visits only the partitions that can hold
- * it. A partition is chosen by finish time, which an id does not tell, so a plain `WHERE id = $1`
- * probes the id index of every partition (35 with 30 days kept: 98 buffers a lookup, against 12
- * on an empty history; bench/history-retention.mjs). Here:
- * - job_history_failed, and the old table if there is one: always (they hold every finish time);
- * - the ranged partitions not yet closed, and the default partition's rows of their period:
- *   `finished_at >= C` on job_history_done, C the end of the newest closed partition, an
- *   InitPlan value that prunes the older partitions at run time;
- * - the default partition's older rows (finished while no partition covered their time);
- * - of the closed partitions (job_history_id_bounds, migration 11), only those whose recorded
- *   id range holds the id: a nested loop over that small table whose inner side, one finish-time
- *   range per row, is pruned at run time to that one partition (OFFSET 0 keeps the subquery
- *   from being flattened into a join, whose finish-time conditions would then filter rows
- *   of every partition instead of choosing one).
- * Ids are assigned at enqueue and partitions are by finish time, so closed ranges overlap where
- * jobs finished long after their enqueue (a delay, retries): a lookup visits each closed
- * partition whose range holds its id, usually one or two.
- */
-export function historyByIdSql(schema: string, cols: string, id: string, layout: HistoryLayout): string {
-  const s = escapeIdentifier(schema);
-  if (layout === 'flat') return `SELECT ${cols} FROM ${s}.job_history WHERE id = ${id}`;
-  const bounds = `${s}.job_history_id_bounds`;
-  const closedUntil = `(SELECT coalesce(max(hi), '-infinity') FROM ${bounds})`;
-  const parts = [
-    `SELECT ${cols} FROM ${s}.job_history_failed WHERE id = ${id}`,
-    `SELECT ${cols} FROM ${s}.job_history_done WHERE id = ${id} AND finished_at >= ${closedUntil}`,
-    `SELECT ${cols} FROM ${s}.job_history_done_default WHERE id = ${id} AND finished_at < ${closedUntil}`,
-    `SELECT h.* FROM ${bounds} b CROSS JOIN LATERAL (
-       SELECT ${cols} FROM ${s}.job_history_done WHERE id = ${id} AND finished_at >= b.lo AND finished_at < b.hi OFFSET 0) h
-     WHERE ${id} BETWEEN b.min_id AND b.max_id`,
-  ];
-  if (layout === 'partitioned-legacy') parts.push(`SELECT ${cols} FROM ${s}.job_history_legacy WHERE id = ${id}`);
-  return parts.join('\n      UNION ALL\n      ');
-}
-
-/**
- * historyByIdSql for one id known before the statement runs: $1 id, $2 the end of the newest
+ * A SELECT of `cols` from the history rows with id $1 that visits only the partitions that can
+ * hold it (a plain `WHERE id = $1` probes the id index of every partition: a partition is chosen
+ * by finish time, which an id does not tell). For one id known before the statement runs: $1 id, $2 the end of the newest
  * closed partition (C), $3-$6 up to two finish-time ranges of closed partitions whose id range
  * holds the id (NULL when unused), all from the cached job_history_id_bounds (idLookup). Bind
- * parameters, unlike the InitPlan and join values of historyByIdSql, prune at executor
- * startup, so the partitions left out are not even opened: the generic plan of the other form
+ * parameters, unlike InitPlan or join values, prune at executor
+ * startup, so the partitions left out are not even opened: the generic plan of an in-statement form (a join with the bounds table)
  * initialised all 35 partitions twice per call and was no faster than probing them all (0.54
  * against 0.50 ms p50, 11 against 67 buffers; bench/history-retention.mjs, 2,000,000 rows).
  * The times travel as text cast in the statement: a stable cast, so a custom plan cannot prune

@@ -192,7 +192,7 @@ export class HistoryPartitions {
 
   /**
    * Records the id range of each ranged partition whose period is over, once, so lookups by id
-   * skip it unless the id is in that range (migration 11, queries.ts historyByIdSql). A
+   * skip it unless the id is in that range (migration 11, history-by-id.ts historyByIdParamSql). A
    * partition is closed when its period ended at least CLOSE_AFTER_MS ago and no transaction
    * that began before that end is still open (pg_stat_activity, as far as this role sees it):
    * every history write stamps finished_at with its transaction's start, so no later write can

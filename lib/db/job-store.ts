@@ -269,7 +269,7 @@ export class JobStore {
     this.channel = `${schema}_jobs`;
     this.db = poolExecutor(pool);
     this.layout = new HistoryLayoutCache(this.db, schema);
-    this.flows = new FlowStore(schema, this.channel, this.db, this.layout);
+    this.flows = new FlowStore(schema, this.channel, this.db);
   }
 
   /** Which statement the reads by id take (history-by-id.ts). */
