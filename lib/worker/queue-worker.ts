@@ -76,15 +76,16 @@ const FAST_JOB_MS = 20;
  */
 const MIN_FAST_PREFETCH = 200;
 /**
- * Handlers faster than VERY_FAST_JOB_MS on average (no-op-like: a buffer of 400 empties in well
- * under a second at concurrency 10) claim up to VERY_FAST_PREFETCH ahead: claims of ~400 rows
- * instead of ~200 halve the statements per job (1.0 -> 0.5 transactions per 100 jobs) and cut
- * the CPU per 1,000 jobs of the worker from 8.7 to 7.6 ms and of PostgreSQL from 18.2 to 16.3 ms
- * (issue 13: drains of 50,000, 2-4 runs each, CPU from /proc, bench/).
- * 600 saved another ~4 % of server CPU for 1.5 x the buffered wait: not taken.
+ * Handlers faster than VERY_FAST_JOB_MS on average (no-op-like: a buffer of 600 empties in well
+ * under a second at concurrency 10) claim up to VERY_FAST_PREFETCH ahead, in claims of half of
+ * it: ~300 rows per claim. The claim goes out the moment the buffer falls to half (refillDue), so
+ * the next batch arrives while the rest of the buffer runs. With 400 (claims of ~200 once the
+ * refill went out on time) the drain made 1.0 transactions per 100 jobs, with 600 0.7 and 10-20 %
+ * less CPU per job; 800 was no better within this machine's noise (issue 13, bench/, drains of
+ * 50,000, 2 runs of 3 each).
  */
 const VERY_FAST_JOB_MS = 2;
-const VERY_FAST_PREFETCH = 400;
+const VERY_FAST_PREFETCH = 600;
 /** A prefetched job that waited longer than this for a slot goes back to the queue. */
 const MAX_BUFFER_WAIT_MS = 1000;
 /**
@@ -100,7 +101,7 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * by a finished job when more may be waiting, and by timers for jobs due later.
  *
  * Prefetch: while handlers are fast (a moving average under FAST_JOB_MS), the worker also claims
- * a buffer of up to max(4 x concurrency, 200) jobs (400 while they average under VERY_FAST_JOB_MS) and claims again when half of it is used, so the next
+ * a buffer of up to max(4 x concurrency, 200) jobs (600 while they average under VERY_FAST_JOB_MS) and claims again as soon as half of it is used, so the next
  * claim's round trip overlaps the running jobs instead of idling the slots; with concurrency 10
  * and no-op jobs this took the drain from ~850 to many thousands of jobs/s (bench/). Slow
  * handlers switch it off, so a long job never makes buffered jobs wait behind it; a buffered job
@@ -320,16 +321,42 @@ export class QueueWorker {
     }
   }
 
+  /**
+   * Prefetching, with a claim slot free, jobs still buffered, and the buffer at its refill mark
+   * (fetch's own test). An empty buffer (a queue that keeps up with its load, each job started
+   * as it comes) keeps the coalesced claim of setImmediate: claiming at every finish there sent
+   * a claim per job or two, and in the held-horizon chaos phase (800 jobs/s, 32 slots) the
+   * extra claims took pick-up p95 from 7 to 16 ms before the fault and past 20 ms during it.
+   */
+  private refillDue(): boolean {
+    if (this.buffer.length === 0) return false;
+    const prefetch = this.prefetch;
+    return prefetch > 0 && this.claimsInFlight.size < this.maxClaimsInFlight(prefetch) && this.held < this.refillMark(prefetch);
+  }
+
+  /** Fast handlers may have two claims in flight, so the next batch is on its way while this one runs; slow ones need only one. */
+  private maxClaimsInFlight(prefetch: number): number {
+    return prefetch > 0 ? 2 : 1;
+  }
+
+  /** Jobs leased or asked for: running, buffered, and requested by claims in flight. */
+  private get held(): number {
+    return this.running.size + this.buffer.length + this.requested;
+  }
+
+  /** Claim when fewer are held: a slot would otherwise idle, or (prefetching) half the buffer is used. */
+  private refillMark(prefetch: number): number {
+    return this.queue.concurrency + Math.floor(prefetch / 2);
+  }
+
   private async fetch(): Promise<void> {
     if (this.manual) return;
-    // Fast handlers may have two claims in flight, so the next batch is on its way while this
-    // one runs (the drain was waiting on claims: bench/); slow ones need only one.
-    const maxInFlight = this.prefetch > 0 ? 2 : 1;
+    // Two claims in flight for fast handlers: the drain was waiting on claims (bench/).
+    const maxInFlight = this.maxClaimsInFlight(this.prefetch);
     while (!this.stopping && this.claimsInFlight.size < maxInFlight && this.mayHaveMore) {
-      const held = this.running.size + this.buffer.length + this.requested;
+      const held = this.held;
       const prefetch = this.prefetch;
-      // Claim when a slot would otherwise idle, or (prefetching) when half the buffer is used.
-      if (held >= this.queue.concurrency + Math.floor(prefetch / 2)) return;
+      if (held >= this.refillMark(prefetch)) return;
       const free = this.queue.concurrency + prefetch - held;
       this.requested += free;
       const wakesBefore = this.wakes;
@@ -556,7 +583,14 @@ export class QueueWorker {
     if (this.limited) this.mayHaveMore = true;
     this.pump();
     this.notifyIdle();
-    if (this.mayHaveMore && !this.fetchScheduled) {
+    if (this.mayHaveMore && this.refillDue()) {
+      // The buffer just fell to its refill mark: claim now. Fast handlers finish one after the
+      // other in one chain of microtasks (each finish starts the next buffered job), so a claim
+      // left for setImmediate went out only once the whole buffer had run, and the slots idled
+      // for its round trip (issue 13: every drain claim came back with ~400 rows, the buffer's
+      // whole size; the worker waited on each).
+      void this.fetch();
+    } else if (this.mayHaveMore && !this.fetchScheduled) {
       // Coalesce: jobs that finish in the same turn free their slots for one claim.
       this.fetchScheduled = true;
       setImmediate(() => {
