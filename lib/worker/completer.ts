@@ -30,8 +30,12 @@ export interface OutcomeReport {
 }
 
 /**
- * Writes attempt outcomes in batches. At most one write is in flight; outcomes that arrive
- * meanwhile form the next batch, so batches grow with load and an idle queue pays no delay.
+ * Writes attempt outcomes in batches. One write is in flight; outcomes that arrive meanwhile form
+ * the next batch, so batches grow with load and an idle queue pays no delay. Once
+ * `parallelFrom` outcomes wait behind it (the load outruns one connection), a second write goes
+ * out beside it: with one write at a time the completion was the drain's ceiling, one backend
+ * busy all along (its CPU and its commit's WAL flush) while the second core idled (bench/,
+ * issue 13). Two writes never carry the same outcome, so they touch disjoint job rows.
  * A crash before a write only means the job runs again after its lease: at-least-once holds.
  *
  * Events come from the rows the write returned (as in River's jobcompleter): a listener reads
@@ -44,7 +48,7 @@ export interface OutcomeReport {
  */
 export class Completer {
   private pending: PendingOutcome[] = [];
-  private inFlight: Promise<void> | null = null;
+  private readonly inFlight = new Set<Promise<void>>();
   private scheduled = false;
   private failures = 0;
   private retryTimer: NodeJS.Timeout | null = null;
@@ -58,6 +62,10 @@ export class Completer {
     private readonly maxBatch = 500,
     /** After each batch is written: a slot counted by a global limit may have freed. */
     private readonly onWritten: () => void = () => undefined,
+    /** Writes in flight at most (1: strictly one after the other). */
+    private readonly maxInFlight = 2,
+    /** Outcomes waiting that send a further write beside the one in flight. */
+    private readonly parallelFrom = 64,
   ) {}
 
   /**
@@ -75,7 +83,7 @@ export class Completer {
 
   push(outcome: PendingOutcome): void {
     this.pending.push(outcome);
-    if (!this.scheduled && !this.inFlight && !this.retryTimer) {
+    if (!this.scheduled && !this.retryTimer && this.mayStartWrite()) {
       this.scheduled = true;
       setImmediate(() => {
         this.scheduled = false;
@@ -85,20 +93,20 @@ export class Completer {
   }
 
   private flush(): Promise<void> {
-    if (this.inFlight || this.pending.length === 0) return this.inFlight ?? Promise.resolve();
+    if (this.pending.length === 0 || !this.mayStartWrite()) return this.allInFlight();
     const batch = this.pending.splice(0, this.maxBatch);
-    this.inFlight = this.store
+    const write: Promise<void> = this.store
       .settle(batch, this.workerId)
       .then(
         (r) => this.settled(batch, r),
         (err: Error) => this.retryLater(batch, err),
       )
       .finally(() => {
-        this.inFlight = null;
-        if (this.pending.length === 0) return;
+        this.inFlight.delete(write);
+        if (this.pending.length === 0 || this.retryTimer) return;
         if (this.failures === 0) {
           void this.flush();
-        } else {
+        } else if (this.inFlight.size === 0) {
           const delay = Math.min(5000, 50 * 2 ** Math.min(this.failures, 7));
           this.retryTimer = setTimeout(() => {
             this.retryTimer = null;
@@ -106,7 +114,18 @@ export class Completer {
           }, delay);
         }
       });
-    return this.inFlight;
+    this.inFlight.add(write);
+    return write;
+  }
+
+  /** None in flight, or (writes going through) a free write slot and enough waiting to fill it. */
+  private mayStartWrite(): boolean {
+    const n = this.inFlight.size;
+    return n === 0 || (n < this.maxInFlight && this.failures === 0 && this.pending.length >= this.parallelFrom);
+  }
+
+  private allInFlight(): Promise<void> {
+    return this.inFlight.size === 0 ? Promise.resolve() : Promise.all(this.inFlight).then(() => undefined);
   }
 
   private async settled(batch: PendingOutcome[], { written, failures }: SettleResult<PendingOutcome>): Promise<void> {
@@ -208,12 +227,12 @@ export class Completer {
 
   /** Writes everything pending; gives up after `deadline` (epoch ms) and returns what is left. */
   async drain(deadline: number): Promise<number> {
-    while ((this.pending.length || this.inFlight) && Date.now() < deadline) {
+    while ((this.pending.length || this.inFlight.size) && Date.now() < deadline) {
       if (this.retryTimer) {
         clearTimeout(this.retryTimer);
         this.retryTimer = null;
       }
-      await (this.inFlight ?? this.flush());
+      await (this.inFlight.size ? this.allInFlight() : this.flush());
       if (this.failures > 0 && this.pending.length) await new Promise((r) => setTimeout(r, 100));
     }
     return this.pending.length;

@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import type { INestApplicationContext, LoggerService } from '@nestjs/common';
+import type { Pool } from 'pg';
 import { Registry } from 'prom-client';
 import { Process, Processor, QueueService, SnoozeJobError, type Job } from '../../lib';
 import { PgQueueMetricsModule } from '../../lib/metrics';
@@ -34,6 +35,16 @@ class CapturingLogger implements LoggerService {
   about(id: string) {
     return this.lines.filter((l) => l.message.includes(`Job ${id} `) || l.message.includes(`job ${id} `));
   }
+}
+
+/** A JobStore of its own on `pool`, for the tests that drive the outcome writer directly. */
+function directStore(pool: Pool): JobStore {
+  return new JobStore(pool, {
+    schema: 'pgqueue',
+    retention: { completedMs: 86_400_000, cancelledMs: 86_400_000, failedMs: null },
+    asyncCommit: true,
+    preparedStatements: false,
+  });
 }
 
 /** Release functions of 'held' jobs, by id: the test decides when each handler returns. */
@@ -264,12 +275,7 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
       // Straight to the outcome writer, whatever the worker validated: queue 'direct' has no worker here.
       const pool = testPool(ctx.db.url, 2);
       try {
-        const store = new JobStore(pool, {
-          schema: 'pgqueue',
-          retention: { completedMs: 86_400_000, cancelledMs: 86_400_000, failedMs: null },
-          asyncCommit: true,
-          preparedStatements: false,
-        });
+        const store = directStore(pool);
         const added = await queues.addBulk(
           'direct',
           Array.from({ length: 5 }, (_, i) => ({ name: `j${i}`, payload: {} })),
@@ -324,6 +330,72 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
         ]);
         expect(await completer.drain(Date.now() + 1000)).toBe(0);
       } finally {
+        await pool.end();
+      }
+    });
+
+    it('a second outcome write goes out beside a stuck one once 64 outcomes wait, and never before', async () => {
+      const pool = testPool(ctx.db.url, 3);
+      const blocker = testPool(ctx.db.url, 1);
+      const lock = await blocker.connect();
+      let completer: Completer | undefined;
+      try {
+        const store = directStore(pool);
+        await queues.addBulk('direct', [
+          { name: 'stuck', payload: {} },
+          ...Array.from({ length: 10 }, (_, i) => ({ name: `few${i}`, payload: {} })),
+          ...Array.from({ length: 100 }, (_, i) => ({ name: `many${i}`, payload: {} })),
+        ]);
+        const rows = await store.claim('direct', 200, 'test-worker', 60_000);
+        expect(rows).toHaveLength(111);
+        const done = (r: (typeof rows)[number]): PendingOutcome => {
+          const job = new RunningJob(r, 'direct');
+          return { kind: 'completed', id: job.id, attempt: job.attempt, job, resultJson: null, result: undefined };
+        };
+        const byName = (prefix: string) => rows.filter((r) => r.name.startsWith(prefix)).map(done);
+        const written: string[] = [];
+        completer = new Completer(
+          store,
+          'test-worker',
+          { log() {}, warn() {}, error() {} },
+          { written: (o) => written.push(o.job.name), dropped: (o) => written.push(`dropped:${o.job.name}`), refused() {} },
+        );
+        // The first write blocks on a row lock held elsewhere (a slow statement, a busy server).
+        const [stuck] = byName('stuck');
+        await lock.query('BEGIN');
+        await lock.query('SELECT 1 FROM pgqueue.jobs WHERE id = $1 FOR UPDATE', [stuck.id]);
+        completer.push(stuck);
+        const waiting = async () =>
+          (
+            await ctx.pool.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database() AND query LIKE '%DELETE FROM%'`,
+            )
+          ).rows[0].n === 1;
+        await waitFor(waiting, { message: () => 'the first outcome write never waited on the row lock' });
+        // Ten behind it are left for the next write: no statement per handful of outcomes.
+        for (const o of byName('few')) completer.push(o);
+        await new Promise((r) => setTimeout(r, 300));
+        expect(written).toEqual([]);
+        // 110 waiting: a second write goes out beside the stuck one and commits on its own.
+        for (const o of byName('many')) completer.push(o);
+        await waitFor(() => written.length === 110, { message: () => `written so far: ${written.length}` });
+        expect(written).not.toContain('stuck');
+        expect(await waiting()).toBe(true);
+        await lock.query('COMMIT');
+        await waitFor(() => written.length === 111, { message: () => `written so far: ${written.length}` });
+        expect(new Set(written).size).toBe(111);
+        expect(await completer.drain(Date.now() + 5000)).toBe(0);
+        const { rows: history } = await ctx.pool.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pgqueue.job_history WHERE queue = 'direct' AND state = 'completed' AND id = ANY($1::bigint[])`,
+          [rows.map((r) => String(r.id))],
+        );
+        expect(history[0].n).toBe(111);
+      } finally {
+        await lock.query('ROLLBACK').catch(() => undefined);
+        // A failed assertion leaves writes behind: end them before the pool, or their retries outlive the test.
+        await completer?.drain(Date.now() + 5000);
+        lock.release();
+        await blocker.end();
         await pool.end();
       }
     });
