@@ -9,6 +9,8 @@
 //                        container is then removed only by stop() (scripts/test.mjs calls it
 //                        on every exit path it controls, SIGINT and SIGTERM included)
 
+import { spawnSync } from 'node:child_process';
+
 export const DEFAULT_IMAGE = 'postgres:17-alpine';
 
 // One Docker check for the package's testing entry point and this harness: `npm test` runs after
@@ -43,5 +45,30 @@ export async function startContainer({ image = process.env.PGQUEUE_TEST_IMAGE ||
     .start();
   let stopped;
   const stop = () => (stopped ??= container.stop({ timeout: 5_000 }).then(() => undefined));
-  return { url: container.getConnectionUri(), image, stop };
+  return { url: container.getConnectionUri(), image, stop, describe: () => describeContainer(container.getId()) };
+}
+
+/**
+ * The container's state and its last log lines, for a failed run: the suite sees a server it
+ * cannot reach only as failed connections ("Connection terminated unexpectedly" in stop 20's CI,
+ * where a killed container answers ECONNREFUSED), and says nothing of the container's fate.
+ */
+function describeContainer(id) {
+  // `docker logs` passes the server's stderr through as its own: read both streams.
+  const docker = (...args) => {
+    const r = spawnSync('docker', args, { encoding: 'utf8', timeout: 10_000 });
+    if (r.error || r.status !== 0) throw new Error(r.error?.message ?? r.stderr.trim());
+    return `${r.stdout}${r.stderr}`.trim();
+  };
+  try {
+    const state = docker(
+      'inspect',
+      '-f',
+      'status={{.State.Status}} exit={{.State.ExitCode}} oom={{.State.OOMKilled}} error={{.State.Error}}',
+      id,
+    );
+    return `container ${id.slice(0, 12)}: ${state}\n${docker('logs', '--tail', '40', id)}`;
+  } catch (err) {
+    return `container ${id.slice(0, 12)}: docker inspect/logs failed: ${err.message}`;
+  }
 }

@@ -107,7 +107,7 @@ async function pickServer() {
     const explicit = forced === 'testcontainers' || Boolean(process.env.PGQUEUE_TEST_IMAGE);
     try {
       const c = await startContainer();
-      return { url: c.url, stop: c.stop, label: `Testcontainers, image ${c.image}` };
+      return { url: c.url, stop: c.stop, describe: c.describe, label: `Testcontainers, image ${c.image}` };
     } catch (err) {
       // Docker answers but the default image cannot be had (no registry, say): the embedded
       // server still tests everything. A chosen image or a forced path must work, though.
@@ -186,6 +186,7 @@ async function main() {
     console.log(`[test] ${((Date.now() - started) / 1000).toFixed(1)} s`);
     exitCode = results.every(([, code]) => code === 0) ? 0 : 1;
   } finally {
+    if (exitCode !== 0 && server.describe) console.log(`[test] the server after the failed run: ${server.describe()}`);
     if (!interrupted) {
       try {
         // Databases a crashed test could not drop (matters on a shared DATABASE_URL server).

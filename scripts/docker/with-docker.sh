@@ -35,4 +35,10 @@ set +e
 "$@"
 code=$?
 set -e
+# A failed command's cause can be the engine's (a network or storage error): show its log's end.
+if [ "$code" -ne 0 ] && [ -n "$started" ]; then
+  echo "[docker] the command failed (exit $code); the last warnings and errors in $run_dir/dockerd.log:"
+  grep -E 'level=(warning|error|fatal)' "$run_dir/dockerd.log" | tail -30 || true
+  df -h /var/lib/docker-pgqueue || true
+fi
 exit $code
