@@ -28,6 +28,9 @@ module.exports = {
     '^.+\\.ts$': ['ts-jest', { tsconfig: '<rootDir>/tsconfig.json' }],
   },
   moduleFileExtensions: ['ts', 'js', 'json'],
+  // The root afterAll that drops each file's test databases once the file's own afterAll hooks
+  // have closed its apps (test/support/after-file.ts).
+  setupFilesAfterEnv: ['<rootDir>/test/support/after-file-setup.ts'],
   modulePathIgnorePatterns: ['<rootDir>/dist/'],
   testTimeout: 30000,
 };

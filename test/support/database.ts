@@ -1,5 +1,6 @@
 import { randomBytes } from 'crypto';
 import { Client, Pool } from 'pg';
+import { afterFile } from './after-file';
 import { dropThroughPgBouncers } from './pgbouncer';
 
 export interface TestDatabase {
@@ -126,7 +127,7 @@ export function useTestDatabase(): { readonly db: TestDatabase; readonly pool: P
     ctx.db = await createTestDatabase();
     ctx.pool = testPool(ctx.db.url, 2);
   });
-  afterAll(async () => {
+  afterFile(async () => {
     await ctx.pool?.end();
     await ctx.db?.drop();
   });
