@@ -20,6 +20,8 @@ const LEGACY_BOUND_GIVE_UP_MS = 600_000;
  * write inside a transaction that began then) arriving after its range was recorded.
  */
 export const CLOSE_AFTER_MS = 3_600_000;
+/** How long a booting node waits for the history lock to create a partition (see ensureAhead). */
+export const BOOT_LOCK_WAIT_MS = 10_000;
 /** Partitions are created for the current interval and this many after it. */
 export const PARTITIONS_AHEAD = 2;
 
@@ -97,19 +99,30 @@ export class HistoryPartitions {
     return `${this.s}.${escapeIdentifier(name)}`;
   }
 
-  /** Runs `fn` in a transaction holding the history lock; null when another node holds it. */
-  private async step<T>(fn: (c: PgPoolClient) => Promise<T>, lockTimeoutMs = PARTITION_LOCK_TIMEOUT_MS): Promise<T | null> {
+  /**
+   * Runs `fn` in a transaction holding the history lock; null when another node holds it.
+   * With `waitMs`, waits that long for the lock instead (a lock timeout, 55P03, past it).
+   */
+  private async step<T>(
+    fn: (c: PgPoolClient) => Promise<T>,
+    lockTimeoutMs = PARTITION_LOCK_TIMEOUT_MS,
+    waitMs?: number,
+  ): Promise<T | null> {
     const c = await this.pool.connect();
     const ignore = (): void => undefined;
     c.on('error', ignore);
     try {
       await c.query('BEGIN');
-      const { rows } = await c.query<{ locked: boolean }>(`SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`, [
-        lockKey(`nestjs-pg-queue:history:${this.schema}`),
-      ]);
-      if (!rows[0].locked) {
-        await c.query('ROLLBACK');
-        return null;
+      const key = lockKey(`nestjs-pg-queue:history:${this.schema}`);
+      if (waitMs !== undefined) {
+        await c.query(`SELECT set_config('lock_timeout', $1, true)`, [`${waitMs}ms`]);
+        await c.query(`SELECT pg_advisory_xact_lock($1::bigint)`, [key]);
+      } else {
+        const { rows } = await c.query<{ locked: boolean }>(`SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`, [key]);
+        if (!rows[0].locked) {
+          await c.query('ROLLBACK');
+          return null;
+        }
       }
       // Transaction-scoped (PgBouncer transaction mode keeps no session state).
       await c.query(`SELECT set_config('lock_timeout', $1, true)`, [`${lockTimeoutMs}ms`]);
@@ -240,30 +253,44 @@ export class HistoryPartitions {
    * the ones an ATTACH next to them can break: an insert routed to the default partition before
    * a concurrent ATTACH commits fails its partition check after it ("violates partition
    * constraint"), seen once in the suite when a cancel raced the first pass after a fresh
-   * install. Answers the names it created (none when another node holds the history lock).
+   * install. It waits for the history lock (up to BOOT_LOCK_WAIT_MS per partition) where the
+   * pass skips a busy step: two nodes booting at once, each skipping the step the other held,
+   * once left a partition between them uncreated (CI, stop 21). Answers the names it created
+   * (another node may have created the rest).
    */
   async ensureAhead(): Promise<string[]> {
     const layout = await this.layout();
     if (!layout.current) return [];
     const result = { created: [] as string[], lockTimeouts: 0 };
-    await this.createAhead(layout.now, result);
+    await this.createAhead(layout.now, result, BOOT_LOCK_WAIT_MS);
     return result.created;
   }
 
   /** Creates what missingRanges names at `at`; answers the ranged partitions found before. */
-  private async createAhead(at: number, result: { created: string[]; lockTimeouts: number }): Promise<HistoryPartition[]> {
+  private async createAhead(
+    at: number,
+    result: { created: string[]; lockTimeouts: number },
+    waitMs?: number,
+  ): Promise<HistoryPartition[]> {
     const { floor, list } = await this.partitions();
     for (const r of missingRanges(at, this.intervalMs, list, floor)) {
       const name = partitionName(r.lo);
-      if (await this.tryStep((c) => this.createPartition(name, r.lo, r.hi, c), result)) result.created.push(name);
+      let created = false; // false too when another node created it first
+      const ran = await this.tryStep(async (c) => (created = await this.createPartition(name, r.lo, r.hi, c)), result, waitMs);
+      if (created) result.created.push(name);
+      if (!ran && waitMs !== undefined) break; // waited in vain once: boot goes on, the pass makes the rest
     }
     return list;
   }
 
   /** A step that gives up on a lock timeout (55P03), counted, instead of failing the pass. */
-  private async tryStep(fn: (c: PgPoolClient) => Promise<unknown>, result: { lockTimeouts: number }): Promise<boolean> {
+  private async tryStep(
+    fn: (c: PgPoolClient) => Promise<unknown>,
+    result: { lockTimeouts: number },
+    waitMs?: number,
+  ): Promise<boolean> {
     try {
-      return (await this.step(fn)) !== null;
+      return (await this.step(fn, PARTITION_LOCK_TIMEOUT_MS, waitMs)) !== null;
     } catch (err) {
       if ((err as { code?: string }).code === '55P03') {
         result.lockTimeouts++;
@@ -279,12 +306,12 @@ export class HistoryPartitions {
    * ACCESS EXCLUSIVE. Rows that went to the default partition meanwhile (maintenance did not run)
    * move into the new one first, in this transaction, under the default's lock.
    */
-  async createPartition(name: string, lo: number, hi: number, client?: PgPoolClient): Promise<void> {
-    const run = async (c: PgPoolClient): Promise<void> => {
+  async createPartition(name: string, lo: number, hi: number, client?: PgPoolClient): Promise<boolean> {
+    const run = async (c: PgPoolClient): Promise<boolean> => {
       const p = this.t(name);
       // Another node (booting at the same moment) may have created it since the list was read.
       const exists = await c.query<{ r: string | null }>(`SELECT to_regclass($1) AS r`, [p]);
-      if (exists.rows[0].r !== null) return;
+      if (exists.rows[0].r !== null) return false;
       const from = new Date(lo).toISOString();
       const to = new Date(hi).toISOString();
       await c.query(
@@ -305,9 +332,12 @@ export class HistoryPartitions {
         [from, to],
       );
       await c.query(`ALTER TABLE ${this.t('job_history_done')} ATTACH PARTITION ${p} FOR VALUES FROM ('${from}') TO ('${to}')`);
+      return true;
     };
-    if (client) await run(client);
-    else if ((await this.step(run)) === null) throw new Error('another node holds the history partition lock');
+    if (client) return run(client);
+    const made = await this.step(run);
+    if (made === null) throw new Error('another node holds the history partition lock');
+    return made;
   }
 
   /**

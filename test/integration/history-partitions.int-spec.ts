@@ -5,7 +5,7 @@ import { migrate } from '../../lib/db/migrator';
 import { HistoryPartitions } from '../../lib/db/history-partitions';
 import { HistoryLayoutCache } from '../../lib/db/history-by-id';
 import { poolExecutor } from '../../lib/db/executor';
-import { JobStore } from '../../lib/db/job-store';
+import { JobStore, lockKey } from '../../lib/db/job-store';
 import { DashboardStore } from '../../lib/db/dashboard-store';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
@@ -237,6 +237,30 @@ describe('history partitions', () => {
       ['105', 'completed', 'parts'],
       ['9000', 'completed', 'parts'],
     ]);
+  });
+
+  it('a booting node waits for the history lock another node holds, then creates what is still missing', async () => {
+    // Two nodes booting at once once each skipped the step the other held and left a partition
+    // between them uncreated: at boot the lock is waited for, not tried.
+    const { parts } = await historyIn(t.pool, 'wait_parts');
+    const holder = await t.pool.connect();
+    try {
+      await holder.query('BEGIN');
+      await holder.query(`SELECT pg_advisory_xact_lock($1::bigint)`, [lockKey('nestjs-pg-queue:history:wait_parts')]);
+      let answered = false;
+      const boot = parts.ensureAhead().finally(() => (answered = true));
+      await new Promise((r) => setTimeout(r, 300));
+      expect(answered).toBe(false); // still waiting: a try-lock would have answered [] by now
+      await holder.query('COMMIT');
+      expect(await boot).toHaveLength(3);
+    } finally {
+      holder.release();
+    }
+    const { rows } = await t.pool.query(
+      `SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'wait_parts.job_history_done'::regclass`,
+    );
+    expect(rows[0].n).toBe(4);
+    expect(await parts.ensureAhead()).toEqual([]);
   });
 
   it('every boot creates the partitions for now and ahead before it answers, even with no workers; at once on two nodes', async () => {
