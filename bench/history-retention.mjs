@@ -1,7 +1,7 @@
 // History that costs little: retention by partition drop against the batched DELETE, and getJob
 // over a big partitioned history. `npm run bench:history` (or `npm run bench -- --only=retention`).
 //
-//   node bench/history-retention.mjs [--rows=10000000] [--days=30] [--reps=2000] [--drain] [--drain-reps=2]
+//   node bench/history-retention.mjs [--rows=10000000] [--days=30] [--reps=2000] [--drain] [--drain-reps=2] [--drain-jobs=200000]
 //
 // In its own fresh database (DATABASE_URL, which must allow CREATE DATABASE, or a throwaway
 // embedded PostgreSQL with default durability), two schemas get the same `rows` finished jobs
@@ -16,9 +16,11 @@
 // leaves to do: the partition by HistoryPartitions.runOnce (DROP TABLE), the flat table by the
 // retention statement of version 9 (DELETE ... WHERE id IN (SELECT ... LIMIT 1000)), bounded to
 // the same day (its oldest rows would be older still), repeated until it deletes nothing, as the maintenance pass does a batch per pass. And getJob over each,
-// against an empty partitioned history: p50/p95 of `reps` calls by random id through the
-// library's JobStore, with each plan's buffers. `--drain` also runs the drain workload (50,000
-// jobs) with an empty history and with `rows` in history, in fresh databases. Figures only: no
+// against an empty partitioned history (where no id is found) and one holding only the jobs
+// looked up (each found, like the big ones): p50/p95 of `reps` calls by random id through the
+// library's JobStore, with each plan's buffers; and, not shipped, the same lookup naming the
+// tables it reads instead of their parent (what the parent's 35 partitions cost a generic plan). `--drain` also runs the drain workload (200,000
+// jobs, `--drain-jobs`) with an empty history and with `rows` in history, in fresh databases. Figures only: no
 // assertion on time. Prints markdown; writes bench/results/history.json.
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -38,6 +40,8 @@ const DAYS = arg('days', 30);
 const REPS = arg('reps', 2000);
 const DRAIN = process.argv.includes('--drain');
 const DRAIN_REPS = arg('drain-reps', 2);
+// As in bench/run.mjs: a drain long enough that a worker process's start-up CPU is a small part.
+const DRAIN_JOBS = arg('drain-jobs', 200_000);
 const D = 86_400_000;
 
 const { applyMigration, loadMigrations, migrate } = require('../dist/db/migrator.js');
@@ -84,12 +88,53 @@ async function deadTuples(pool, schema) {
   return Number(rows[0].d);
 }
 
+/** The ids getJob looks up: REPS of 1..maxId, spread over the whole range. */
+function lookupIds(maxId) {
+  return Array.from({ length: REPS }, (_, i) => String(1 + ((i * 7919 + 13) % Math.max(1, maxId))));
+}
+
 /**
- * getJob through the library's JobStore. `everyPartition`: the statement of version 10, which
- * probes the id index of every partition (what getJob ran before the id ranges of migration 11),
- * prepared the same way and followed by the same flow read, for a before/after in one run.
+ * For the 'named' variant of getJobTimes: a function of (the flat getJob statement, id) that
+ * answers it with `FROM job_history WHERE id = $1` replaced by a UNION ALL of the leaves that can
+ * hold the id, from the catalog and job_history_id_bounds as they are now.
  */
-async function getJobTimes(pool, schema, maxId, everyPartition = false) {
+async function namedLeaves(pool, schema) {
+  const { rows } = await pool.query(
+    `SELECT c.relname AS name, b.partition IS NOT NULL AS closed, b.min_id::text AS lo, b.max_id::text AS hi
+     FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+     LEFT JOIN ${schema}.job_history_id_bounds b ON b.partition = c.relname
+     WHERE i.inhparent = $1::regclass`,
+    [`${schema}.job_history_done`],
+  );
+  return (flatSql, id) => {
+    const n = BigInt(id);
+    const names = [
+      'job_history_failed',
+      ...rows.filter((r) => !r.closed || (r.lo !== null && BigInt(r.lo) <= n && n <= BigInt(r.hi))).map((r) => r.name),
+    ];
+    const s = pg.escapeIdentifier(schema);
+    const union = names.map((t) => `SELECT * FROM ${s}.${pg.escapeIdentifier(t)} WHERE id = $1`).join(' UNION ALL ');
+    const from = `FROM ${s}.job_history WHERE id = $1`;
+    if (!flatSql.includes(from)) throw new Error(`the flat getJob statement no longer reads ${from}`);
+    return flatSql.replace(from, `FROM (${union}) h`);
+  };
+}
+
+/**
+ * getJob through the library's JobStore. `mode`:
+ *   'shipped'  the library's getJob;
+ *   'every'    the statement of version 10, which probes the id index of every partition (what
+ *              getJob ran before the id ranges of migration 11);
+ *   'named'    not shipped, measured to show what the 35 tables cost: the same lookup naming the
+ *              leaf tables it reads (failed, default, the open partitions and the closed ones whose
+ *              id range holds the id) instead of the parent job_history_done, whose generic plan
+ *              takes a lock on every one of its partitions at each call. One prepared statement per
+ *              set of names: a new set every day on every connection, which node-postgres never frees.
+ * The variants are prepared the same way and followed by the same flow read, for a like-for-like
+ * comparison in one run.
+ */
+async function getJobTimes(pool, schema, maxId, mode = 'shipped') {
+  log(`getJob: ${schema}, ${mode}`);
   const store = new JobStore(pool, {
     schema,
     retention: { completedMs: D, cancelledMs: D, failedMs: null },
@@ -100,31 +145,47 @@ async function getJobTimes(pool, schema, maxId, everyPartition = false) {
     ? 'partitioned'
     : 'flat';
   const cache = new HistoryLayoutCache(poolExecutor(pool), schema);
+  const named = mode === 'named' ? await namedLeaves(pool, schema) : null;
   const lookup = async (id) =>
-    everyPartition
+    mode === 'every'
       ? { sql: store.q.getJob, values: [id] }
-      : layout === 'flat'
-        ? { sql: store.q.getJobIn.flat, values: [id] }
-        : cache.lookup(store.q.getJobIn, id);
-  const { sql } = await lookup('1');
-  const c = everyPartition ? await pool.connect() : null;
-  const get = everyPartition
-    ? async (id) => {
-        const { rows } = await c.query({ name: 'every_partition', text: sql, values: [id] });
-        await store.flows.flowOf(id);
-        return rows[0] ?? null;
-      }
-    : (id) => store.getJob(id);
-  const ids = Array.from({ length: REPS }, (_, i) => String(1 + ((i * 7919 + 13) % Math.max(1, maxId))));
-  for (const id of ids.slice(0, 50)) await get(id);
+      : mode === 'named'
+        ? { sql: named(store.q.getJobIn.flat, id), values: [id] }
+        : layout === 'flat'
+          ? { sql: store.q.getJobIn.flat, values: [id] }
+          : cache.lookup(store.q.getJobIn, id);
+  const ids = lookupIds(maxId);
   const ms = [];
   let found = 0;
-  for (const id of ids) {
-    const s = performance.now();
-    if (await get(id)) found++;
-    ms.push(performance.now() - s);
+  const c = mode === 'shipped' ? null : await pool.connect();
+  try {
+    const statements = new Map();
+    const get =
+      mode === 'shipped'
+        ? (id) => store.getJob(id)
+        : async (id) => {
+            const { sql: text, values } = await lookup(id);
+            if (!statements.has(text)) statements.set(text, `${mode}_${statements.size}`);
+            const { rows } = await c.query({ name: statements.get(text), text, values });
+            await store.flows.flowOf(id);
+            return rows[0] ?? null;
+          };
+    for (const id of ids.slice(0, 50)) await get(id);
+    if (mode === 'named') {
+      // Each set of names is a statement of its own: each prepared and past its first five
+      // (custom-plan) runs before the measured calls, as on a connection that has run for a while.
+      const first = new Map();
+      for (const id of ids) first.set((await lookup(id)).sql, id);
+      for (const id of first.values()) for (let k = 0; k < 6; k++) await get(id);
+    }
+    for (const id of ids) {
+      const s = performance.now();
+      if (await get(id)) found++;
+      ms.push(performance.now() - s);
+    }
+  } finally {
+    c?.release();
   }
-  c?.release();
   ms.sort((a, b) => a - b);
   // Buffers: the median over 20 of the ids (generic plans, as the prepared statement runs).
   const buffers = (n) => (n['Shared Hit Blocks'] ?? 0) + (n['Shared Read Blocks'] ?? 0);
@@ -133,7 +194,6 @@ async function getJobTimes(pool, schema, maxId, everyPartition = false) {
   let p;
   try {
     await e.query(`SET plan_cache_mode = force_generic_plan`);
-    await e.query(`PREPARE lookup AS ${sql}`);
     const literal = (v) =>
       v === null
         ? 'NULL'
@@ -143,18 +203,20 @@ async function getJobTimes(pool, schema, maxId, everyPartition = false) {
             ? `'${v}'`
             : String(Number(v));
     for (const id of ids.slice(0, 20)) {
-      const { values } = await lookup(id);
+      const { sql: text, values } = await lookup(id);
+      await e.query(`PREPARE lookup AS ${text}`);
       const plan = await e.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE lookup(${values.map(literal).join(', ')})`);
       p = plan.rows[0]['QUERY PLAN'][0];
       perId.push(buffers(p.Plan));
+      await e.query('DEALLOCATE lookup');
     }
-    await e.query('DEALLOCATE lookup');
     await e.query('RESET plan_cache_mode');
   } finally {
     e.release();
   }
   perId.sort((a, b) => a - b);
-  const planned = await pool.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${sql}`, (await lookup(ids[0])).values);
+  const first = await lookup(ids[0]);
+  const planned = await pool.query(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${first.sql}`, first.values);
   p = planned.rows[0]['QUERY PLAN'][0];
   const leaves = Number(
     (await pool.query(`SELECT count(*)::int AS n FROM pg_partition_tree($1::regclass) WHERE isleaf`, [`${schema}.job_history`]))
@@ -185,6 +247,10 @@ async function main() {
       const parts = new HistoryPartitions(pool, 'parts', D);
       for (let k = DAYS; k >= 0; k--) await parts.runOnce(1000 * 365 * D, nowMs - k * D);
       await new HistoryPartitions(pool, 'empty', D).runOnce(D);
+      // Like for like with the big history, whose lookups find their job: a history that holds
+      // only the jobs getJob looks up, finished just now (same ids, same plan, a row to return).
+      await migrate(pool, 'small');
+      await new HistoryPartitions(pool, 'small', D).runOnce(D);
       const c = await pool.connect();
       await c.query('BEGIN');
       for (const m of loadMigrations().filter((x) => x.version < 10)) await applyMigration(clientExecutor(c), 'flat', m);
@@ -197,6 +263,13 @@ async function main() {
       t = Date.now();
       await fill(pool, 'flat', ROWS, nowMs);
       results.fillFlatS = (Date.now() - t) / 1000;
+      await pool.query(
+        `INSERT INTO small.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, result, created_at, started_at, finished_at, locked_by)
+         SELECT DISTINCT g, 'bench', 'noop', jsonb_build_object('i', g), 'completed', 0, now(), 1, 3, '[]'::jsonb, NULL::jsonb, now(), now(), now(), 'bench-node'
+         FROM unnest($1::bigint[]) g`,
+        [lookupIds(ROWS)],
+      );
+      await pool.query(`VACUUM ANALYZE small.job_history`);
       // The id range of every partition whose day is over (the maintenance pass does this once
       // an hour past each day's end; here after the fill, which wrote into past days).
       results.closed = (await parts.recordIdBounds()).length;
@@ -204,8 +277,10 @@ async function main() {
 
       results.getJob = {
         empty: await getJobTimes(pool, 'empty', ROWS),
+        small: await getJobTimes(pool, 'small', ROWS),
         parts: await getJobTimes(pool, 'parts', ROWS),
-        partsEvery: await getJobTimes(pool, 'parts', ROWS, true),
+        partsEvery: await getJobTimes(pool, 'parts', ROWS, 'every'),
+        partsNamed: await getJobTimes(pool, 'parts', ROWS, 'named'),
         flat: await getJobTimes(pool, 'flat', ROWS),
       };
 
@@ -287,13 +362,16 @@ async function drains(adminUrl) {
   const { drain } = await import('./workloads.mjs');
   const pkg = require('../dist');
   const ctx = (dbName) => ({ adminUrl, dbName, libOptions: {}, rawBatch: undefined, pkg, pgss: false, bouncer: null });
-  const out = { empty: [], full: [] };
+  const out = { empty: [], full: [], cpu: { empty: [], full: [] } };
   for (let rep = 0; rep < DRAIN_REPS; rep++) {
     for (const history of rep % 2 ? [ROWS, 0] : [0, ROWS]) {
-      const r = await drain(ctx(`bench_history_drain_${history}`), { kind: 'lib', processes: 1, jobs: 50_000, history });
+      const r = await drain(ctx(`bench_history_drain_${history}`), { kind: 'lib', processes: 1, jobs: DRAIN_JOBS, history });
       if (!r.check.ok) throw new Error(`drain with ${history} in history: ${r.check.detail}`);
       (history ? out.full : out.empty).push(r.metrics.rate);
-      log(`drain, ${history} in history: ${Math.round(r.metrics.rate)} jobs/s`);
+      (history ? out.cpu.full : out.cpu.empty).push(r.metrics.cpuMsPerJob);
+      log(
+        `drain, ${history} in history: ${Math.round(r.metrics.rate)} jobs/s, ${r.metrics.cpuMsPerJob?.toFixed(4)} ms CPU per job`,
+      );
     }
   }
   return out;
@@ -315,16 +393,21 @@ function print(r) {
     '',
     `getJob by id (${r.reps} calls, random ids; buffers: median over 20 ids of the generic plan's EXPLAIN ANALYZE; planning of one unprepared run; ${r.closed} partitions closed with their id range recorded):`,
     '',
-    '| history | tables | p50 ms | p95 ms | buffers | planning ms |',
-    '| --- | --- | --- | --- | --- | --- |',
+    '| history | tables | found | p50 ms | p95 ms | buffers | planning ms |',
+    '| --- | --- | --- | --- | --- | --- | --- |',
     ...[
-      ['empty, partitioned', r.getJob.empty],
+      ['empty, partitioned (no id found)', r.getJob.empty],
+      [`only the ${r.getJob.small.found.toLocaleString('en')} jobs looked up, partitioned (each found)`, r.getJob.small],
       [`${r.rows.toLocaleString('en')} rows, partitioned by day, closed partitions by id range`, r.getJob.parts],
       [`${r.rows.toLocaleString('en')} rows, partitioned by day, every partition probed (version 10)`, r.getJob.partsEvery],
+      [
+        `${r.rows.toLocaleString('en')} rows, the tables read named in the statement (not shipped: a prepared statement per set of names)`,
+        r.getJob.partsNamed,
+      ],
       [`${r.rows.toLocaleString('en')} rows, one table (version 9)`, r.getJob.flat],
     ].map(
       ([label, g]) =>
-        `| ${label} | ${g.leaves} | ${g.p50.toFixed(3)} | ${g.p95.toFixed(3)} | ${g.buffers} | ${g.planningMs.toFixed(3)} |`,
+        `| ${label} | ${g.leaves} | ${g.found} | ${g.p50.toFixed(3)} | ${g.p95.toFixed(3)} | ${g.buffers} | ${g.planningMs.toFixed(3)} |`,
     ),
     '',
     `Fill: ${r.fillPartsS.toFixed(0)} s partitioned, ${r.fillFlatS.toFixed(0)} s one table.`,
@@ -333,9 +416,10 @@ function print(r) {
     const med = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)];
     lines.push(
       '',
-      `Drain of 50,000 jobs, 1 process: ${Math.round(med(r.drain.empty))} jobs/s with an empty history, ` +
+      `Drain of ${DRAIN_JOBS.toLocaleString('en')} jobs, 1 process: ${Math.round(med(r.drain.empty))} jobs/s with an empty history, ` +
         `${Math.round(med(r.drain.full))} jobs/s with ${r.rows.toLocaleString('en')} in history ` +
-        `(runs: ${r.drain.empty.map(Math.round).join(', ')} / ${r.drain.full.map(Math.round).join(', ')}).`,
+        `(runs: ${r.drain.empty.map(Math.round).join(', ')} / ${r.drain.full.map(Math.round).join(', ')}); ` +
+        `CPU per job (worker and backends) ${med(r.drain.cpu.empty)?.toFixed(4)} / ${med(r.drain.cpu.full)?.toFixed(4)} ms.`,
     );
   }
   console.log(lines.join('\n'));

@@ -29,6 +29,7 @@ const vs = (l, ref, share) => (ref == null ? null : l >= share * ref);
  */
 export function rowSpecs(size) {
   const n = (x) => x.toLocaleString('en-US');
+  const gwDrain = size.gwDrain && size.gwDrain !== size.drain ? ` (graphile-worker: ${n(size.gwDrain)})` : '';
   return [
     {
       label: `enqueue, 1 job per call, 10 concurrent callers (${n(size.single)} jobs)`,
@@ -47,7 +48,7 @@ export function rowSpecs(size) {
       target: { text: '>= 90% of raw', ok: (l, r) => vs(l, r, 0.9) },
     },
     {
-      label: `drain ${n(size.drain)} no-op jobs, 1 process (concurrency 10)`,
+      label: `drain ${n(size.drain)} no-op jobs${gwDrain}, 1 process (concurrency 10)`,
       unit: 'jobs/s',
       lib: ['drain/lib-1p', 'rate'],
       gw: ['drain/gw-1p', 'rate'],
@@ -59,7 +60,7 @@ export function rowSpecs(size) {
       },
     },
     {
-      label: `drain ${n(size.drain)}, 2 processes`,
+      label: `drain ${n(size.drain)}${gwDrain}, 2 processes`,
       unit: 'jobs/s',
       lib: ['drain/lib-2p', 'rate'],
       gw: ['drain/gw-2p', 'rate'],

@@ -23,6 +23,9 @@
 //   --raw-loops=N    concurrent claim loops of the raw worker, on a pool of N (default 10; 1 is
 //                    the earlier, weaker single-connection reference)
 //   --scale-jobs=N   jobs per scale run (default 200,000)
+//   --drain-jobs=N   jobs per drain run of the library and the raw loop (default 200,000;
+//                    graphile-worker's stay 50,000; diagnostics: a fixed cost per process shows
+//                    as CPU per 1,000 jobs that falls as N grows)
 //   --scale-processes=1,2,4,8,16   worker process counts of the scale workload
 //   --pool-size=N    PgBouncer's default_pool_size in the scale workload (default 8)
 //   --pgss           load pg_stat_statements (embedded server only) and store each run's top
@@ -58,6 +61,7 @@ function parseArgs(argv) {
     rawLoops: undefined,
     pgss: false,
     scaleJobs: null,
+    drainJobs: null,
     scaleProcesses: [1, 2, 4, 8, 16],
     poolSize: 8,
   };
@@ -70,6 +74,7 @@ function parseArgs(argv) {
     else if (a.startsWith('--raw-batch=')) opts.rawBatch = Number(a.slice(12));
     else if (a.startsWith('--raw-loops=')) opts.rawLoops = Number(a.slice(12));
     else if (a.startsWith('--scale-jobs=')) opts.scaleJobs = Number(a.slice(13));
+    else if (a.startsWith('--drain-jobs=')) opts.drainJobs = Number(a.slice(13));
     else if (a.startsWith('--scale-processes=')) opts.scaleProcesses = a.slice(18).split(',').map(Number);
     else if (a.startsWith('--pool-size=')) opts.poolSize = Number(a.slice(12));
     else throw new Error(`unknown argument ${a}; see the header of bench/run.mjs`);
@@ -91,7 +96,12 @@ const SIZES = {
     single: 5000,
     bulk: 100_000,
     batch: 1000,
-    drain: 50_000,
+    // 4-5 s per drain here: a worker process spends about 200 ms of CPU at its start that it
+    // does not spend later (likely JIT warm-up; the raw loop about as much), which in a drain
+    // of 50,000 (about 1 s) was a fifth of one process's CPU and two fifths of two processes'.
+    drain: 200_000,
+    // graphile-worker drains about 3,000 jobs/s here: 50,000 take 15-20 s, past its warm-up.
+    gwDrain: 50_000,
     // Long enough for about 15 polls at the pages' 2 s (a 50,000-job drain saw one or two).
     dashboardDrain: 500_000,
     rate: 200,
@@ -105,6 +115,7 @@ const SIZES = {
     bulk: 300,
     batch: 100,
     drain: 300,
+    gwDrain: 300,
     dashboardDrain: 300,
     rate: 200,
     seconds: 1,
@@ -140,7 +151,10 @@ function plan(size, opts) {
     [
       'drain',
       ['lib', 'gw', 'raw'].flatMap((k) =>
-        [1, 2].map((p) => [`drain/${k}-${p}p`, (c) => drain(c, { kind: k, processes: p, jobs: size.drain })]),
+        [1, 2].map((p) => [
+          `drain/${k}-${p}p`,
+          (c) => drain(c, { kind: k, processes: p, jobs: k === 'gw' ? size.gwDrain : size.drain }),
+        ]),
       ),
     ],
     [
@@ -241,6 +255,7 @@ async function main() {
   }
   const size = { ...(opts.smoke ? SIZES.smoke : SIZES.full) };
   if (opts.scaleJobs) size.scale = opts.scaleJobs;
+  if (opts.drainJobs) size.drain = opts.drainJobs;
   // The scale workload is long (ten drains) and needs pgbouncer: only when asked for by name.
   const withScale = opts.only?.some((o) => o === 'scale' || o.startsWith('scale/')) ?? false;
   const started = Date.now();
