@@ -194,7 +194,7 @@ export class HistoryPartitions {
         await c.query(`DROP TABLE ${this.t(p.name)}`);
         if (layout.bounds) await c.query(`DELETE FROM ${this.t('job_history_id_bounds')} WHERE partition = $1`, [p.name]);
       };
-      if (await this.tryStep(drop, result)) result.dropped.push(p.name);
+      if ((await this.tryStep(drop, result)) !== null) result.dropped.push(p.name);
     }
     // On the database clock only: a pass with `now` overridden (tests, the benchmark) creates past
     // partitions to fill them afterwards, and a partition closed before it is filled would hide
@@ -240,7 +240,7 @@ export class HistoryPartitions {
       };
       // In order, and no further after one that could not be closed: the lookups take every
       // partition past the newest closed one as open, so none older may stay unrecorded.
-      if (!(await this.tryStep(close, result))) break;
+      if ((await this.tryStep(close, result)) === null) break;
       closed.push(p.name);
     }
     return closed;
@@ -275,26 +275,29 @@ export class HistoryPartitions {
     const { floor, list } = await this.partitions();
     for (const r of missingRanges(at, this.intervalMs, list, floor)) {
       const name = partitionName(r.lo);
-      let created = false; // false too when another node created it first
-      const ran = await this.tryStep(async (c) => (created = await this.createPartition(name, r.lo, r.hi, c)), result, waitMs);
+      // false when another node created it first; null when the lock was not had
+      const created = await this.tryStep((c) => this.createPartition(name, r.lo, r.hi, c), result, waitMs);
       if (created) result.created.push(name);
-      if (!ran && waitMs !== undefined) break; // waited in vain once: boot goes on, the pass makes the rest
+      if (created === null && waitMs !== undefined) break; // waited in vain once: boot goes on, the pass makes the rest
     }
     return list;
   }
 
-  /** A step that gives up on a lock timeout (55P03), counted, instead of failing the pass. */
-  private async tryStep(
-    fn: (c: PgPoolClient) => Promise<unknown>,
+  /**
+   * A step that gives up on a lock timeout (55P03), counted, instead of failing the pass.
+   * Answers what `fn` answered, or null when the step did not run (the lock not had).
+   */
+  private async tryStep<T>(
+    fn: (c: PgPoolClient) => Promise<T>,
     result: { lockTimeouts: number },
     waitMs?: number,
-  ): Promise<boolean> {
+  ): Promise<T | null> {
     try {
-      return (await this.step(fn, PARTITION_LOCK_TIMEOUT_MS, waitMs)) !== null;
+      return await this.step(fn, PARTITION_LOCK_TIMEOUT_MS, waitMs);
     } catch (err) {
       if ((err as { code?: string }).code === '55P03') {
         result.lockTimeouts++;
-        return false;
+        return null;
       }
       throw err;
     }

@@ -29,10 +29,15 @@ export interface OutcomeReport {
   refused(outcome: PendingOutcome, err: Error, failedInstead: PendingOutcome | null): void;
 }
 
+/** Outcome writes in flight at most. */
+const MAX_WRITES_IN_FLIGHT = 2;
+/** Outcomes waiting that send a further write beside the one in flight. */
+const PARALLEL_WRITE_FROM = 64;
+
 /**
  * Writes attempt outcomes in batches. One write is in flight; outcomes that arrive meanwhile form
  * the next batch, so batches grow with load and an idle queue pays no delay. Once
- * `parallelFrom` outcomes wait behind it (the load outruns one connection), a second write goes
+ * PARALLEL_WRITE_FROM outcomes wait behind it (the load outruns one connection), a second write goes
  * out beside it: with one write at a time the completion was the drain's ceiling, one backend
  * busy all along (its CPU and its commit's WAL flush) while the second core idled (bench/,
  * issue 13). Two writes never carry the same outcome, so they touch disjoint job rows.
@@ -62,10 +67,6 @@ export class Completer {
     private readonly maxBatch = 500,
     /** After each batch is written: a slot counted by a global limit may have freed. */
     private readonly onWritten: () => void = () => undefined,
-    /** Writes in flight at most (1: strictly one after the other). */
-    private readonly maxInFlight = 2,
-    /** Outcomes waiting that send a further write beside the one in flight. */
-    private readonly parallelFrom = 64,
   ) {}
 
   /**
@@ -121,7 +122,7 @@ export class Completer {
   /** None in flight, or (writes going through) a free write slot and enough waiting to fill it. */
   private mayStartWrite(): boolean {
     const n = this.inFlight.size;
-    return n === 0 || (n < this.maxInFlight && this.failures === 0 && this.pending.length >= this.parallelFrom);
+    return n === 0 || (n < MAX_WRITES_IN_FLIGHT && this.failures === 0 && this.pending.length >= PARALLEL_WRITE_FROM);
   }
 
   private allInFlight(): Promise<void> {

@@ -68,18 +68,21 @@ describe('vacuum of the jobs table', () => {
       {
         timeoutMs: 25_000,
         intervalMs: 100,
-        message: async () =>
-          `transactions older than ${rows[0].xid} still running: ` +
-          JSON.stringify(
-            (
-              await t.pool.query(
-                `SELECT datname, pid, state, backend_xid::text, backend_xmin::text, left(query, 80) AS query FROM pg_stat_activity
-                 WHERE (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL) AND pid <> pg_backend_pid()`,
-              )
-            ).rows,
-          ),
+        message: async () => `transactions older than ${rows[0].xid} still running: ${await snapshotHolders('server')}`,
       },
     );
+  }
+
+  /** Who holds a transaction id or a snapshot, in this database or on the whole server (for failure messages). */
+  async function snapshotHolders(where: 'database' | 'server'): Promise<string> {
+    const { rows } = await t.pool.query(
+      `SELECT datname, pid, application_name, state, backend_xid::text, backend_xmin::text, left(query, 80) AS query
+       FROM pg_stat_activity
+       WHERE (backend_xid IS NOT NULL OR backend_xmin IS NOT NULL) AND pid <> pg_backend_pid()
+         AND ($1 = 'server' OR datname = current_database())`,
+      [where],
+    );
+    return JSON.stringify(rows);
   }
 
   it('vacuums once the dead tuples pass the threshold', async () => {
@@ -166,15 +169,7 @@ describe('vacuum of the jobs table', () => {
           timeoutMs: 30_000,
           intervalMs: 500,
           message: async () =>
-            `a vacuum that frees the tuples after the transaction ended; last stats ${JSON.stringify(last)}; sessions holding a snapshot here: ` +
-            JSON.stringify(
-              (
-                await t.pool.query(
-                  `SELECT pid, application_name, state, backend_xmin::text, left(query, 80) AS query FROM pg_stat_activity
-                   WHERE datname = current_database() AND backend_xmin IS NOT NULL AND pid <> pg_backend_pid()`,
-                )
-              ).rows,
-            ),
+            `a vacuum that frees the tuples after the transaction ended; last stats ${JSON.stringify(last)}; sessions holding a snapshot here: ${await snapshotHolders('database')}`,
         },
       );
     } finally {
