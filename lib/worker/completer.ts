@@ -13,6 +13,8 @@ export type PendingOutcome =
   | (Extract<Outcome, { kind: 'retry' | 'failed' | 'cancelled' | 'dead-letter' }> & {
       readonly job: Job;
       readonly error: JobAttemptError;
+      /** What the handler threw (outcome.ts), for its span; never written. */
+      readonly thrown?: unknown;
     })
   | (Extract<Outcome, { kind: 'snoozed' }> & { readonly job: Job });
 
