@@ -3,6 +3,7 @@ import type { Job, JobAttemptError } from '../core/job';
 import { attemptErrorJson } from './retry-policy';
 import type { EngineLogger } from './logger';
 import { isRefusal } from '../db/refusal';
+import type { BackgroundService } from './service';
 
 /**
  * An attempt's outcome with what its event reports once the outcome is written. The fields ride
@@ -13,6 +14,8 @@ export type PendingOutcome =
   | (Extract<Outcome, { kind: 'retry' | 'failed' | 'cancelled' | 'dead-letter' }> & {
       readonly job: Job;
       readonly error: JobAttemptError;
+      /** What the handler threw (outcome.ts), for its span; never written. */
+      readonly thrown?: unknown;
     })
   | (Extract<Outcome, { kind: 'snoozed' }> & { readonly job: Job });
 
@@ -51,7 +54,7 @@ const PARALLEL_WRITE_FROM = 64;
  * A batch that fails with anything but a connection-type error is written again row by row; a
  * row that fails alone is failed with an error naming the cause (`refusedOutcome`).
  */
-export class Completer {
+export class Completer implements BackgroundService {
   private pending: PendingOutcome[] = [];
   private readonly inFlight = new Set<Promise<void>>();
   private scheduled = false;
@@ -80,6 +83,24 @@ export class Completer {
   /** Ids whose outcome is not yet written: their leases must still be renewed. */
   pendingIds(): string[] {
     return this.pending.map((o) => o.id);
+  }
+
+  /** Nothing to start: a write goes out when an outcome arrives (`push`). */
+  start(): void {}
+
+  /**
+   * Clears a retry waiting and resolves once the writes in flight landed; outcomes still pending
+   * stay for `drain`, which shutdown calls with its deadline instead of this.
+   */
+  async stop(): Promise<void> {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    await this.allInFlight();
+  }
+
+  /** One write of what is pending now (or the writes in flight, if no further one may start). */
+  runOnce(): Promise<void> {
+    return this.flush();
   }
 
   push(outcome: PendingOutcome): void {

@@ -1,6 +1,7 @@
 import type { JobStore, NewJobRow } from '../db/job-store';
 import type { ResolvedSchedule } from '../core/cron-schedule';
 import type { EngineLogger } from './logger';
+import type { BackgroundService } from './service';
 
 /** A timer further out than this is re-armed on expiry (setTimeout's limit is about 24.8 days). */
 const MAX_TIMER_MS = 3_600_000;
@@ -21,7 +22,7 @@ export interface CronEntry {
  * outage, a failed insert) are caught up at start and on every maintenance pass, each once, as
  * far back as `catchUpMs`.
  */
-export class CronScheduler {
+export class CronScheduler implements BackgroundService {
   private readonly timers = new Map<string, NodeJS.Timeout>();
   private stopped = false;
 
@@ -37,15 +38,24 @@ export class CronScheduler {
     return this.entries.length;
   }
 
-  async start(): Promise<void> {
-    await this.catchUp();
-    for (const e of this.entries) this.arm(e);
+  /** Catches up (not awaited: a database that is down must not hold the boot), then arms each schedule's timer. */
+  start(): void {
+    void this.catchUp().then(() => {
+      for (const e of this.entries) this.arm(e);
+    });
   }
 
-  stop(): void {
+  /** Clears the timers; a tick's insert already sent is not waited for (a lost one is caught up later). */
+  stop(): Promise<void> {
     this.stopped = true;
     for (const t of this.timers.values()) clearTimeout(t);
     this.timers.clear();
+    return Promise.resolve();
+  }
+
+  /** The catch-up: run at start and by every rescue pass. */
+  runOnce(): Promise<void> {
+    return this.catchUp();
   }
 
   /** Enqueues the ticks each schedule missed within the catch-up window, oldest first. */

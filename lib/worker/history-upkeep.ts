@@ -1,5 +1,6 @@
 import type { HistoryPartitions, HistoryPassResult } from '../db/history-partitions';
 import type { EngineLogger } from './logger';
+import type { BackgroundService } from './service';
 
 /**
  * The history side of the maintenance pass, on the elected node: partitions created ahead and
@@ -7,22 +8,34 @@ import type { EngineLogger } from './logger';
  * maintenance pass does not wait for it, so the one-time VALIDATE of a pre-version-10 history
  * (a scan of the old table) never delays the rescue of expired leases.
  */
-export class HistoryUpkeep {
+export class HistoryUpkeep implements BackgroundService {
   private running: Promise<HistoryPassResult | null> | null = null;
+  private stopped = false;
 
   constructor(
     private readonly partitions: HistoryPartitions,
     private readonly retention: { readonly completedMs: number; readonly cancelledMs: number },
     private readonly logger: EngineLogger,
+    private readonly onError: (err: Error) => void,
   ) {}
+
+  /** Nothing of its own to start: the rescue pass runs it, on the elected node. */
+  start(): void {}
+
+  /** No pass starts from now on; resolves once the one running ended. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.running;
+  }
 
   /** A partition goes once all of it is past both retentions (failed jobs live elsewhere). */
   get dropAfterMs(): number {
     return Math.max(this.retention.completedMs, this.retention.cancelledMs);
   }
 
-  /** One pass, or the one already running. Errors are reported to `onError`, never thrown. */
-  runOnce(onError: (err: Error) => void): Promise<HistoryPassResult | null> {
+  /** One pass, or the one already running (none once stopped). Errors are reported to `onError`, never thrown. */
+  runOnce(): Promise<HistoryPassResult | null> {
+    if (this.stopped) return this.running ?? Promise.resolve(null);
     this.running ??= this.partitions
       .runOnce(this.dropAfterMs)
       .then((r) => {
@@ -32,7 +45,7 @@ export class HistoryUpkeep {
         return r;
       })
       .catch((err: Error) => {
-        onError(err);
+        this.onError(err);
         return null;
       })
       .finally(() => (this.running = null));

@@ -2,6 +2,7 @@ import { Client } from 'pg';
 import type { PgClientConfig } from '../core/pg-types';
 import { listenSql } from '../db/queries';
 import type { EngineLogger } from './logger';
+import type { BackgroundService } from './service';
 
 export interface ListenerOptions {
   readonly connection: PgClientConfig;
@@ -41,7 +42,7 @@ export function reconnectDelayMs(attempt: number, minMs: number, maxMs: number, 
  * reconnects with exponential backoff and jitter after any drop (a server restart, a terminated
  * backend, a network blip). While it is down, workers still progress by polling.
  */
-export class Listener {
+export class Listener implements BackgroundService {
   private client: Client | null = null;
   private stopped = true;
   private retryTimer: NodeJS.Timeout | null = null;
@@ -67,8 +68,21 @@ export class Listener {
     return this.pendingReconnect;
   }
 
-  start(): Promise<void> {
+  /** Connects in the background: if it cannot, polling carries the load meanwhile. */
+  start(): void {
     this.stopped = false;
+    void this.connect();
+  }
+
+  /**
+   * One connection attempt now, unless connected or stopped (a reconnect waiting is brought
+   * forward); resolves once LISTEN runs or the attempt failed. For tests.
+   */
+  runOnce(): Promise<void> {
+    if (this.stopped || this.client) return Promise.resolve();
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = null;
+    this.pendingReconnect = null;
     return this.connect();
   }
 

@@ -3,11 +3,11 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { PgClientConfig } from '../core/pg-types';
 import type { SqlExecutor } from '../db/executor';
-import type { JobStore, NodeRow, Outcome, StalledJob } from '../db/job-store';
-import { LeaseLostError, PgQueueError, ShutdownError } from '../core/errors';
-import type { Job, JobAttemptError, JobHandler, JobProgress } from '../core/job';
+import type { JobStore, NodeRow } from '../db/job-store';
+import { PgQueueError } from '../core/errors';
+import type { JobHandler } from '../core/job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/pg-queue.options';
-import { Completer, type PendingOutcome } from './completer';
+import { Completer } from './completer';
 import { Listener, type ScheduledReconnect } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
@@ -15,9 +15,13 @@ import { JobsTableVacuum } from './vacuum';
 import { HistoryPartitions } from '../db/history-partitions';
 import { HistoryUpkeep } from './history-upkeep';
 import { CronScheduler, type CronEntry } from './cron';
+import { Heartbeat } from './heartbeat';
+import { Rescuer } from './rescue';
+import { removeNodeRow, stopWorkers, withTimeout } from './shutdown';
+import { outcomeReports, type SupervisorEventMap } from './supervisor-events';
 
-/** How long shutdown waits to remove this node's registry row. */
-const NODE_REMOVAL_WAIT_MS = 2000;
+export type { OutcomeKind, SupervisorEventMap } from './supervisor-events';
+
 /** How long shutdown waits for a heartbeat or maintenance pass already running. */
 const PASS_WAIT_MS = 5000;
 /** The handlers of one queue, as discovery found them. */
@@ -27,39 +31,10 @@ export interface QueueHandlers {
   readonly catchAll?: JobHandler;
 }
 
-/** An attempt's outcome, as `outcomeDropped` names it. */
-export type OutcomeKind = Outcome['kind'];
-
-/**
- * Events the supervisor emits, one per job transition. `completed`, `retrying`, `failed`,
- * `cancelled` and `snoozed` fire once the outcome is written, for the rows the write changed.
- */
-export interface SupervisorEventMap {
-  active: [job: Job];
-  /** A handler on this node called `job.updateProgress(value)` (each call; the writes are throttled). */
-  progress: [job: Job, progress: JobProgress];
-  completed: [job: Job, result: unknown];
-  retrying: [job: Job, error: JobAttemptError, delayMs: number];
-  failed: [job: Job, error: JobAttemptError];
-  /** The job ended cancelled: by `queue.cancel(id)`, or its handler threw `CancelJobError`. */
-  cancelled: [job: Job, error: JobAttemptError];
-  /** The handler threw `SnoozeJobError`: the job runs again after `delayMs`, the attempt not counted. */
-  snoozed: [job: Job, delayMs: number];
-  /** A job whose lease expired (its worker died or stalled), found by this node's rescuer. */
-  stalled: [job: StalledJob];
-  /**
-   * An outcome this node wrote matched no row: the attempt's lease was lost (this worker stalled
-   * past `leaseMs`, and the rescuer or another worker has the job now), so nothing was changed.
-   */
-  outcomeDropped: [job: Job, outcome: OutcomeKind];
-  /** Jobs enqueued by this process (after the insert returned; a later rollback removes them). */
-  enqueued: [queue: string, name: string, count: number];
-  error: [error: Error];
-}
-
 /**
  * Every background service of one process: the listener, a worker per queue, the completer,
- * the heartbeat and the maintenance pass (rescue, prune). Knows nothing of Nest.
+ * the heartbeat and the maintenance pass (rescue, prune; history upkeep, vacuum, cron catch-up),
+ * each of one shape (service.ts). Knows nothing of Nest.
  */
 export class Supervisor extends EventEmitter<SupervisorEventMap> {
   /** Identifies this process's leases in `locked_by`. */
@@ -69,14 +44,11 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private readonly vacuum: JobsTableVacuum;
   /** History partitions: created ahead, dropped past retention (on the elected node). */
   readonly history: HistoryUpkeep;
+  private readonly beats: Heartbeat;
+  private readonly rescuer: Rescuer;
   private cron: CronScheduler | null = null;
   private listener: Listener | null = null;
-  private heartbeatTimer: NodeJS.Timeout | null = null;
-  private maintenanceTimer: NodeJS.Timeout | null = null;
-  /** The heartbeat and maintenance passes running now: stop() waits for them before the pool closes. */
-  private readonly passes = new Set<Promise<void>>();
   private started = false;
-  private beat: Promise<void> | null = null;
   /** This process in the nodes registry. */
   private readonly nodeRow: NodeRow;
   private readonly nodeQueues: { name: string; concurrency: number }[] = [];
@@ -91,23 +63,20 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     private readonly logger: EngineLogger,
   ) {
     super();
-    this.completer = new Completer(
-      store,
-      this.workerId,
-      logger,
-      {
-        written: (o) => this.outcomeWritten(o),
-        dropped: (o) => this.outcomeDropped(o),
-        refused: (o, err, failedInstead) => this.outcomeRefused(o, err, failedInstead),
-      },
-      500,
-      () => this.workers.forEach((w) => w.outcomesWritten()),
+    const report = {
+      emit: this.emit.bind(this),
+      wake: (queue: string, dueInMs: number) => this.workers.get(queue)?.wake(dueInMs),
+    };
+    this.completer = new Completer(store, this.workerId, logger, outcomeReports(report, opts, logger), 500, () =>
+      this.workers.forEach((w) => w.outcomesWritten()),
     );
+    const error = (err: Error) => this.emit('error', err);
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
     this.history = new HistoryUpkeep(
       new HistoryPartitions(store.pool, store.schema, opts.historyPartitionMs),
       opts.retention,
       logger,
+      error,
     );
     this.nodeRow = {
       host: hostname(),
@@ -116,6 +85,21 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       heartbeatMs: opts.heartbeatIntervalMs,
       queues: this.nodeQueues,
     };
+    const { workerId, workers, nodeRow, completer } = this;
+    this.beats = new Heartbeat(
+      { store, workerId, leaseMs: opts.leaseMs, nodeRow, workers, pendingIds: () => completer.pendingIds(), error },
+      opts.heartbeatIntervalMs,
+    );
+    this.rescuer = new Rescuer({
+      store,
+      opts,
+      logger,
+      history: this.history,
+      vacuum: this.vacuum,
+      cron: () => this.cron,
+      stalled: (job) => this.emit('stalled', job),
+      error,
+    });
     // An 'error' event without listeners would throw; the engine reports errors, it never crashes on them.
     this.on('error', (err) => this.logger.error(`pg-queue: ${err.message}`, err.stack));
   }
@@ -250,138 +234,34 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         onConnected: () => this.workers.forEach((w) => w.catchUp()),
       });
       // Do not wait for the listener: if it cannot connect, polling carries the load meanwhile.
-      void this.listener.start();
+      this.listener.start();
     }
     if (this.workers.size > 0 && this.opts.handleUnhandledRejections) {
       process.on('unhandledRejection', this.onUnhandledRejection);
       this.catchingRejections = true;
     }
     for (const w of this.workers.values()) w.start();
-    if (this.workers.size > 0) {
-      // The first beat at once: the node shows in the registry from its start, not a heartbeat later.
-      void this.track(this.heartbeat());
-      this.heartbeatTimer = setInterval(() => void this.track(this.heartbeat()), this.opts.heartbeatIntervalMs);
-      this.heartbeatTimer.unref();
-    }
-    this.maintenanceTimer = setInterval(() => void this.track(this.maintain()), this.opts.rescueIntervalMs);
-    this.maintenanceTimer.unref();
+    // The first beat at once: the node shows in the registry from its start, not a heartbeat later.
+    if (this.workers.size > 0) this.beats.start();
+    this.rescuer.start();
     // Not awaited: a database that is down at boot must not hold the boot; maintenance retries.
-    void this.cron?.start();
-  }
-
-  /** Keeps `pass` in `passes` while it runs (it never rejects: each pass reports its own errors). */
-  private track(pass: Promise<void>): Promise<void> {
-    this.passes.add(pass);
-    return pass.finally(() => this.passes.delete(pass));
+    this.cron?.start();
   }
 
   /**
    * One heartbeat for every job this process holds, which also keeps this node's row in the
-   * registry fresh (so it runs when no job does). One at a time: stop() waits for the one in
-   * flight before removing the row, so a late heartbeat cannot put it back.
+   * registry fresh (heartbeat.ts); the one in flight if any.
    */
   heartbeat(): Promise<void> {
-    if (!this.beat) this.beat = this.beatOnce().finally(() => (this.beat = null));
-    return this.beat;
-  }
-
-  private async beatOnce(): Promise<void> {
-    const byId = new Map<string, QueueWorker>();
-    for (const w of this.workers.values()) for (const id of w.runningIds()) byId.set(id, w);
-    const ids = [...byId.keys(), ...this.completer.pendingIds()];
-    try {
-      const { kept, cancel } = await this.store.heartbeat(ids, this.workerId, this.opts.leaseMs, this.nodeRow);
-      for (const [id, w] of byId) if (!kept.has(id)) w.leaseLost(id, new LeaseLostError(id));
-      // The cancels whose NOTIFY this node missed (the listener was down, or poll-only mode).
-      for (const id of cancel) byId.get(id)?.cancel(id);
-    } catch (err) {
-      this.emit('error', err as Error);
-    }
+    return this.beats.runOnce();
   }
 
   /**
    * One maintenance pass (if this node wins the election): rescue expired leases, prune history,
-   * vacuum the jobs table when it needs it.
+   * vacuum the jobs table when it needs it (rescue.ts).
    */
-  async maintain(): Promise<void> {
-    try {
-      const r = await this.store.maintain(1000);
-      // Not awaited (see HistoryUpkeep), but tracked: shutdown waits for it like any pass. Not
-      // started once stop() began: it waits only for the passes running then, then ends the pool.
-      if (r && !this.stopped) void this.track(this.history.runOnce((err) => this.emit('error', err)).then(() => undefined));
-      if (r) await this.vacuum.runOnce();
-      // Every node that runs schedules, not only the elected one: ticks are deduplicated in the database.
-      await this.cron?.catchUp();
-      if (r && r.stalled.length) {
-        for (const j of r.stalled) {
-          if (this.opts.logJobFailures !== 'none') {
-            this.logger.error(
-              `Job ${j.id} (${j.queue}/${j.name}) attempt ${j.attempt}: lease expired (its worker died, was killed, or stalled ` +
-                `longer than leaseMs); ${j.willRetry ? 'back in the queue' : 'failed: no attempts left'}`,
-            );
-          }
-          this.emit('stalled', j);
-        }
-      }
-    } catch (err) {
-      this.emit('error', err as Error);
-    }
-  }
-
-  /** An outcome was written: its event fires, a failure is logged, a job due again wakes its worker. */
-  private outcomeWritten(o: PendingOutcome): void {
-    const { job } = o;
-    switch (o.kind) {
-      case 'completed':
-        this.emit('completed', job, o.result);
-        return;
-      case 'retry':
-        if (this.opts.logJobFailures === 'all') {
-          this.logger.warn(
-            `Job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt}/${job.maxAttempts} failed: ${shown(o.error.message)}; ` +
-              `retrying in ${o.delayMs} ms`,
-          );
-        }
-        this.emit('retrying', job, o.error, o.delayMs);
-        this.workers.get(job.queue)?.wake(o.delayMs);
-        return;
-      case 'snoozed':
-        this.emit('snoozed', job, o.delayMs);
-        this.workers.get(job.queue)?.wake(o.delayMs);
-        return;
-      case 'cancelled':
-        this.emit('cancelled', job, o.error);
-        return;
-      default:
-        if (this.opts.logJobFailures !== 'none') {
-          const moved = o.kind === 'dead-letter' ? `; moved to dead-letter queue "${o.deadLetterQueue}"` : '';
-          this.logger.error(
-            `Job ${job.id} (${job.queue}/${job.name}) failed on its last attempt (${o.attempt}/${job.maxAttempts}): ${shown(o.error.message)}${moved}`,
-            o.error.stack,
-          );
-        }
-        this.emit('failed', job, o.error);
-    }
-  }
-
-  /** An outcome matched no row (lease lost): nothing changed, so no transition event; said and counted. */
-  private outcomeDropped(o: PendingOutcome): void {
-    const { job } = o;
-    this.logger.warn(
-      `Outcome of job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt} (${o.kind}) not written: the job is no longer ` +
-        `this worker's (its lease expired, so the rescuer or another worker has it); dropped`,
-    );
-    this.emit('outcomeDropped', job, o.kind);
-  }
-
-  /** The database refused an outcome even alone: the job was failed in its place (or left to its lease). */
-  private outcomeRefused(o: PendingOutcome, err: Error, failedInstead: PendingOutcome | null): void {
-    const { job } = o;
-    this.logger.error(
-      `The database refused the ${o.kind} outcome of job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt} (${err.message}); ` +
-        (failedInstead ? 'the job was failed with an OutcomeRefusedError instead' : 'it runs again once its lease expires'),
-    );
-    if (failedInstead?.kind === 'failed') this.emit('failed', job, failedInstead.error);
+  maintain(): Promise<void> {
+    return this.rescuer.runOnce();
   }
 
   /**
@@ -392,78 +272,23 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   async stop(): Promise<void> {
     if (!this.started || this.stopped) return;
     this.stopped = true;
-    this.cron?.stop();
+    // No history pass starts from now on: this waits only for the one running now.
+    const history = this.history.stop();
+    void this.cron?.stop();
+    const { store, completer, workerId, logger } = this;
     const deadline = Date.now() + this.opts.shutdownTimeoutMs;
-    // A claim stuck on an unreachable database must not hold shutdown past its deadline.
-    let claimTimer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      Promise.all([...this.workers.values()].map((w) => w.stopClaiming())),
-      new Promise((r) => (claimTimer = setTimeout(r, this.opts.shutdownTimeoutMs))),
-    ]);
-    clearTimeout(claimTimer);
-    // Prefetched jobs that never started go back first, so other workers can take them now.
-    const unstarted = [...this.workers.values()].flatMap((w) => w.takeBuffer());
-    if (unstarted.length) {
-      await this.store.handBack(unstarted, this.workerId).catch((err: Error) => {
-        this.logger.warn(
-          `Handing back ${unstarted.length} prefetched job(s) failed (${err.message}); the rescuer will after their lease`,
-        );
-      });
-    }
-    const all = Promise.all([...this.workers.values()].map((w) => w.idle()));
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([all, new Promise((r) => (timer = setTimeout(r, Math.max(0, deadline - Date.now()))))]);
-    clearTimeout(timer);
-    const abandoned = [...this.workers.values()].flatMap((w) => w.abandon(new ShutdownError()));
-    // Outcomes get at least a couple of seconds even when the grace period is spent: losing
-    // them means running those jobs again.
-    const left = await this.completer.drain(Math.max(deadline, Date.now() + 2000));
-    if (left) this.logger.warn(`${left} job outcome(s) could not be written; those jobs will run again after their lease`);
-    if (abandoned.length) {
-      try {
-        const n = await this.store.handBack(abandoned, this.workerId);
-        this.logger.warn(`Handed ${n} unfinished job(s) back to the queue at shutdown`);
-      } catch (err) {
-        this.logger.warn(
-          `Handing back ${abandoned.length} job(s) failed (${(err as Error).message}); the rescuer will after their lease`,
-        );
-      }
-    }
-    if (this.heartbeatTimer) clearInterval(this.heartbeatTimer);
-    if (this.maintenanceTimer) clearInterval(this.maintenanceTimer);
-    if (this.workers.size > 0) {
-      // Best effort, and bounded: a database that does not answer (a blackholed network, a pooler
-      // waiting for a server) must not hold shutdown; the maintenance pass prunes a stale row.
-      const removed = (async () => {
-        await this.beat;
-        await this.store.removeNode(this.workerId);
-      })();
-      removed.catch(() => undefined);
-      let timer: NodeJS.Timeout | undefined;
-      const gaveUp = new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), NODE_REMOVAL_WAIT_MS)));
-      try {
-        if ((await Promise.race([removed, gaveUp])) === 'timeout') {
-          this.logger.warn(
-            `Removing this node from the registry took over ${NODE_REMOVAL_WAIT_MS} ms; maintenance drops it after 10 heartbeats`,
-          );
-        }
-      } catch (err) {
-        this.logger.warn(
-          `Removing this node from the registry failed (${(err as Error).message}); maintenance drops it after 10 heartbeats`,
-        );
-      } finally {
-        clearTimeout(timer);
-      }
-    }
+    const shutdown = { store, completer, workerId, logger, shutdownTimeoutMs: this.opts.shutdownTimeoutMs };
+    await stopWorkers([...this.workers.values()], shutdown, deadline);
+    // Heartbeats went on until here: they renewed the leases of the jobs still finishing.
+    const beats = this.beats.stop();
+    const passes = this.rescuer.stop();
+    if (this.workers.size > 0) await removeNodeRow(store, workerId, beats, logger);
     await this.listener?.stop();
     // A pass the timers started may still run (a vacuum check after the rescue, say): the pool
     // closes after stop() returns, and a pass that outlived it logged "Cannot use a pool after
     // calling end on the pool" (seen in the scale benchmark's shutdowns).
     // Bounded too: a pass stuck on a database that does not answer must not hold shutdown.
-    let passTimer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all([...this.passes]), new Promise((r) => (passTimer = setTimeout(r, PASS_WAIT_MS)))]).finally(
-      () => clearTimeout(passTimer),
-    );
+    await withTimeout(Promise.all([beats, passes, history]), PASS_WAIT_MS);
     // Last: handlers still ran until the jobs were abandoned above.
     if (this.catchingRejections) process.off('unhandledRejection', this.onUnhandledRejection);
     this.catchingRejections = false;
@@ -486,12 +311,6 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     if (reason instanceof Error && reason.stack) err.stack = reason.stack;
     this.emit('error', err);
   };
-}
-
-/** An error message as a log line shows it: one line, at most 1,000 characters. */
-function shown(message: string): string {
-  const line = message.replace(/\s*\n\s*/g, ' ');
-  return line.length > 1000 ? `${line.slice(0, 1000)}...` : line;
 }
 
 /** A rejection reason as text, whatever it is. */

@@ -1,5 +1,6 @@
 import type { JobsTableSize, JobStore } from '../db/job-store';
 import type { EngineLogger } from './logger';
+import type { BackgroundService } from './service';
 
 /** The first pause after a vacuum that freed little; doubles each time, up to MAX_PAUSE_MS. */
 const FIRST_PAUSE_MS = 5_000;
@@ -45,7 +46,7 @@ export function plansOutgrown(size: Pick<JobsTableSize, 'pages' | 'recordedPages
  * While a long transaction elsewhere holds the xmin horizon, a vacuum frees nothing; then the
  * next one waits, 5 s at first and twice as long each time it frees little, up to a minute.
  */
-export class JobsTableVacuum {
+export class JobsTableVacuum implements BackgroundService {
   private pauseMs = 0;
   private notBefore = 0;
 
@@ -54,6 +55,14 @@ export class JobsTableVacuum {
     private readonly atDeadTuples: number,
     private readonly logger: EngineLogger,
   ) {}
+
+  /** Nothing of its own to start: the rescue pass runs it, on the elected node. */
+  start(): void {}
+
+  /** Nothing to stop: a vacuum runs inside a rescue pass, which shutdown waits for. */
+  stop(): Promise<void> {
+    return Promise.resolve();
+  }
 
   /**
    * Vacuums if the table needs it; returns the dead tuples before and after, or null. Otherwise

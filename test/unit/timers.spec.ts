@@ -10,10 +10,10 @@ describe('timers the worker arms', () => {
     const ctx = { workerId: 'w', leaseMs: 30_000, pollIntervalMs: 2000 } as unknown as QueueWorkerContext;
     const worker = new QueueWorker(resolveQueueOptions({ name: 'far' }, DEFAULTS.job), new Map(), undefined, ctx);
     worker.wake(30 * 86_400_000);
-    const timer = (worker as unknown as { dueTimer: NodeJS.Timeout & { _idleTimeout: number } }).dueTimer;
-    expect(timer._idleTimeout).toBe(2 ** 31 - 1);
+    const dueTimer = () => (worker as unknown as { due: { timer: NodeJS.Timeout & { _idleTimeout: number } } }).due.timer;
+    expect(dueTimer()._idleTimeout).toBe(2 ** 31 - 1);
     worker.wake(1000); // an earlier wake-up replaces it
-    expect((worker as unknown as { dueTimer: { _idleTimeout: number } }).dueTimer._idleTimeout).toBe(1005);
+    expect(dueTimer()._idleTimeout).toBe(1005);
     await worker.stopClaiming();
   });
 });

@@ -1,0 +1,44 @@
+import type { JobStore } from '../db/job-store';
+import { CompleteWithError, LeaseLostError, PgQueueConfigError } from '../core/errors';
+import { executorFor, type SqlExecutor } from '../db/executor';
+import type { RunningJob } from './active-job';
+import { storedResultJson } from './outcome';
+import type { ProgressTracker } from './progress';
+import type { RunningSet } from './running-set';
+
+/** What `completeWith()` needs of its worker. */
+export interface CompleteWithDeps {
+  readonly store: JobStore;
+  readonly workerId: string;
+  /** Checks a `completeWith()` transaction is on this queue's database (an app with more than one). */
+  readonly onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor;
+}
+
+/**
+ * job.completeWith() of every job a worker runs: one function, not a closure per job.
+ * Once the attempt is settled (handler returned or threw, timeout, cancel, shutdown) the worker
+ * no longer runs it: `running` holds an attempt exactly until then.
+ */
+export function completeWithFor(
+  running: RunningSet,
+  progress: ProgressTracker,
+  deps: CompleteWithDeps,
+): NonNullable<RunningJob['completeIn']> {
+  return async (job, target, result) => {
+    const entry = running.get(job.id);
+    if (entry?.job !== job) throw new CompleteWithError(job.id, job.attempt, 'attempt-ended', `${job.queue}/${job.name}`);
+    if (entry.completeCalled) throw new CompleteWithError(job.id, job.attempt, 'already-called', `${job.queue}/${job.name}`);
+    const given = executorFor(target);
+    if (!given) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
+    const db = deps.onOwnDatabase ? deps.onOwnDatabase(given) : given;
+    // A result JSON cannot carry throws here, before the call counts: the handler may correct it.
+    const resultJson = storedResultJson(job, result);
+    entry.completeCalled = true;
+    // The last progress lands first: the completion moves the row to history with it.
+    await progress.flush(job);
+    if (!(await deps.store.completeInTransaction(db, job.id, deps.workerId, job.attempt, resultJson))) {
+      throw new LeaseLostError(job.id);
+    }
+    entry.completedInTransaction = true;
+  };
+}

@@ -1,0 +1,121 @@
+import type { Outcome, StalledJob } from '../db/job-store';
+import type { Job, JobAttemptError, JobProgress } from '../core/job';
+import type { ResolvedPgQueueOptions } from '../core/pg-queue.options';
+import type { OutcomeReport, PendingOutcome } from './completer';
+import type { EngineLogger } from './logger';
+
+/** An attempt's outcome, as `outcomeDropped` names it. */
+export type OutcomeKind = Outcome['kind'];
+
+/**
+ * Events the supervisor emits, one per job transition. `completed`, `retrying`, `failed`,
+ * `cancelled` and `snoozed` fire once the outcome is written, for the rows the write changed.
+ */
+export interface SupervisorEventMap {
+  active: [job: Job];
+  /** A handler on this node called `job.updateProgress(value)` (each call; the writes are throttled). */
+  progress: [job: Job, progress: JobProgress];
+  completed: [job: Job, result: unknown];
+  retrying: [job: Job, error: JobAttemptError, delayMs: number];
+  failed: [job: Job, error: JobAttemptError];
+  /** The job ended cancelled: by `queue.cancel(id)`, or its handler threw `CancelJobError`. */
+  cancelled: [job: Job, error: JobAttemptError];
+  /** The handler threw `SnoozeJobError`: the job runs again after `delayMs`, the attempt not counted. */
+  snoozed: [job: Job, delayMs: number];
+  /** A job whose lease expired (its worker died or stalled), found by this node's rescuer. */
+  stalled: [job: StalledJob];
+  /**
+   * An outcome this node wrote matched no row: the attempt's lease was lost (this worker stalled
+   * past `leaseMs`, and the rescuer or another worker has the job now), so nothing was changed.
+   */
+  outcomeDropped: [job: Job, outcome: OutcomeKind];
+  /** Jobs enqueued by this process (after the insert returned; a later rollback removes them). */
+  enqueued: [queue: string, name: string, count: number];
+  error: [error: Error];
+}
+
+/** Where the outcome reports go: the supervisor's events, and the worker a job due again wakes. */
+export interface ReportTarget {
+  emit<K extends keyof SupervisorEventMap>(event: K, ...args: SupervisorEventMap[K]): boolean;
+  /** Wakes `queue`'s worker for a job due in `dueInMs`. */
+  wake(queue: string, dueInMs: number): void;
+}
+
+/**
+ * What the completer reports, turned into events and log lines: an outcome written fires its
+ * event (and a job due again wakes its worker), a dropped one is said and counted, a refused one
+ * is logged.
+ */
+export function outcomeReports(
+  target: ReportTarget,
+  opts: Pick<ResolvedPgQueueOptions, 'logJobFailures'>,
+  logger: EngineLogger,
+): OutcomeReport {
+  return {
+    written: (o) => outcomeWritten(o, target, opts, logger),
+    dropped: (o) => {
+      const { job } = o;
+      logger.warn(
+        `Outcome of job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt} (${o.kind}) not written: the job is no longer ` +
+          `this worker's (its lease expired, so the rescuer or another worker has it); dropped`,
+      );
+      target.emit('outcomeDropped', job, o.kind);
+    },
+    // The database refused an outcome even alone: the job was failed in its place (or left to its lease).
+    refused: (o, err, failedInstead) => {
+      const { job } = o;
+      logger.error(
+        `The database refused the ${o.kind} outcome of job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt} (${err.message}); ` +
+          (failedInstead ? 'the job was failed with an OutcomeRefusedError instead' : 'it runs again once its lease expires'),
+      );
+      if (failedInstead?.kind === 'failed') target.emit('failed', job, failedInstead.error);
+    },
+  };
+}
+
+/** An outcome was written: its event fires, a failure is logged, a job due again wakes its worker. */
+function outcomeWritten(
+  o: PendingOutcome,
+  target: ReportTarget,
+  opts: Pick<ResolvedPgQueueOptions, 'logJobFailures'>,
+  logger: EngineLogger,
+): void {
+  const { job } = o;
+  switch (o.kind) {
+    case 'completed':
+      target.emit('completed', job, o.result);
+      return;
+    case 'retry':
+      if (opts.logJobFailures === 'all') {
+        logger.warn(
+          `Job ${job.id} (${job.queue}/${job.name}) attempt ${o.attempt}/${job.maxAttempts} failed: ${shown(o.error.message)}; ` +
+            `retrying in ${o.delayMs} ms`,
+        );
+      }
+      target.emit('retrying', job, o.error, o.delayMs);
+      target.wake(job.queue, o.delayMs);
+      return;
+    case 'snoozed':
+      target.emit('snoozed', job, o.delayMs);
+      target.wake(job.queue, o.delayMs);
+      return;
+    case 'cancelled':
+      target.emit('cancelled', job, o.error);
+      return;
+    default:
+      if (opts.logJobFailures !== 'none') {
+        const moved = o.kind === 'dead-letter' ? `; moved to dead-letter queue "${o.deadLetterQueue}"` : '';
+        logger.error(
+          `Job ${job.id} (${job.queue}/${job.name}) failed on its last attempt (${o.attempt}/${job.maxAttempts}): ${shown(o.error.message)}${moved}`,
+          o.error.stack,
+        );
+      }
+      target.emit('failed', job, o.error);
+  }
+}
+
+/** An error message as a log line shows it: one line, at most 1,000 characters. */
+function shown(message: string): string {
+  const line = message.replace(/\s*\n\s*/g, ' ');
+  return line.length > 1000 ? `${line.slice(0, 1000)}...` : line;
+}

@@ -1,0 +1,33 @@
+import type { JobStore } from '../db/job-store';
+import type { SqlExecutor } from '../db/executor';
+import type { Job, JobProgress } from '../core/job';
+import type { Completer } from './completer';
+import type { EngineLogger } from './logger';
+
+/**
+ * What a worker tells the supervisor as jobs move. The other transitions are reported by the
+ * completer, once their outcome is written.
+ */
+export interface WorkerEvents {
+  active(job: Job): void;
+  /** The handler completed its job with `completeWith()`, in its own transaction. */
+  completed(job: Job, result: unknown): void;
+  /** The handler called `job.updateProgress(value)` (fires on every call; writes are throttled). */
+  progress(job: Job, value: JobProgress): void;
+  error(err: Error): void;
+}
+
+export interface QueueWorkerContext {
+  readonly store: JobStore;
+  readonly completer: Completer;
+  readonly workerId: string;
+  readonly leaseMs: number;
+  readonly pollIntervalMs: number;
+  /** job.updateProgress(): one write per job per this many ms, values up to maxProgressBytes. */
+  readonly progressIntervalMs: number;
+  readonly maxProgressBytes: number;
+  readonly logger: EngineLogger;
+  readonly events: WorkerEvents;
+  /** Checks a `completeWith()` transaction is on this queue's database (an app with more than one). */
+  readonly onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor;
+}
