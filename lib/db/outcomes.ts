@@ -28,12 +28,8 @@ function writtenRowSql(cte: string): string {
       FROM ${cte}`;
 }
 
-/** The statements that write an attempt's outcome, for one schema. */
-export function outcomeStatements({ jobs, history, ack }: SchemaSql) {
-  // Batch statements look up each row's values by its position in the id array. A join with
-  // unnest(...) planned, as a prepared statement, a nested loop re-reading the whole unnest for
-  // every row: 61 ms for 450 jobs, quadratic (measured); array_position is a tight loop in C.
-  const at = 'array_position($1::bigint[], j.id)';
+/** The completions: into history, or deleted when completed jobs are not kept; in a batch or in the caller's transaction. */
+export function completionStatements({ jobs, history, ack }: SchemaSql) {
   // The completions' attempt guard. A guard looking each row's attempt up by its position in an
   // attempt[] (array_position scans the id array) cost a batch of n n^2/2 comparisons: 2-3 us
   // per job at 480 measured alone (PostgreSQL 15). Nearly every batch is of one attempt (first
@@ -99,7 +95,16 @@ export function outcomeStatements({ jobs, history, ack }: SchemaSql) {
         RETURNING j.id
       )
       ${writtenRowSql('done')}`,
+  };
+}
 
+/** The other ends of an attempt: retry later, fail or cancel into history, snooze, dead-letter. */
+export function failureStatements({ jobs, history, ack }: SchemaSql) {
+  // Batch statements look up each row's values by its position in the id array. A join with
+  // unnest(...) planned, as a prepared statement, a nested loop re-reading the whole unnest for
+  // every row: 61 ms for 450 jobs, quadratic (measured); array_position is a tight loop in C.
+  const at = 'array_position($1::bigint[], j.id)';
+  return {
     /**
      * Schedules the next attempt of failed jobs, appending each attempt's error.
      * $1 id[] $2 attempt[] $3 error[] (JSON objects) $4 delay_ms[] $5 worker
@@ -174,10 +179,10 @@ type Of<K extends Outcome['kind']> = Extract<Outcome, { kind: K }>;
  * parameters for a batch of one kind and answers the rows written (ALL: every one of them).
  */
 export class OutcomeWriters {
-  private readonly q: ReturnType<typeof outcomeStatements>;
+  private readonly q: ReturnType<typeof completionStatements> & ReturnType<typeof failureStatements>;
 
   constructor(private readonly ctx: StoreContext) {
-    this.q = outcomeStatements(ctx.sql);
+    this.q = { ...completionStatements(ctx.sql), ...failureStatements(ctx.sql) };
   }
 
   /** Completes a batch: into history, or deleted when completed jobs are not kept (retention.completedMs = 0). */
