@@ -17,7 +17,12 @@ import { createRequire } from 'node:module';
 import pg from 'pg';
 
 const require = createRequire(import.meta.url);
-const { buildQueries } = require('../dist/db/queries.js');
+const { schemaSql } = require('../dist/db/store-context.js');
+const { claimStatements } = require('../dist/db/claim.js');
+const { limitedClaimStatements } = require('../dist/db/claim-limited.js');
+const { runningStatements } = require('../dist/db/running.js');
+const { maintenanceStatements } = require('../dist/db/maintenance.js');
+const { readStatements } = require('../dist/db/reads.js');
 const { buildDashboardQueries } = require('../dist/db/dashboard-queries.js');
 const { migrate } = require('../dist/db/migrator.js');
 
@@ -34,7 +39,14 @@ const base = process.env.DATABASE_URL;
 if (!base) throw new Error('set DATABASE_URL to a server where this role may CREATE DATABASE');
 const SCHEMA = 'pgqueue';
 const J = `${SCHEMA}.jobs`;
-const q = buildQueries(SCHEMA);
+const sql = schemaSql(SCHEMA);
+const q = {
+  ...claimStatements(sql),
+  ...limitedClaimStatements(sql),
+  ...runningStatements(sql),
+  ...maintenanceStatements(sql),
+  ...readStatements(SCHEMA),
+};
 const dq = buildDashboardQueries(SCHEMA);
 
 function dbUrl(name) {

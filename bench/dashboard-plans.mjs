@@ -28,7 +28,7 @@ if (!admin) {
   process.exit(2);
 }
 const { migrate } = require('../dist/db/migrator.js');
-const { HistoryPartitions } = require('../dist/db/history-partitions.js');
+const { HistoryPartitions } = require('../dist/db/history/partitions.js');
 const { DashboardStore } = require('../dist/db/dashboard-store.js');
 const { buildJobList } = require('../dist/db/dashboard-queries.js');
 require('reflect-metadata');

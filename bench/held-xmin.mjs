@@ -18,7 +18,8 @@ import { createRequire } from 'node:module';
 import pg from 'pg';
 
 const require = createRequire(import.meta.url);
-const { buildQueries } = require('../dist/db/queries.js');
+const { schemaSql } = require('../dist/db/store-context.js');
+const { claimStatements } = require('../dist/db/claim.js');
 const { migrate } = require('../dist/db/migrator.js');
 
 const args = Object.fromEntries(
@@ -33,7 +34,7 @@ const WINDOW = Number(args.window ?? 1000);
 const base = process.env.DATABASE_URL;
 if (!base) throw new Error('set DATABASE_URL to a server where this role may CREATE DATABASE');
 const SCHEMA = 'pgqueue';
-const q = buildQueries(SCHEMA);
+const q = claimStatements(schemaSql(SCHEMA));
 const WORKER = 'bench:held-xmin';
 
 function dbUrl(name) {

@@ -46,9 +46,10 @@ const D = 86_400_000;
 
 const { applyMigration, loadMigrations, migrate } = require('../dist/db/migrator.js');
 const { clientExecutor, poolExecutor } = require('../dist/db/executor.js');
-const { HistoryPartitions } = require('../dist/db/history-partitions.js');
+const { HistoryPartitions } = require('../dist/db/history/partitions.js');
 const { JobStore } = require('../dist/db/job-store.js');
-const { HistoryLayoutCache } = require('../dist/db/history-by-id.js');
+const { HistoryLayoutCache } = require('../dist/db/history/by-id.js');
+const { readStatements } = require('../dist/db/reads.js');
 
 const log = (m) => process.stderr.write(`[history] ${m}\n`);
 const secs = (ms) => (ms / 1000).toFixed(2);
@@ -145,15 +146,16 @@ async function getJobTimes(pool, schema, maxId, mode = 'shipped') {
     ? 'partitioned'
     : 'flat';
   const cache = new HistoryLayoutCache(poolExecutor(pool), schema);
+  const rq = readStatements(schema);
   const named = mode === 'named' ? await namedLeaves(pool, schema) : null;
   const lookup = async (id) =>
     mode === 'every'
-      ? { sql: store.q.getJob, values: [id] }
+      ? { sql: rq.getJob, values: [id] }
       : mode === 'named'
-        ? { sql: named(store.q.getJobIn.flat, id), values: [id] }
+        ? { sql: named(rq.getJobIn.flat, id), values: [id] }
         : layout === 'flat'
-          ? { sql: store.q.getJobIn.flat, values: [id] }
-          : cache.lookup(store.q.getJobIn, id);
+          ? { sql: rq.getJobIn.flat, values: [id] }
+          : cache.lookup(rq.getJobIn, id);
   const ids = lookupIds(maxId);
   const ms = [];
   let found = 0;

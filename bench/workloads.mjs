@@ -53,7 +53,7 @@ const LIB_HISTORY = `
  * and the worker's first pass would move today's into a new partition during the timed drain.
  */
 async function historyPartitions(url) {
-  const { HistoryPartitions } = require('../dist/db/history-partitions.js');
+  const { HistoryPartitions } = require('../dist/db/history/partitions.js');
   const pool = new pg.Pool({ connectionString: url, max: 1 });
   try {
     const parts = new HistoryPartitions(pool, 'pgqueue', 86_400_000);

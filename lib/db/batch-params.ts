@@ -1,5 +1,5 @@
 /**
- * Parameters of the batch outcome statements (queries.ts, completeArchive and completeDelete),
+ * Parameters of the batch outcome statements (outcomes.ts, completeArchive and completeDelete),
  * built by hand where pg's generic encoding costs the worker per job.
  */
 

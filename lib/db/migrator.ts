@@ -1,7 +1,8 @@
 import { escapeIdentifier, type Pool } from 'pg';
 import { PgQueueError } from '../core/errors';
-import type { SqlExecutor } from './executor';
+import { clientExecutor, type SqlExecutor } from './executor';
 import { MIGRATIONS } from './migrations.generated';
+import { inTransaction } from './transaction';
 
 /** One numbered, forward-only migration from `migrations/NNNN_name.sql`. */
 export interface Migration {
@@ -57,26 +58,18 @@ export async function applyMigration(db: SqlExecutor, schema: string, m: Migrati
  * nodes booting at once apply each step exactly once. Returns the versions it applied.
  */
 export async function migrate(pool: Pool, schema: string): Promise<number[]> {
-  const client = await pool.connect();
-  // Checked out, the client has no error listener; a lost connection fails the next query instead.
-  const ignoreError = (): void => undefined;
-  client.on('error', ignoreError);
-  const db: SqlExecutor = { query: async (sql, params) => (await client.query(sql, params as unknown[])).rows };
-  try {
-    await client.query('BEGIN');
-    const applied: number[] = [];
-    for (const m of loadMigrations()) {
-      if (await applyMigration(db, schema, m)) applied.push(m.version);
-    }
-    await client.query('COMMIT');
-    return applied;
-  } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw new PgQueueError(`Migrating schema "${schema}" failed: ${(err as Error).message}`, { cause: err });
-  } finally {
-    client.off('error', ignoreError);
-    client.release();
-  }
+  return inTransaction(
+    pool,
+    async (client) => {
+      const db = clientExecutor(client);
+      const applied: number[] = [];
+      for (const m of loadMigrations()) {
+        if (await applyMigration(db, schema, m)) applied.push(m.version);
+      }
+      return applied;
+    },
+    (err) => new PgQueueError(`Migrating schema "${schema}" failed: ${(err as Error).message}`, { cause: err }),
+  );
 }
 
 /** The schema version recorded in the database (0 when the schema does not exist). */

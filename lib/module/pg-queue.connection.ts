@@ -3,7 +3,7 @@ import { JobStore } from '../db/job-store';
 import { poolExecutor } from '../db/executor';
 import { databaseIdentity } from '../db/identity';
 import type { PgClientConfig, PgPool, PgPoolConfig } from '../core/pg-types';
-import { HistoryPartitions } from '../db/history-partitions';
+import { HistoryPartitions } from '../db/history/partitions';
 import { currentVersion, latestVersion, migrate } from '../db/migrator';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';

@@ -1,5 +1,6 @@
-import { isJobId, type NewJobRow } from '../db/job-store';
-import type { ExistingDependency } from '../db/flow-store';
+import { isJobId } from '../db/job-row';
+import type { NewJobRow } from '../db/new-job';
+import type { ExistingDependency } from '../db/flow-insert';
 import { toJsonText, UnstorableJsonError } from '../db/jsonb';
 import { PgQueueConfigError, PgQueuePayloadError } from '../core/errors';
 import { nameProblem, quote } from '../core/input-text';

@@ -1,8 +1,10 @@
 import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
 import type { ResolvedJobDefaults } from '../core/pg-queue.options';
 import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/executor';
-import { insertedToJob, insertedToJobs, isJobId, type JobStore, type NewJobRow } from '../db/job-store';
-import type { FlowInserted, FlowNodeRow } from '../db/flow-store';
+import type { JobStore } from '../db/job-store';
+import { isJobId } from '../db/job-row';
+import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
+import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
 import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
 import { tracedEnqueue } from './tracing';
 

@@ -1,5 +1,5 @@
 import type { ClaimedRow } from '../db/job-store';
-import type { FlowStore } from '../db/flow-store';
+import type { FlowStore } from '../db/flows';
 import { CompleteWithError } from '../core/errors';
 import type {
   ActiveJob,

@@ -1,4 +1,4 @@
-import type { HistoryPartitions, HistoryPassResult } from '../db/history-partitions';
+import type { HistoryPartitions, HistoryPassResult } from '../db/history/partitions';
 import type { EngineLogger } from './logger';
 import type { BackgroundService } from './service';
 

@@ -1,6 +1,6 @@
 import { Client } from 'pg';
 import type { PgClientConfig } from '../core/pg-types';
-import { listenSql } from '../db/queries';
+import { listenSql } from '../db/listen';
 import type { EngineLogger } from './logger';
 import type { BackgroundService } from './service';
 

@@ -12,7 +12,7 @@ import { Listener, type ScheduledReconnect } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
 import { JobsTableVacuum } from './vacuum';
-import { HistoryPartitions } from '../db/history-partitions';
+import { HistoryPartitions } from '../db/history/partitions';
 import { HistoryUpkeep } from './history-upkeep';
 import { CronScheduler, type CronEntry } from './cron';
 import { Heartbeat } from './heartbeat';

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Client } from 'pg';
 import { QueueService, type Job, type Queue } from '../../lib';
-import { JSONB_ARRAY_MAX_CHARS } from '../../lib/db/job-store';
+import { JSONB_ARRAY_MAX_CHARS } from '../../lib/db/insert';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
 

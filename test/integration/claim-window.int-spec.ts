@@ -7,7 +7,7 @@ import { bootApp } from '../support/app';
 import { testPool, useTestDatabase, waitFor } from '../support/database';
 
 // The claim within a window (issue 13: pick-up while vacuum is held back; lib/worker/claim-window.ts,
-// `claimSince` in lib/db/queries.ts). It leaves out jobs older than the window and jobs of a
+// `claimSince` in lib/db/claim.ts). It leaves out jobs older than the window and jobs of a
 // priority below any the worker claimed; the catch-up claim (`claimOutside`), due at least once
 // a second, takes them, and only them. Nothing here asserts a time: only which jobs each claim takes, and that every job runs.
 

@@ -6,7 +6,7 @@ import { useTestDatabase, waitFor } from '../support/database';
 
 // The job a handler receives is built from the claim's row, which leaves out what the worker
 // knows or what is usually empty (the queue, an empty error list, a cancel not asked: see the
-// claim in lib/db/queries.ts). The handler still sees every field as stored.
+// claim in lib/db/claim.ts). The handler still sees every field as stored.
 
 const seen: { attempt: number; queue: string; errors: unknown; json: Record<string, unknown> }[] = [];
 

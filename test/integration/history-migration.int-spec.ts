@@ -4,7 +4,7 @@ import { DataSource } from 'typeorm';
 import { pgQueueMigrations } from '../../lib';
 import { applyMigration, loadMigrations, migrate } from '../../lib/db/migrator';
 import { clientExecutor } from '../../lib/db/executor';
-import { HistoryPartitions } from '../../lib/db/history-partitions';
+import { HistoryPartitions } from '../../lib/db/history/partitions';
 import { JobStore } from '../../lib/db/job-store';
 import { useTestDatabase } from '../support/database';
 

@@ -2,10 +2,12 @@ import 'reflect-metadata';
 import type { Pool } from 'pg';
 import { Process, Processor, QueueService, type Job } from '../../lib';
 import { migrate } from '../../lib/db/migrator';
-import { HistoryPartitions } from '../../lib/db/history-partitions';
-import { HistoryLayoutCache } from '../../lib/db/history-by-id';
+import { HistoryPartitions } from '../../lib/db/history/partitions';
+import { HistoryLayoutCache } from '../../lib/db/history/by-id';
 import { poolExecutor } from '../../lib/db/executor';
-import { JobStore, lockKey } from '../../lib/db/job-store';
+import { JobStore } from '../../lib/db/job-store';
+import { readStatements } from '../../lib/db/reads';
+import { lockKey } from '../../lib/db/transaction';
 import { DashboardStore } from '../../lib/db/dashboard-store';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
@@ -192,7 +194,10 @@ describe('history partitions', () => {
       ['150000', 'failed', 'parts'],
     ]);
     // The plan: of the closed partitions, only the one whose range holds the id is read.
-    const { sql, values } = await new HistoryLayoutCache(poolExecutor(t.pool), 'bounds').lookup(store.q.getJobIn, '250');
+    const { sql, values } = await new HistoryLayoutCache(poolExecutor(t.pool), 'bounds').lookup(
+      readStatements('bounds').getJobIn,
+      '250',
+    );
     const plan = (await t.pool.query(`EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) ${sql}`, values)).rows
       .map((r) => r['QUERY PLAN'] as string)
       .join('\n');

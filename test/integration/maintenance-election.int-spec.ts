@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Client } from 'pg';
 import { Process, Processor } from '../../lib';
-import { lockKey } from '../../lib/db/job-store';
+import { lockKey } from '../../lib/db/transaction';
 import { bootApp, runtimeOf } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
 

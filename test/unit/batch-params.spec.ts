@@ -1,7 +1,7 @@
 import { attemptParams, bigintArrayText, resultsByIdJson } from '../../lib/db/batch-params';
 
 // The completions' batch parameters (lib/db/batch-params.ts): what the statements in
-// lib/db/queries.ts read. test/integration/batch-outcomes.int-spec.ts runs them on PostgreSQL.
+// lib/db/outcomes.ts read. test/integration/batch-outcomes.int-spec.ts runs them on PostgreSQL.
 
 describe('batch outcome parameters', () => {
   it('writes job ids as the text of a bigint[] literal', () => {

@@ -1,5 +1,6 @@
 import { ClaimWindow } from '../../lib/worker/claim-window';
-import { buildQueries, withClaimWindow } from '../../lib/db/queries';
+import { claimStatements, withClaimWindow } from '../../lib/db/claim';
+import { schemaSql } from '../../lib/db/store-context';
 
 // Which claim the worker sends (lib/worker/claim-window.ts): the window is on only after a full
 // claim came back short, a full claim comes at least every fullEveryMs, and anything that says
@@ -102,7 +103,7 @@ describe('ClaimWindow: when a claim may start past the head of the queue', () =>
 
 describe('claimSince and claimOutside: the claim with the window conditions added, or their complement', () => {
   it('are the claim with a row comparison and a run_at bound, or their negation, next to its due-time condition', () => {
-    const q = buildQueries('pgqueue');
+    const q = claimStatements(schemaSql('pgqueue'));
     const since = q.claimSince;
     expect(
       q.claimOutside.replace(/ AND \(priority < \$5::int OR run_at < now\(\) - \$6::bigint \* interval '1 millisecond'\)/, ''),

@@ -1,7 +1,7 @@
 import { PgQueueConfigError } from '../../lib';
 import { resolveModuleOptions } from '../../lib/core/pg-queue.options';
-import { missingRanges, partitionName } from '../../lib/db/history-partitions';
-import { idLookup } from '../../lib/db/history-by-id';
+import { missingRanges, partitionName } from '../../lib/db/history/ranges';
+import { idLookup } from '../../lib/db/history/by-id';
 
 const H = 3_600_000;
 const D = 24 * H;

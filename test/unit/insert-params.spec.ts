@@ -1,5 +1,6 @@
-import { insertColumns, sameColumns, type NewJobRow } from '../../lib/db/job-store';
-import { buildInsert, buildUniqueInsert, INSERT_COLUMNS, INSERT_PARAMS } from '../../lib/db/queries';
+import { buildInsert, insertColumns, INSERT_COLUMNS, INSERT_PARAMS, sameColumns } from '../../lib/db/insert';
+import { buildUniqueInsert } from '../../lib/db/insert-unique';
+import type { NewJobRow } from '../../lib/db/new-job';
 import { jobRow } from '../support/job-row';
 
 // The inserts' bind parameters are numbered from INSERT_COLUMNS: the NOTIFY channel (and the

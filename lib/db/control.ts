@@ -1,0 +1,136 @@
+import type { SqlExecutor } from './executor';
+import { ARCHIVE_COLS } from './job-row';
+import type { SchemaSql, StoreContext } from './store-context';
+
+/** The operator's writes: cancel, pause and resume, retry of finished jobs, remove. */
+export function controlStatements({ s, jobs, history }: SchemaSql) {
+  return {
+    /**
+     * queue.cancel(id): a waiting job goes to history as cancelled at once; a running one is
+     * flagged, and NOTIFY '!cancel|id' tells the node running it (its heartbeat reads the flag if
+     * the notification is missed). `target` locks the row first and reads its state as it is
+     * once locked: FOR UPDATE waits for a claim or an outcome in flight and then sees its result,
+     * where the statement's snapshot still has the old state. Both branches test that locked
+     * state, not their own snapshot's, and re-find the row they locked (their own lock lets them
+     * through), so a job that changed state meanwhile is cancelled in its new state rather than
+     * matched by neither branch (which answered "no live job" for a live one). A parent waiting
+     * on its children is cancelled like a waiting job; its children are left to run (their
+     * trigger then finds no parent to release).
+     * $1 id $2 queue $3 channel
+     */
+    cancel: `
+      WITH target AS (
+        SELECT id, state FROM ${jobs} WHERE id = $1 AND queue = $2 FOR UPDATE
+      ), waiting AS (
+        DELETE FROM ${jobs} j USING target t WHERE j.id = t.id AND t.state IN ('waiting', 'waiting-children') RETURNING j.*
+      ), archived AS (
+        INSERT INTO ${history} (${ARCHIVE_COLS})
+        SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
+               timeout_ms, errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'name', 'CancelJobError',
+                 'message', 'Cancelled by queue.cancel() while waiting.', 'at', now())),
+               NULL, created_at, started_at, now(), locked_by, progress, trace
+        FROM waiting RETURNING id
+      ), running AS (
+        UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
+        FROM target t WHERE j.id = t.id AND t.state = 'active' RETURNING j.id
+      ), wake AS (SELECT pg_notify($3, '!cancel|' || id) FROM running)
+      SELECT (SELECT count(*) FROM archived)::int AS cancelled, (SELECT count(*) FROM running)::int AS cancelling,
+             (SELECT count(*) FROM wake)::int AS notified`,
+
+    /**
+     * Pause or resume a queue for every node. Pausing tells running workers to hand back the
+     * jobs they prefetched; resuming wakes them. $1 queue $2 paused $3 channel
+     */
+    setPaused: `
+      WITH up AS (
+        INSERT INTO ${s}.queues (name, paused) VALUES ($1, $2) ON CONFLICT (name)
+        DO UPDATE SET paused = EXCLUDED.paused, updated_at = now() RETURNING name
+      )
+      SELECT pg_notify($3, CASE WHEN $2 THEN '!pause|' || name ELSE name || '|0' END) FROM up`,
+
+    /** $1 queue */
+    isPaused: `SELECT coalesce((SELECT paused FROM ${s}.queues WHERE name = $1), false) AS paused`,
+
+    /**
+     * queue.retry(id) / retryFailed(): failed or cancelled jobs of a queue go back to waiting
+     * under their own id, with fresh attempts and their errors kept. $1 id[] or NULL (every
+     * failed job) $2 queue $3 batch $4 channel
+     */
+    retryFinished: `
+      WITH h AS (
+        DELETE FROM ${history} WHERE id IN (
+          SELECT id FROM ${history}
+          WHERE queue = $2 AND (CASE WHEN $1::bigint[] IS NULL THEN state = 'failed'
+                                     ELSE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled') END)
+          LIMIT $3)
+        RETURNING *
+      ), back AS (
+        INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
+                             progress, trace)
+        OVERRIDING SYSTEM VALUE
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace FROM h
+        RETURNING id
+      ), wake AS (SELECT pg_notify($4, $2 || '|0') WHERE EXISTS (SELECT 1 FROM back))
+      SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,
+
+    /**
+     * queue.remove(id): a waiting job (or one waiting on its children), or a finished one; never a
+     * running one. The transaction-local setting names the removed id for the trigger of
+     * migration 0008, which tells the parents of a removed child that it was removed, not
+     * completed (it fires at the end of this statement, after the setting is made).
+     * $1 id $2 queue
+     */
+    remove: `
+      WITH live AS (DELETE FROM ${jobs} WHERE id = $1 AND queue = $2 AND state IN ('waiting', 'waiting-children') RETURNING id),
+           done AS (DELETE FROM ${history} WHERE id = $1 AND queue = $2 RETURNING id)
+      SELECT (SELECT count(*) FROM live) + (SELECT count(*) FROM done) AS n,
+             set_config('pgqueue.removing_job', $1::text, true) IS NOT NULL AS marked`,
+  };
+}
+
+/** The operator's writes on one queue, on the queue's pool or on a caller's transaction. */
+export class Control {
+  private readonly q: ReturnType<typeof controlStatements>;
+
+  constructor(private readonly ctx: StoreContext) {
+    this.q = controlStatements(ctx.sql);
+  }
+
+  /**
+   * Cancels a live job: 'cancelled' (it was waiting), 'cancelling' (it runs: its node is told),
+   * or null (no live job of that queue has this id: unknown, or already finished).
+   */
+  async cancel(queue: string, id: string, db: SqlExecutor = this.ctx.db): Promise<'cancelled' | 'cancelling' | null> {
+    // One statement that locks the row first: a claim or outcome committing meanwhile cannot
+    // make it miss the job (see the query), so there is nothing to run again.
+    const [r] = await db.query<{ cancelled: number; cancelling: number }>(this.q.cancel, [id, queue, this.ctx.channel]);
+    if (r.cancelled > 0) return 'cancelled';
+    if (r.cancelling > 0) return 'cancelling';
+    return null;
+  }
+
+  /** Failed or cancelled jobs back to waiting (ids; or null: every failed job). Returns how many. */
+  async retryFinished(queue: string, ids: string[] | null, db: SqlExecutor = this.ctx.db): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const [r] = await db.query<{ n: number }>(this.q.retryFinished, [ids, queue, 1000, this.ctx.channel]);
+      total += r.n;
+      if (ids !== null || r.n < 1000) return total;
+    }
+  }
+
+  /** Deletes a waiting or finished job; false when there was none (or it is running). */
+  async remove(queue: string, id: string, db: SqlExecutor = this.ctx.db): Promise<boolean> {
+    const [r] = await db.query<{ n: string }>(this.q.remove, [id, queue]);
+    return Number(r.n) > 0;
+  }
+
+  async setPaused(queue: string, paused: boolean): Promise<void> {
+    await this.ctx.db.query(this.q.setPaused, [queue, paused, this.ctx.channel]);
+  }
+
+  async isPaused(queue: string): Promise<boolean> {
+    const [r] = await this.ctx.db.query<{ paused: boolean }>(this.q.isPaused, [queue]);
+    return r.paused;
+  }
+}

@@ -1,0 +1,69 @@
+import { escapeIdentifier } from 'pg';
+import type { PgPool, PgPoolClient } from '../../core/pg-types';
+import { inTransaction, lockKey } from '../transaction';
+
+/**
+ * How long a partition DDL statement waits for its lock before giving up until the next pass.
+ * Dropping or attaching a partition needs a short exclusive lock on its parent, which queues
+ * behind any running query on job_history and holds up every history write behind it: a
+ * bounded wait keeps a long report on the history from stalling completions for its length.
+ */
+export const PARTITION_LOCK_TIMEOUT_MS = 200;
+
+/**
+ * The history lock: each step of the partition upkeep runs in its own short transaction under
+ * one advisory lock per schema, so two nodes never run DDL on the history at once (and the
+ * one-time VALIDATE never holds up the rescue of other nodes, which is another lock).
+ */
+export class HistoryLock {
+  constructor(
+    private readonly pool: PgPool,
+    private readonly schema: string,
+  ) {}
+
+  /** A table of the schema, quoted. */
+  t(name: string): string {
+    return `${escapeIdentifier(this.schema)}.${escapeIdentifier(name)}`;
+  }
+
+  /**
+   * Runs `fn` in a transaction holding the history lock; null when another node holds it.
+   * With `waitMs`, waits that long for the lock instead (a lock timeout, 55P03, past it).
+   */
+  async step<T>(
+    fn: (c: PgPoolClient) => Promise<T>,
+    lockTimeoutMs = PARTITION_LOCK_TIMEOUT_MS,
+    waitMs?: number,
+  ): Promise<T | null> {
+    // A step whose lock another node holds ends at once, with nothing written.
+    return inTransaction(this.pool, async (c) => {
+      const key = lockKey(`nestjs-pg-queue:history:${this.schema}`);
+      if (waitMs !== undefined) {
+        await c.query(`SELECT set_config('lock_timeout', $1, true)`, [`${waitMs}ms`]);
+        await c.query(`SELECT pg_advisory_xact_lock($1::bigint)`, [key]);
+      } else {
+        const { rows } = await c.query<{ locked: boolean }>(`SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`, [key]);
+        if (!rows[0].locked) return null;
+      }
+      // Transaction-scoped (PgBouncer transaction mode keeps no session state).
+      await c.query(`SELECT set_config('lock_timeout', $1, true)`, [`${lockTimeoutMs}ms`]);
+      return fn(c);
+    });
+  }
+
+  /**
+   * A step that gives up on a lock timeout (55P03), counted, instead of failing the pass.
+   * Answers what `fn` answered, or null when the step did not run (the lock not had).
+   */
+  async tryStep<T>(fn: (c: PgPoolClient) => Promise<T>, result: { lockTimeouts: number }, waitMs?: number): Promise<T | null> {
+    try {
+      return await this.step(fn, PARTITION_LOCK_TIMEOUT_MS, waitMs);
+    } catch (err) {
+      if ((err as { code?: string }).code === '55P03') {
+        result.lockTimeouts++;
+        return null;
+      }
+      throw err;
+    }
+  }
+}

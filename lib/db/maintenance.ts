@@ -1,0 +1,182 @@
+import type { PgPoolClient } from '../core/pg-types';
+import { ARCHIVE_COLS } from './job-row';
+import type { SchemaSql, StoreContext } from './store-context';
+import { lockKey } from './transaction';
+
+/** A job whose lease expired, as the rescuer found it. */
+export interface StalledJob {
+  readonly id: string;
+  readonly queue: string;
+  readonly name: string;
+  /** The attempt that stalled. */
+  readonly attempt: number;
+  /** false when that was its last attempt: it is now failed. */
+  readonly willRetry: boolean;
+}
+
+/**
+ * The error recorded when a lease runs out: the worker died, or its event loop stalled. (An
+ * active row without a lease was written by hand: the library sets both in one statement.)
+ */
+const LEASE_ERROR = `jsonb_build_array(jsonb_build_object(
+  'attempt', j.attempt, 'name', 'LeaseExpiredError', 'at', now(), 'worker', j.locked_by,
+  'message', CASE WHEN j.locked_until IS NULL
+    THEN 'Job was active without a lease (locked_until is NULL, so no worker renews it); handed back to the queue.'
+    ELSE 'Lease expired at ' || j.locked_until || ' while worker ' || coalesce(j.locked_by, '?') ||
+         ' held the job (it died, was killed, or stalled longer than leaseMs).' END))`;
+
+/** The batched retention delete on one table of the history (`prune` and its variants). */
+function pruneSql(table: string): string {
+  return `
+      DELETE FROM ${table} WHERE id IN (
+        SELECT id FROM ${table}
+        WHERE (state = 'completed' AND finished_at < now() - $1::bigint * interval '1 millisecond')
+           OR (state = 'cancelled' AND finished_at < now() - $3::bigint * interval '1 millisecond')
+           OR (state = 'failed' AND finished_at < now() - $4::bigint * interval '1 millisecond')
+        LIMIT $2)`;
+}
+
+/** The maintenance pass's statements: the election, the rescue of stalled jobs, retention, and registry upkeep. */
+export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
+  const deps = `${s}.job_dependencies`;
+  return {
+    /** Maintenance runs on one node at a time: this transaction-scoped lock elects it. $1 key */
+    tryMaintenanceLock: `SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`,
+
+    /**
+     * The rescuer: jobs whose lease expired go back to waiting (the attempt counts) or, after
+     * their last attempt, to history as failed, with the lease error recorded. A NULL lease
+     * counts as expired: nothing would ever renew it, and the job would stay active for good.
+     * $1 batch size $2 channel
+     */
+    rescue: `
+      WITH expired AS (
+        SELECT id FROM ${jobs} WHERE state = 'active' AND (locked_until < now() OR locked_until IS NULL)
+        ORDER BY locked_until LIMIT $1 FOR UPDATE SKIP LOCKED
+      ), retried AS (
+        UPDATE ${jobs} j
+        SET state = 'waiting', locked_by = NULL, locked_until = NULL, run_at = now(),
+            errors = j.errors || ${LEASE_ERROR}
+        FROM expired e WHERE j.id = e.id AND j.attempt < j.max_attempts
+        RETURNING j.id, j.queue, j.name, j.attempt
+      ), dead AS (
+        DELETE FROM ${jobs} j USING expired e
+        WHERE j.id = e.id AND j.attempt >= j.max_attempts
+        RETURNING j.*, ${LEASE_ERROR} AS err
+      ), archived AS (
+        INSERT INTO ${history} (${ARCHIVE_COLS})
+        SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
+               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace
+        FROM dead RETURNING id, queue, name, attempt
+      ), wake AS (SELECT pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
+      SELECT id, queue, name, attempt, true AS retried, (SELECT count(*) FROM wake) AS woken FROM retried
+      UNION ALL
+      SELECT id, queue, name, attempt, false, 0 FROM archived`,
+
+    /**
+     * Deletes finished jobs past their state's retention, a small batch at a time (three ranges
+     * of the (state, finished_at) index of the failed, default and pre-version-10 tables; the
+     * ranged partitions have only a BRIN index on finished_at since migration 11, and their rows
+     * are in finish order), over the whole history: for failed jobs, and for a state
+     * whose retention is shorter than a partition (lib/db/history/partitions.ts drops the rest
+     * whole). $1 completed ms (NULL: none deleted) $2 batch $3 cancelled ms (NULL: none)
+     * $4 failed ms (NULL: kept for ever)
+     */
+    prune: pruneSql(history),
+    /** The same, on the pre-version-10 history table only (rows older than the partitions). */
+    pruneLegacy: pruneSql(`${s}.job_history_legacy`),
+    /** The same, on the default partition only (rows that finished while no partition was there). */
+    pruneDoneDefault: pruneSql(`${s}.job_history_done_default`),
+    /** Which partitioned layout the history has (migrations/0010_history_partitions.sql). No parameters. */
+    historyLayout: `
+      SELECT to_regclass('${s}.job_history_current') IS NOT NULL AS current,
+             to_regclass('${s}.job_history_legacy') IS NOT NULL AS legacy`,
+
+    /**
+     * Maintenance: drops nodes not seen for 10 of their own heartbeat intervals (killed, or cut
+     * off from the database). The dashboard already hides them after 3. No parameters.
+     */
+    pruneNodes: `DELETE FROM ${s}.nodes WHERE last_seen_at < now() - 10 * heartbeat_ms * interval '1 millisecond'`,
+
+    /**
+     * Maintenance: the edges of parents that finished longer ago than the shortest retention
+     * and are in neither table any more (pruned or removed), a batch at a time, oldest first.
+     * $1 ms $2 batch
+     */
+    pruneDependencies: `
+      DELETE FROM ${deps} WHERE (child_id, parent_id) IN (
+        SELECT d.child_id, d.parent_id FROM ${deps} d
+        WHERE d.parent_finished_at < now() - $1::bigint * interval '1 millisecond'
+          AND NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.id = d.parent_id)
+          AND NOT EXISTS (SELECT 1 FROM ${history} h WHERE h.id = d.parent_id)
+        ORDER BY d.parent_finished_at
+        LIMIT $2)`,
+  };
+}
+
+/** The maintenance pass, on one node at a time. */
+export class Maintenance {
+  private readonly q: ReturnType<typeof maintenanceStatements>;
+
+  constructor(private readonly ctx: StoreContext) {
+    this.q = maintenanceStatements(ctx.sql);
+  }
+
+  /**
+   * One maintenance pass, on one node at a time (a transaction-scoped advisory lock elects it,
+   * which also works through PgBouncer in transaction mode). Returns null when another node has it.
+   */
+  async maintain(batch: number): Promise<{ stalled: StalledJob[]; pruned: number } | null> {
+    return this.ctx.transaction(async (client) => {
+      const { rows } = await client.query<{ locked: boolean }>(this.q.tryMaintenanceLock, [
+        lockKey(`nestjs-pg-queue:maintenance:${this.ctx.schema}`),
+      ]);
+      if (!rows[0].locked) return null;
+      const r = await client.query<{ id: string; queue: string; name: string; attempt: number; retried: boolean }>(
+        this.q.rescue,
+        [batch, this.ctx.channel],
+      );
+      const pruned = await this.pruneHistory(client, batch);
+      await client.query(this.q.pruneNodes);
+      // Edges of flows whose parent is gone from both tables, past the shortest retention.
+      const { completedMs: c, cancelledMs: x, failedMs: f } = this.ctx.retention;
+      await client.query(this.q.pruneDependencies, [Math.min(c, x, f ?? Infinity), batch]);
+      return {
+        stalled: r.rows.map((x) => ({
+          id: String(x.id),
+          queue: x.queue,
+          name: x.name,
+          attempt: x.attempt,
+          willRetry: x.retried,
+        })),
+        pruned,
+      };
+    });
+  }
+
+  /**
+   * The batched part of retention (the partitions wholly past it are dropped instead, by
+   * HistoryPartitions). Completed and cancelled jobs are deleted row by row only where no
+   * partition drop will take them: in the pre-version-10 table and the default partition, and
+   * everywhere for a state whose retention is shorter than a partition. Failed jobs, which
+   * live in their own partition, are always deleted row by row (retention.failedMs).
+   */
+  private async pruneHistory(client: PgPoolClient, batch: number): Promise<number> {
+    const { completedMs, cancelledMs, failedMs } = this.ctx.retention;
+    const [layout] = (await client.query<{ current: boolean; legacy: boolean }>(this.q.historyLayout)).rows;
+    const completed = completedMs > 0 ? completedMs : null;
+    if (!layout.current) {
+      // The history from before version 10, not converted yet: retention as it always was.
+      return (await client.query(this.q.prune, [completed, batch, cancelledMs, failedMs])).rowCount ?? 0;
+    }
+    const rowByRow = (ms: number | null): number | null => (ms !== null && ms < this.ctx.historyPartitionMs ? ms : null);
+    const byDrop = (ms: number | null): number | null => (ms !== null && ms >= this.ctx.historyPartitionMs ? ms : null);
+    let n = (await client.query(this.q.prune, [rowByRow(completed), batch, rowByRow(cancelledMs), failedMs])).rowCount ?? 0;
+    const rest = [byDrop(completed), batch, byDrop(cancelledMs)];
+    if (rest[0] !== null || rest[2] !== null) {
+      if (layout.legacy) n += (await client.query(this.q.pruneLegacy, [...rest, null])).rowCount ?? 0;
+      n += (await client.query(this.q.pruneDoneDefault, [...rest, null])).rowCount ?? 0;
+    }
+    return n;
+  }
+}
