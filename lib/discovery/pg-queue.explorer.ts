@@ -11,18 +11,13 @@ import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 import type { JobHandler } from '../core/job';
-import {
-  INJECT_QUEUE_METADATA,
-  ON_QUEUE_EVENT_METADATA,
-  PG_QUEUE_RUNTIME,
-  PROCESS_METADATA,
-  PROCESSOR_METADATA,
-} from '../module/pg-queue.constants';
+import { INJECT_QUEUE_METADATA, ON_QUEUE_EVENT_METADATA, PROCESS_METADATA, PROCESSOR_METADATA } from '../core/tokens';
+import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { InjectQueueMetadata } from '../decorators/inject-queue.decorator';
 import type { OnQueueEventMetadata } from '../decorators/on-queue-event.decorator';
 import type { ProcessorOptions } from '../decorators/processor.decorator';
 import type { ProcessMetadata } from '../decorators/process.decorator';
-import { resolveQueueOptions } from '../core/pg-queue.options';
+import { resolveQueueOptions } from '../core/options/module-checks';
 import { notRegisteredMessage, type PgQueueRuntime } from '../module/pg-queue.runtime';
 import { resolveSchedule, type ResolvedSchedule } from '../core/cron-schedule';
 import { buildJobRow } from '../producer/enqueue';

@@ -8,7 +8,7 @@ import { currentVersion, latestVersion, migrate } from '../db/migrator';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
 import { Supervisor } from '../worker/supervisor';
-import type { ResolvedPgQueueOptions } from '../core/pg-queue.options';
+import type { ResolvedPgQueueOptions } from '../core/options/resolved';
 
 /**
  * One database of the runtime (`forRoot`'s default connection, or an entry of `connections`):

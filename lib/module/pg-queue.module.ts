@@ -3,16 +3,13 @@ import { DiscoveryModule, ModuleRef } from '@nestjs/core';
 import { isDataSourceLike, resolveConnection } from '../db/connection';
 import { PgQueueExplorer } from '../discovery/pg-queue.explorer';
 import { PgQueueConfigError } from '../core/errors';
-import { getQueueToken, PG_QUEUE_RUNTIME, PG_QUEUE_TESTING, type PgQueueTestMode } from './pg-queue.constants';
+import { getQueueToken } from '../core/tokens';
+import { PG_QUEUE_RUNTIME, PG_QUEUE_TESTING, type PgQueueTestMode } from './pg-queue.constants';
 import { PG_QUEUE_MODULE_OPTIONS, PgQueueConfigurableModule } from './pg-queue.module-definition';
 import { DEFAULT_CONNECTION, planConnections } from '../core/connections';
-import {
-  DEFAULTS,
-  resolveQueueOptions,
-  type DataSourceLike,
-  type PgQueueModuleOptions,
-  type RegisterQueueOptions,
-} from '../core/pg-queue.options';
+import type { DataSourceLike, PgQueueModuleOptions, RegisterQueueOptions } from '../core/options/types';
+import { DEFAULTS } from '../core/options/defaults';
+import { resolveQueueOptions } from '../core/options/module-checks';
 import { PgQueueRuntime } from './pg-queue.runtime';
 import { clsTransaction } from './cls-transaction';
 import { QueueService } from './queue.service';

@@ -8,13 +8,10 @@ import type { Supervisor } from '../worker/supervisor';
 import { Queue } from '../producer/queue';
 import { FlowProducer } from '../producer/flow';
 import { DEFAULT_CONNECTION, unknownConnectionMessage } from '../core/connections';
-import {
-  resolveQueueOptions,
-  validateQueueName,
-  type RegisterQueueOptions,
-  type ResolvedPgQueueOptions,
-  type ResolvedQueueOptions,
-} from '../core/pg-queue.options';
+import { validateQueueName } from '../core/names';
+import type { RegisterQueueOptions } from '../core/options/types';
+import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/options/resolved';
+import { resolveQueueOptions } from '../core/options/module-checks';
 import { PgQueueConnection } from './pg-queue.connection';
 
 /** One database to open: its name, resolved options, and pool and listener settings. */
