@@ -30,8 +30,9 @@ export interface FlowInserted {
 
 /**
  * Flows and dependencies: the insert of a tree (or of a job with dependencies on existing
- * ones), a parent's children, and a job's place in a flow. The parents' release is the trigger
- * of migration 0008, in the statement that finishes each child.
+ * ones), a parent's children, and a job's place in a flow. No code here releases a parent: the
+ * trigger `jobs_release_dependents` (function `job_left_live_table()`, migrations/0008_flows.sql)
+ * does, in the statement that finishes each child (marks the edge, fails or frees the parent).
  */
 export class FlowStore {
   readonly q: FlowQueries;
@@ -93,6 +94,7 @@ export class FlowStore {
         ext.push({ ...e, state });
       }
     }
+    // pending_dependencies: what the 0008 trigger counts down as each child leaves the jobs table.
     const children = new Array<number>(nodes.length).fill(0);
     for (const n of nodes) if (n.parent >= 0) children[n.parent]++;
     const hasDeps = nodes.map((_, i) => children[i] > 0);
