@@ -1,6 +1,6 @@
 export { PgQueueModule } from './module/pg-queue.module';
 export { PG_QUEUE_MODULE_OPTIONS } from './module/pg-queue.module-definition';
-export { getQueueToken } from './module/pg-queue.constants';
+export { getQueueToken } from './core/tokens';
 export type {
   PgQueueModuleOptions,
   PgQueueConnectionOptions,
@@ -8,7 +8,7 @@ export type {
   RegisterQueueOptions,
   DataSourceLike,
   InjectionTokenLike,
-} from './core/pg-queue.options';
+} from './core/options/types';
 export { Queue, type JobMap, type TransactionTarget } from './producer/queue';
 export { QueueService } from './module/queue.service';
 export type {

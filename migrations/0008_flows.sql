@@ -41,6 +41,7 @@ CREATE INDEX job_dependencies_finished_idx ON job_dependencies (parent_finished_
 -- list of them: a partial index that holds only those rows.
 CREATE INDEX jobs_waiting_children_idx ON jobs (queue, id) WHERE state = 'waiting-children';
 
+-- lib/db/flow-insert.ts inserts the flows and edges this trigger resolves (lib/db/flows.ts reads them).
 -- A job with dependents left the jobs table: its final transition (completed, failed, cancelled,
 -- or removed). Runs in the statement (and so the transaction) that finished the child, at its
 -- end, when the history row that statement wrote is visible: no crash between the child's

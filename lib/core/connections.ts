@@ -1,13 +1,10 @@
 import { PgQueueConfigError } from './errors';
 import { quote } from './input-text';
 import { validateConnectionName } from './names';
-import {
-  refuseUnknownKeys,
-  resolveModuleOptions,
-  type PgQueueConnectionOptions,
-  type PgQueueModuleOptions,
-  type ResolvedPgQueueOptions,
-} from './pg-queue.options';
+import type { PgQueueConnectionOptions, PgQueueModuleOptions } from './options/types';
+import type { ResolvedPgQueueOptions } from './options/resolved';
+import { resolveModuleOptions } from './options/module-checks';
+import { refuseUnknownKeys } from './options/unknown-keys';
 
 /** The connection of a queue registered without `connection`. */
 export const DEFAULT_CONNECTION = 'default';

@@ -139,6 +139,7 @@ export class FlowInserts {
     durable: boolean,
   ): Promise<FlowInserted> {
     const ext = existing.length ? await this.existingEdges(existing, db) : [];
+    // pending_dependencies: what the 0008 trigger counts down as each child leaves the jobs table.
     const children = new Array<number>(nodes.length).fill(0);
     for (const n of nodes) if (n.parent >= 0) children[n.parent]++;
     const hasDeps = nodes.map((_, i) => children[i] > 0);

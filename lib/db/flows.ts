@@ -51,7 +51,13 @@ export function buildFlowQueries(schema: string) {
 
 export type FlowQueries = ReturnType<typeof buildFlowQueries>;
 
-/** A parent's children and a job's place in a flow, on the queue's pool or on a caller's transaction. */
+/**
+ * A parent's children and a job's place in a flow, on the queue's pool or on a caller's transaction.
+ * No code here releases a parent: the trigger `jobs_release_dependents` (function
+ * `job_left_live_table()`, migrations/0008_flows.sql) does, in the statement that finishes each
+ * child (marks the edge, fails or frees the parent). The flows and edges it resolves are inserted
+ * by flow-insert.ts.
+ */
 export class FlowStore {
   private readonly q: FlowQueries;
 

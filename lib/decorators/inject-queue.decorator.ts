@@ -1,6 +1,6 @@
 import { Inject, Optional } from '@nestjs/common';
-import { getQueueToken, INJECT_QUEUE_METADATA } from '../module/pg-queue.constants';
-import { validateQueueName } from '../core/pg-queue.options';
+import { getQueueToken, INJECT_QUEUE_METADATA } from '../core/tokens';
+import { validateQueueName } from '../core/names';
 
 /** Where `@InjectQueue` put a queue: a constructor parameter (by index) or a property. */
 export interface InjectQueueMetadata {

@@ -1,6 +1,6 @@
 import { SetMetadata } from '@nestjs/common';
-import { PROCESS_METADATA } from '../module/pg-queue.constants';
-import { validateJobName } from '../core/pg-queue.options';
+import { PROCESS_METADATA } from '../core/tokens';
+import { validateJobName } from '../core/names';
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 

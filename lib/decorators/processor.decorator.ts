@@ -1,6 +1,6 @@
 import { Injectable, SetMetadata } from '@nestjs/common';
-import { PROCESSOR_METADATA } from '../module/pg-queue.constants';
-import { validateQueueName } from '../core/pg-queue.options';
+import { PROCESSOR_METADATA } from '../core/tokens';
+import { validateQueueName } from '../core/names';
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 

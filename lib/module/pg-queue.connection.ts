@@ -8,7 +8,7 @@ import { currentVersion, latestVersion, migrate } from '../db/migrator';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
 import { Supervisor } from '../worker/supervisor';
-import type { ResolvedPgQueueOptions } from '../core/pg-queue.options';
+import type { ResolvedPgQueueOptions } from '../core/options/resolved';
 
 /**
  * One database of the runtime (`forRoot`'s default connection, or an entry of `connections`):
@@ -27,6 +27,7 @@ export class PgQueueConnection {
     readonly identity: string,
     listen: PgClientConfig | null,
     logger: EngineLogger,
+    manual: boolean,
   ) {
     this.store = new JobStore(pool, {
       schema: options.schema,
@@ -37,15 +38,20 @@ export class PgQueueConnection {
       poolSize: options.poolSize,
     });
     this.supervisor = new Supervisor(this.store, options, listen, logger);
+    if (manual) this.supervisor.setManual();
   }
 
-  /** Connects, then migrates (or checks the schema version), so a bad setup fails the boot. */
+  /**
+   * Connects, then migrates (or checks the schema version), so a bad setup fails the boot.
+   * `identify`: ask the database's identity (an app of more than one connection compares them);
+   * `manual`: the supervisor runs its workers only when told (PgQueueTestingModule).
+   */
   static async open(
     name: string,
     options: ResolvedPgQueueOptions,
     conn: { pool: PgPoolConfig; listen: PgClientConfig },
     logger: EngineLogger,
-    identify = false,
+    { identify = false, manual = false }: { identify?: boolean; manual?: boolean } = {},
   ): Promise<PgQueueConnection> {
     // What a named connection's pool, listener and workers log says which database it is about.
     if (name !== 'default') logger = onConnection(logger, name);
@@ -90,7 +96,7 @@ export class PgQueueConnection {
         { cause: err },
       );
     }
-    return new PgQueueConnection(name, options, pool, identity, options.listen ? conn.listen : null, logger);
+    return new PgQueueConnection(name, options, pool, identity, options.listen ? conn.listen : null, logger, manual);
   }
 
   /** Stops the workers (gracefully), then closes the pool. */

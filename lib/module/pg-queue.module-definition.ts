@@ -1,5 +1,5 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
-import type { PgQueueModuleOptions } from '../core/pg-queue.options';
+import type { PgQueueModuleOptions } from '../core/options/types';
 
 /**
  * `forRoot` / `forRootAsync` from Nest's ConfigurableModuleBuilder. `PG_QUEUE_MODULE_OPTIONS` is

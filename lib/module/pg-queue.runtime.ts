@@ -8,13 +8,10 @@ import type { Supervisor } from '../worker/supervisor';
 import { Queue } from '../producer/queue';
 import { FlowProducer } from '../producer/flow';
 import { DEFAULT_CONNECTION, unknownConnectionMessage } from '../core/connections';
-import {
-  resolveQueueOptions,
-  validateQueueName,
-  type RegisterQueueOptions,
-  type ResolvedPgQueueOptions,
-  type ResolvedQueueOptions,
-} from '../core/pg-queue.options';
+import { validateQueueName } from '../core/names';
+import type { RegisterQueueOptions } from '../core/options/types';
+import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/options/resolved';
+import { resolveQueueOptions } from '../core/options/module-checks';
 import { PgQueueConnection } from './pg-queue.connection';
 
 /** One database to open: its name, resolved options, and pool and listener settings. */
@@ -22,6 +19,15 @@ export interface OpenConnection {
   readonly name: string;
   readonly options: ResolvedPgQueueOptions;
   readonly conn: { pool: PgPoolConfig; listen: PgClientConfig };
+}
+
+/** What the runtime is built with besides its connections: it is whole once `create` answers. */
+export interface RuntimeSetup {
+  readonly logger: EngineLogger;
+  /** The caller's implicit transaction (@nestjs-cls/transactional), if any. @default none */
+  readonly ambientTransaction?: () => SqlExecutor | undefined;
+  /** Every supervisor in manual mode (PgQueueTestingModule): the tester runs the workers. @default false */
+  readonly manual?: boolean;
 }
 
 /**
@@ -41,7 +47,14 @@ export class PgQueueRuntime {
   private readonly targetIdentity = new WeakMap<object, Promise<string>>();
   private closed = false;
 
-  private constructor(private readonly byName: ReadonlyMap<string, PgQueueConnection>) {
+  /** The caller's implicit transaction (@nestjs-cls/transactional), if any: add() joins it. */
+  readonly ambientTransaction: () => SqlExecutor | undefined;
+
+  private constructor(
+    private readonly byName: ReadonlyMap<string, PgQueueConnection>,
+    ambientTransaction: (() => SqlExecutor | undefined) | undefined,
+  ) {
+    this.ambientTransaction = ambientTransaction ?? (() => undefined);
     // A handler's completeWith() transaction must be on its job's database, as an enqueue's.
     if (byName.size > 1) {
       for (const c of byName.values()) c.supervisor.onOwnDatabase = (exec) => this.onDatabaseOf(c, exec, null);
@@ -102,11 +115,14 @@ export class PgQueueRuntime {
    * those already open. Two connections on the same database and schema are refused: they would
    * be one queue store with two sets of maintenance.
    */
-  static async create(connections: readonly OpenConnection[], logger: EngineLogger): Promise<PgQueueRuntime> {
+  static async create(connections: readonly OpenConnection[], setup: RuntimeSetup): Promise<PgQueueRuntime> {
     const open = new Map<string, PgQueueConnection>();
     try {
       for (const c of connections) {
-        const opened = await PgQueueConnection.open(c.name, c.options, c.conn, logger, connections.length > 1);
+        const opened = await PgQueueConnection.open(c.name, c.options, c.conn, setup.logger, {
+          identify: connections.length > 1,
+          manual: setup.manual ?? false,
+        });
         open.set(c.name, opened);
         const same = [...open.values()].find(
           (o) => o !== opened && o.identity === opened.identity && o.options.schema === opened.options.schema,
@@ -122,7 +138,7 @@ export class PgQueueRuntime {
       for (const o of open.values()) await o.close().catch(() => undefined);
       throw err;
     }
-    return new PgQueueRuntime(open);
+    return new PgQueueRuntime(open, setup.ambientTransaction);
   }
 
   /** Registers a queue (from `registerQueue`); the same name twice must mean the same options. */
@@ -149,9 +165,6 @@ export class PgQueueRuntime {
   get registeredQueues(): ResolvedQueueOptions[] {
     return [...this.registered.values()];
   }
-
-  /** The caller's implicit transaction (@nestjs-cls/transactional), if any: add() joins it. */
-  ambientTransaction: () => SqlExecutor | undefined = () => undefined;
 
   /**
    * The producer of a registered queue. A name this app never registered throws: a job enqueued
@@ -241,34 +254,6 @@ export class PgQueueRuntime {
     if (this.byName.size === 1 || !exec.source) return this.byName.get(DEFAULT_CONNECTION);
     const identity = await this.identityOf(exec, exec.source);
     return this.connections.find((c) => c.identity === identity);
-  }
-
-  /**
-   * Throws when a registered queue names a deadLetterQueue this app does not register: its
-   * failed jobs would move to a queue no process declares, where nothing runs or shows them.
-   */
-  checkDeadLetterQueues(): void {
-    for (const q of this.registered.values()) {
-      if (q.deadLetterQueue === null) continue;
-      const dlq = this.registered.get(q.deadLetterQueue);
-      if (!dlq) {
-        throw new PgQueueConfigError(
-          `Queue "${q.name}" names deadLetterQueue "${q.deadLetterQueue}", which is not registered in this app. ` +
-            `Add PgQueueModule.registerQueue({ name: '${q.deadLetterQueue}' }) to the imports of a module (with a @Processor ` +
-            `for it where its jobs should run), or remove deadLetterQueue from "${q.name}".`,
-        );
-      }
-      // The move to the dead-letter queue is one statement in the failing job's database: across
-      // two databases it could not be atomic (a crash between them would lose or double the job).
-      if (dlq.connection !== q.connection) {
-        throw new PgQueueConfigError(
-          `Queue "${q.name}" (connection "${q.connection}") names deadLetterQueue "${dlq.name}", which is on connection ` +
-            `"${dlq.connection}": a failed job moves to its dead-letter queue in one statement of its own database. ` +
-            `Put both queues on one connection, or name a dead-letter queue registered on "${q.connection}" ` +
-            '(a dead-letter queue per database).',
-        );
-      }
-    }
   }
 
   /** Stops the workers of every connection (gracefully, at once), then closes the pools. */

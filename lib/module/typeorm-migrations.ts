@@ -1,6 +1,6 @@
 import { clientExecutor } from '../db/executor';
 import { applyMigration, loadMigrations } from '../db/migrator';
-import { validateSchemaName } from '../core/pg-queue.options';
+import { validateSchemaName } from '../core/names';
 
 /** The part of TypeORM's QueryRunner a migration uses. */
 interface QueryRunnerLike {

@@ -19,7 +19,8 @@ const FLOW_HINTS: Readonly<Record<string, string>> = {
  * Creates trees of jobs across queues in one statement (`QueueService.addFlow`). Every job of
  * the tree is inserted, with its edges, or none is: in the caller's transaction with `{ manager }`
  * or `{ client }` (or the implicit CLS one), so a flow commits or rolls back with the business
- * rows that caused it.
+ * rows that caused it. A parent is released (or failed) by the trigger `jobs_release_dependents`
+ * of migrations/0008_flows.sql when its last child leaves the jobs table; no code in lib/ does it.
  */
 export class FlowProducer {
   /** @internal */

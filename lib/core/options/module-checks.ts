@@ -1,0 +1,185 @@
+import { PgQueueConfigError } from '../errors';
+import { quote } from '../input-text';
+import { validateConnectionName, validateQueueName, validateSchemaName } from '../names';
+import { resolveSchedule, type RepeatOptions, type ResolvedSchedule } from '../cron-schedule';
+import type { PgQueueModuleOptions, RegisterQueueOptions } from './types';
+import type { ResolvedJobDefaults, ResolvedPgQueueOptions, ResolvedQueueOptions } from './resolved';
+import { DEFAULTS } from './defaults';
+import { bool, int, oneOf } from './field-checks';
+import { MAX_DELAY_MS, resolveJobDefaults } from './job-checks';
+import { refuseUnknownKeys } from './unknown-keys';
+
+/** The longest retention: 100 years (stored as a bigint of milliseconds). */
+const MAX_RETENTION_MS = MAX_DELAY_MS;
+
+const KNOWN_MODULE_KEYS = [
+  'dataSource',
+  'connection',
+  'listenConnection',
+  'schema',
+  'migrate',
+  'workers',
+  'listen',
+  'pollIntervalMs',
+  'leaseMs',
+  'heartbeatIntervalMs',
+  'rescueIntervalMs',
+  'vacuumAtDeadTuples',
+  'cronCatchUpMs',
+  'shutdownTimeoutMs',
+  'poolSize',
+  'maxPayloadBytes',
+  'progressIntervalMs',
+  'maxProgressBytes',
+  'asyncCommit',
+  'preparedStatements',
+  'handleUnhandledRejections',
+  'logJobFailures',
+  'retention',
+  'historyPartitionMs',
+  'defaultJobOptions',
+  'connections',
+] as const;
+const RETENTION_KEYS = ['completedMs', 'cancelledMs', 'failedMs'] as const;
+const QUEUE_KEYS = [
+  'name',
+  'concurrency',
+  'defaultJobOptions',
+  'deadLetterQueue',
+  'globalConcurrency',
+  'limiter',
+  'repeat',
+  'connection',
+] as const;
+
+/** Validates module options once, at boot, and fills in every default. */
+export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOptions {
+  if (typeof o !== 'object' || o === null) {
+    throw new PgQueueConfigError('PgQueueModule.forRoot() expects an options object (it may be empty).');
+  }
+  refuseUnknownKeys('PgQueueModule options', o, KNOWN_MODULE_KEYS, {
+    removeOnComplete: 'retention.completedMs',
+    removeOnFail: 'retention.failedMs',
+  });
+  if (o.retention !== undefined) {
+    if (typeof o.retention !== 'object' || o.retention === null) {
+      throw new PgQueueConfigError(`Invalid retention: ${quote(o.retention)}. Use { completedMs?, cancelledMs?, failedMs? }.`);
+    }
+    refuseUnknownKeys('retention', o.retention, RETENTION_KEYS);
+  }
+  const leaseMs = int('leaseMs', o.leaseMs, DEFAULTS.leaseMs, 1000);
+  const heartbeatIntervalMs = int('heartbeatIntervalMs', o.heartbeatIntervalMs, Math.floor(leaseMs / 3), 100);
+  if (heartbeatIntervalMs >= leaseMs) {
+    throw new PgQueueConfigError(
+      `heartbeatIntervalMs (${heartbeatIntervalMs}) must be shorter than leaseMs (${leaseMs}), ` +
+        `or leases expire between heartbeats; a third of leaseMs is a good value.`,
+    );
+  }
+  return {
+    schema: validateSchemaName(o.schema ?? DEFAULTS.schema),
+    migrate: bool('migrate', o.migrate, DEFAULTS.migrate),
+    workers: bool('workers', o.workers, DEFAULTS.workers),
+    listen: bool('listen', o.listen, DEFAULTS.listen),
+    pollIntervalMs: int('pollIntervalMs', o.pollIntervalMs, DEFAULTS.pollIntervalMs, 10),
+    leaseMs,
+    heartbeatIntervalMs,
+    rescueIntervalMs: int('rescueIntervalMs', o.rescueIntervalMs, DEFAULTS.rescueIntervalMs, 100),
+    vacuumAtDeadTuples: int('vacuumAtDeadTuples', o.vacuumAtDeadTuples, DEFAULTS.vacuumAtDeadTuples, 0),
+    cronCatchUpMs: int('cronCatchUpMs', o.cronCatchUpMs, DEFAULTS.cronCatchUpMs, 0, 31 * 86_400_000),
+    shutdownTimeoutMs: int('shutdownTimeoutMs', o.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, 0),
+    poolSize: int('poolSize', o.poolSize, DEFAULTS.poolSize, 1, 100),
+    maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, DEFAULTS.maxPayloadBytes, 1, 256 * 1_048_576),
+    progressIntervalMs: int('progressIntervalMs', o.progressIntervalMs, DEFAULTS.progressIntervalMs, 10, 3_600_000),
+    maxProgressBytes: int('maxProgressBytes', o.maxProgressBytes, DEFAULTS.maxProgressBytes, 16, 1_048_576),
+    asyncCommit: bool('asyncCommit', o.asyncCommit, DEFAULTS.asyncCommit),
+    preparedStatements: bool('preparedStatements', o.preparedStatements, DEFAULTS.preparedStatements),
+    handleUnhandledRejections: bool('handleUnhandledRejections', o.handleUnhandledRejections, DEFAULTS.handleUnhandledRejections),
+    logJobFailures: oneOf('logJobFailures', o.logJobFailures, ['all', 'final', 'none'] as const, DEFAULTS.logJobFailures),
+    retention: {
+      completedMs: int('retention.completedMs', o.retention?.completedMs, DEFAULTS.retention.completedMs, 0, MAX_RETENTION_MS),
+      cancelledMs: int('retention.cancelledMs', o.retention?.cancelledMs, DEFAULTS.retention.cancelledMs, 0, MAX_RETENTION_MS),
+      failedMs:
+        o.retention?.failedMs === undefined ? null : int('retention.failedMs', o.retention.failedMs, 0, 0, MAX_RETENTION_MS),
+    },
+    historyPartitionMs: historyPartitionMs(o.historyPartitionMs),
+    defaultJobOptions: resolveJobDefaults('defaultJobOptions', o.defaultJobOptions, DEFAULTS.job),
+  };
+}
+
+const HOUR_MS = 3_600_000;
+
+/** Whole hours from one hour to 31 days: partitions start on the hour in UTC (days at midnight). */
+function historyPartitionMs(value: unknown): number {
+  const ms = int('historyPartitionMs', value, DEFAULTS.historyPartitionMs, HOUR_MS, 31 * 86_400_000);
+  if (ms % HOUR_MS !== 0) {
+    throw new PgQueueConfigError(
+      `Invalid historyPartitionMs: ${ms} is not a whole number of hours. Use a multiple of 3600000 ` +
+        `(3600000 for hourly partitions, 86400000 for daily), or leave it out for daily partitions.`,
+    );
+  }
+  return ms;
+}
+
+/** Validates one `registerQueue` entry against the resolved module defaults. */
+export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDefaults): ResolvedQueueOptions {
+  if (typeof q !== 'object' || q === null) {
+    throw new PgQueueConfigError("PgQueueModule.registerQueue() expects objects like { name: 'email' }.");
+  }
+  const name = validateQueueName(q.name);
+  refuseUnknownKeys(`registerQueue({ name: ${quote(name)} })`, q, QUEUE_KEYS);
+  return {
+    name,
+    concurrency: int(`queue "${name}" concurrency`, q.concurrency, DEFAULTS.concurrency, 1, 1000),
+    defaultJobOptions: resolveJobDefaults(`queue "${name}" defaultJobOptions`, q.defaultJobOptions, base),
+    deadLetterQueue: deadLetter(name, q.deadLetterQueue),
+    globalConcurrency:
+      q.globalConcurrency === undefined ? null : int(`queue "${name}" globalConcurrency`, q.globalConcurrency, 1, 1, 100_000),
+    limiter: limiter(name, q.limiter),
+    repeat: resolveRepeat(name, q.repeat),
+    connection:
+      q.connection === undefined
+        ? 'default'
+        : validateConnectionName(q.connection, `registerQueue({ name: ${quote(name)} }) connection`),
+  };
+}
+
+function resolveRepeat(name: string, repeat: unknown): ResolvedSchedule[] {
+  if (repeat === undefined) return [];
+  if (!Array.isArray(repeat))
+    throw new PgQueueConfigError(`queue "${name}" repeat must be an array of { name, cron, tz?, payload? }.`);
+  const out = repeat.map((r: RepeatOptions, i) => resolveSchedule(name, r, `queue "${name}" repeat[${i}]`));
+  const names = out.map((r) => r.name);
+  const twice = names.find((n, i) => names.indexOf(n) !== i);
+  if (twice) throw new PgQueueConfigError(`queue "${name}" repeat schedules job "${twice}" twice; one schedule per job name.`);
+  return out;
+}
+
+function limiter(name: string, l: unknown): { max: number; durationMs: number } | null {
+  if (l === undefined) return null;
+  if (typeof l !== 'object' || l === null) {
+    throw new PgQueueConfigError(
+      `queue "${name}" limiter must be { max, durationMs }, for example { max: 10, durationMs: 1000 }.`,
+    );
+  }
+  refuseUnknownKeys(`queue "${name}" limiter`, l, ['max', 'durationMs'], { duration: 'durationMs (milliseconds)' });
+  const { max, durationMs } = l as { max?: unknown; durationMs?: unknown };
+  if (max === undefined || durationMs === undefined) {
+    throw new PgQueueConfigError(
+      `queue "${name}" limiter needs both max and durationMs, for example { max: 10, durationMs: 1000 }.`,
+    );
+  }
+  return {
+    max: int(`queue "${name}" limiter.max`, max, 1, 1, 10_000),
+    durationMs: int(`queue "${name}" limiter.durationMs`, durationMs, 1000, 1, 86_400_000),
+  };
+}
+
+function deadLetter(name: string, dlq: unknown): string | null {
+  if (dlq === undefined) return null;
+  if (dlq === name) throw new PgQueueConfigError(`queue "${name}" deadLetterQueue names the queue itself; name another queue.`);
+  try {
+    return validateQueueName(dlq);
+  } catch (err) {
+    throw new PgQueueConfigError(`queue "${name}" deadLetterQueue: ${(err as Error).message}`);
+  }
+}

@@ -1,0 +1,56 @@
+import type { ResolvedSchedule } from '../cron-schedule';
+import type { JobFailureLogging } from './types';
+
+// What internal code sees: options validated once at boot, every default filled in
+// (./module-checks.ts and ./job-checks.ts build these).
+
+export interface ResolvedBackoff {
+  readonly type: 'fixed' | 'exponential';
+  readonly delayMs: number;
+  readonly maxDelayMs: number;
+  readonly jitter: boolean;
+}
+
+export interface ResolvedJobDefaults {
+  readonly priority: number;
+  readonly attempts: number;
+  readonly backoff: ResolvedBackoff;
+  readonly timeoutMs: number | null;
+}
+
+export interface ResolvedPgQueueOptions {
+  readonly schema: string;
+  readonly migrate: boolean;
+  readonly workers: boolean;
+  readonly listen: boolean;
+  readonly pollIntervalMs: number;
+  readonly leaseMs: number;
+  readonly heartbeatIntervalMs: number;
+  readonly rescueIntervalMs: number;
+  readonly vacuumAtDeadTuples: number;
+  readonly cronCatchUpMs: number;
+  readonly shutdownTimeoutMs: number;
+  readonly poolSize: number;
+  readonly maxPayloadBytes: number;
+  readonly progressIntervalMs: number;
+  readonly maxProgressBytes: number;
+  readonly asyncCommit: boolean;
+  readonly preparedStatements: boolean;
+  readonly handleUnhandledRejections: boolean;
+  readonly logJobFailures: JobFailureLogging;
+  readonly retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };
+  readonly historyPartitionMs: number;
+  readonly defaultJobOptions: ResolvedJobDefaults;
+}
+
+export interface ResolvedQueueOptions {
+  readonly name: string;
+  readonly concurrency: number;
+  readonly defaultJobOptions: ResolvedJobDefaults;
+  readonly deadLetterQueue: string | null;
+  readonly globalConcurrency: number | null;
+  readonly limiter: { readonly max: number; readonly durationMs: number } | null;
+  readonly repeat: readonly ResolvedSchedule[];
+  /** The named connection whose database holds the queue. */
+  readonly connection: string;
+}

@@ -1,0 +1,201 @@
+import type { JobDefaults } from '../job';
+import type { RepeatOptions } from '../cron-schedule';
+import type { PgPoolConfig } from '../pg-types';
+
+// The option types users write (public: lib/index.ts exports them). What the code reads after
+// validation is in ./resolved.ts; the defaults are in ./defaults.ts.
+
+/** Something Nest can resolve from the container: a class, a string or a symbol. */
+export type InjectionTokenLike = string | symbol | (abstract new (...args: never[]) => unknown);
+
+/** The subset of a TypeORM `DataSource` this module reads (its connection options). */
+export interface DataSourceLike {
+  readonly options: { readonly type: string };
+}
+
+/** Options of `PgQueueModule.forRoot`. Every field is optional; defaults are listed per field. */
+export interface PgQueueModuleOptions {
+  /**
+   * A TypeORM `DataSource` (or its DI token) whose connection settings the queue reuses for its own
+   * small pool. @default the app's default DataSource, when `@nestjs/typeorm` provides one
+   */
+  dataSource?: DataSourceLike | InjectionTokenLike;
+  /** A connection string or `pg` PoolConfig, for apps without TypeORM. Wins over `dataSource`. */
+  connection?: string | PgPoolConfig;
+  /**
+   * A direct (not PgBouncer) connection for LISTEN, when `connection` goes through PgBouncer in
+   * transaction mode. @default the same settings as the pool
+   */
+  listenConnection?: string | PgPoolConfig;
+  /** Schema of the queue's tables. Lower-case letters, digits and `_`. @default 'pgqueue' */
+  schema?: string;
+  /** Apply pending migrations at boot, under an advisory lock. @default true */
+  migrate?: boolean;
+  /** Run this process's workers. Set false in a producer-only process. @default true */
+  workers?: boolean;
+  /** LISTEN for wake-ups. Set false (poll-only) behind PgBouncer in transaction mode without `listenConnection`. @default true */
+  listen?: boolean;
+  /** How often an idle queue polls: the floor when notifications are missed. @default 2000 */
+  pollIntervalMs?: number;
+  /** How long a claimed job is leased before the rescuer may hand it to another worker. @default 30_000 */
+  leaseMs?: number;
+  /** How often the leases of running jobs are renewed. @default leaseMs / 3 */
+  heartbeatIntervalMs?: number;
+  /** How often expired leases are looked for. @default 5000 */
+  rescueIntervalMs?: number;
+  /** How long `app.close()` waits for running jobs before handing them back. @default 10_000 */
+  shutdownTimeoutMs?: number;
+  /**
+   * The node that runs maintenance vacuums the jobs table once it holds this many dead tuples
+   * (or a tenth of its live rows, if more). Every job leaves two or three dead row versions
+   * there, and autovacuum visits a database only once a minute by default: at 300 jobs/s that
+   * is tens of thousands of dead tuples in a table whose backlog may be a few hundred rows. A
+   * vacuum that frees little (a long transaction elsewhere holds the xmin horizon back) is
+   * retried with a growing pause, up to a minute. 0 leaves the table to autovacuum alone.
+   * Needs the table's owner (the role that ran the migrations).
+   * @default 10_000
+   */
+  vacuumAtDeadTuples?: number;
+  /**
+   * After a restart (or an outage), ticks of recurring jobs missed within this window are
+   * enqueued, each once; older ones are skipped. @default 3_600_000 (one hour)
+   */
+  cronCatchUpMs?: number;
+  /** Maximum connections of the queue's own pool (the listener has one more). @default 4 */
+  poolSize?: number;
+  /** Largest payload accepted, in bytes of JSON. @default 1_048_576 */
+  maxPayloadBytes?: number;
+  /**
+   * `job.updateProgress()` writes at most once per this many milliseconds per job; calls in
+   * between only change `job.progress` and fire the `progress` event, and the latest value is
+   * written when the interval ends (and always before the attempt's outcome). A tight loop of
+   * 10,000 calls makes 2 writes. @default 500
+   */
+  progressIntervalMs?: number;
+  /** Largest progress value `job.updateProgress()` accepts, in bytes of JSON. @default 4096 */
+  maxProgressBytes?: number;
+  /**
+   * Let claims, job outcomes and heartbeats commit without waiting for the WAL flush
+   * (`synchronous_commit = off` for those statements only). Several times the drain rate; the
+   * cost is that a PostgreSQL crash (not a clean restart) can forget the last fraction of a
+   * second of them, and those jobs run again. Enqueues on the queue's own connection always
+   * commit durably (`synchronous_commit = on` for that statement, whatever the server default);
+   * an enqueue in your transaction (`{ manager }`, `{ client }`) commits as your transaction does.
+   * @default true
+   */
+  asyncCommit?: boolean;
+  /**
+   * Prepare the hot statements (claim, complete, heartbeat, insert) once per connection. Set
+   * false behind PgBouncer older than 1.21, or with its max_prepared_statements = 0.
+   * @default true
+   */
+  preparedStatements?: boolean;
+  /**
+   * While this process's workers run, log a promise rejection that nothing handled (say, a
+   * handler's forgotten `await`) as an error and keep the process running, instead of Node's
+   * default of ending it: handlers run arbitrary code, and one forgotten `await` must not kill
+   * every job in the process. Uncaught exceptions are not caught: Node documents resuming after
+   * one as unsafe. Set false if the app handles `unhandledRejection` itself.
+   * @default true
+   */
+  handleUnhandledRejections?: boolean;
+  /**
+   * What this process logs (through Nest's `Logger`, context `PgQueue`) when jobs fail: `'all'`
+   * logs a warning for each failed attempt that will be retried (queue, name, id, attempt,
+   * message) and an error when a job fails for good or a lease expires (the rescuer found a job
+   * whose worker died or stalled); `'final'` only the errors; `'none'` nothing (use the `failed`
+   * and `retrying` events or the metrics instead). A job that completes never logs.
+   * @default 'all'
+   */
+  logJobFailures?: JobFailureLogging;
+  /**
+   * How long finished jobs stay in the history table before the maintenance node deletes them,
+   * a thousand at a time. `completedMs: 0` keeps no history of completed jobs at all. Failed
+   * jobs are kept until retried or removed unless `failedMs` is set.
+   * @default { completedMs: 86_400_000, cancelledMs: 86_400_000 } (one day; failed: for ever)
+   */
+  retention?: { completedMs?: number; cancelledMs?: number; failedMs?: number };
+  /**
+   * The span of one partition of the history table of completed and cancelled jobs, in whole
+   * hours: retention drops a partition once all of it is past retention, so a job stays in
+   * history between its retention and its retention plus one partition (a state whose retention
+   * is shorter than this is deleted row by row instead). The maintenance node creates the
+   * partitions ahead of time; every node should be given the same value.
+   * @default 86_400_000 (one day, from UTC midnight)
+   */
+  historyPartitionMs?: number;
+  /** Job options every queue starts from. */
+  defaultJobOptions?: JobDefaults;
+  /**
+   * More databases for queues, by name: `registerQueue({ name, connection: 'bulk' })` puts a queue
+   * on one. Each gets its own pool, LISTEN connection, migrations and maintenance. The `default`
+   * entry, if given, replaces the top-level `connection`/`dataSource`/`listenConnection`; the
+   * other fields of an entry (schema, poolSize, ...) default to the top-level ones. A queue on
+   * another database than the app's data loses atomic enqueue with that data: see the README,
+   * "Queues on more than one database". @default {} (every queue on the default connection)
+   */
+  connections?: Readonly<Record<string, PgQueueConnectionOptions>>;
+}
+
+/**
+ * One database of `forRoot({ connections })`: where it is (`connection` or `dataSource`, and
+ * `listenConnection`), and the settings that may differ per database. Left out, each setting
+ * takes the top-level option's value (then its default).
+ */
+export interface PgQueueConnectionOptions {
+  /** A TypeORM `DataSource` (or its DI token) whose connection settings this database's pool reuses. */
+  dataSource?: DataSourceLike | InjectionTokenLike;
+  /** A connection string or `pg` PoolConfig. Wins over `dataSource`. */
+  connection?: string | PgPoolConfig;
+  /** A direct connection for LISTEN, when `connection` goes through PgBouncer in transaction mode. */
+  listenConnection?: string | PgPoolConfig;
+  /** Schema of the queue's tables in this database. */
+  schema?: string;
+  /** Apply pending migrations to this database at boot. */
+  migrate?: boolean;
+  /** LISTEN for wake-ups on this database. */
+  listen?: boolean;
+  /** Maximum connections of this database's pool. */
+  poolSize?: number;
+  /** Prepare the hot statements on this database's connections. */
+  preparedStatements?: boolean;
+}
+
+/** Which job failures are logged: see `PgQueueModuleOptions.logJobFailures`. */
+export type JobFailureLogging = 'all' | 'final' | 'none';
+
+/** Options of `PgQueueModule.registerQueue`. */
+export interface RegisterQueueOptions {
+  /** Queue name: letters, digits, `_`, `-`, `.`, `:`; at most 100 characters. */
+  name: string;
+  /** Jobs of this queue run at once in this process. @default 10 */
+  concurrency?: number;
+  /** Job options of this queue, over the module's. */
+  defaultJobOptions?: JobDefaults;
+  /**
+   * A job of this queue that fails its last attempt moves to this queue instead, waiting, with
+   * its attempts reset and its errors kept, for a `@Processor` of that queue to handle (alert,
+   * park, repair and re-add). Without it, failed jobs stay in history as `failed`.
+   */
+  deadLetterQueue?: string;
+  /**
+   * At most this many jobs of the queue run at once across every node. Claims of the queue then
+   * take a per-queue advisory lock (a few more round trips each) and prefetch nothing; a slot
+   * freed on another node is noticed within `pollIntervalMs`. Each node enforces its own value:
+   * give every node the same. @default undefined (no global limit)
+   */
+  globalConcurrency?: number;
+  /**
+   * At most `max` jobs of the queue start in any `durationMs` window, across every node (a
+   * sliding window, kept in the database). Same claim path as `globalConcurrency`.
+   * @default undefined (no rate limit)
+   */
+  limiter?: { max: number; durationMs: number };
+  /** Recurring jobs of this queue, each enqueued once per tick across all nodes. */
+  repeat?: RepeatOptions[];
+  /**
+   * The named connection (`forRoot({ connections })`) whose database holds this queue.
+   * @default 'default'
+   */
+  connection?: string;
+}

@@ -1,0 +1,152 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type OnApplicationBootstrap,
+  type OnApplicationShutdown,
+  type OnModuleDestroy,
+  type OnModuleInit,
+} from '@nestjs/common';
+import { PgQueueConfigError } from '../core/errors';
+import { quote } from '../core/input-text';
+import { resolveQueueOptions } from '../core/options/module-checks';
+import { PgQueueExplorer, type FoundListener, type FoundProcessor } from '../discovery/pg-queue.explorer';
+import { buildJobRow } from '../producer/enqueue';
+import type { CronEntry } from '../worker/cron';
+import { checkDeadLetterQueues, checkInjectedQueues } from './pg-queue.boot-checks';
+import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
+import type { PgQueueRuntime } from './pg-queue.runtime';
+
+/**
+ * Starts and stops the runtime with the app: checks what discovery found against the registered
+ * queues, hands each processor's handlers to its database's supervisor and starts the workers at
+ * bootstrap; stops them first thing at shutdown, before other providers tear down what jobs use.
+ */
+@Injectable()
+export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy, OnApplicationShutdown {
+  private readonly logger = new Logger('PgQueue');
+
+  constructor(
+    private readonly explorer: PgQueueExplorer,
+    @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime,
+  ) {}
+
+  /** Checks, once every provider exists, what can be checked before anything runs. */
+  onModuleInit(): Promise<void> {
+    try {
+      checkDeadLetterQueues(this.runtime);
+      checkInjectedQueues(this.runtime, this.explorer.findInjectedQueues());
+      return Promise.resolve();
+    } catch (err) {
+      // A failed boot must not leave the pool's connections open behind it.
+      return this.runtime.close().then(() => Promise.reject(err as Error));
+    }
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    let found: Map<string, FoundProcessor>;
+    try {
+      // Look up the optional CLS transaction host now, when every provider exists, rather than on
+      // the first add(): loading that package cost the first enqueue tens of milliseconds (bench/).
+      this.runtime.ambientTransaction();
+      found = this.explorer.findProcessors((queue) => this.runtime.queueOptions(queue) !== undefined);
+      this.subscribe(this.explorer.findEventListeners());
+    } catch (err) {
+      // A failed boot must not leave the pool's connections open behind it.
+      await this.runtime.close();
+      throw err;
+    }
+    if (!this.runtime.options.workers) return;
+    try {
+      // Each database elects its own cron scheduler: a schedule runs where its queue lives.
+      const entries = this.cronEntries(found);
+      for (const c of this.runtime.connections) {
+        c.supervisor.setCron(entries.filter((e) => this.runtime.connectionOf(e.schedule.queue) === c));
+      }
+    } catch (err) {
+      await this.runtime.close();
+      throw err;
+    }
+    for (const [name, f] of found) {
+      const registered = this.runtime.queueOptions(name)!;
+      // @Processor({ concurrency }) overrides that one setting; the queue's limits and dead-letter queue stay.
+      const queue =
+        f.concurrency === undefined
+          ? registered
+          : {
+              ...registered,
+              concurrency: resolveQueueOptions({ name, concurrency: f.concurrency }, registered.defaultJobOptions).concurrency,
+            };
+      this.runtime.connectionOf(name).supervisor.addQueue({ queue, handlers: f.handlers, catchAll: f.catchAll });
+    }
+    // Every connection's supervisor starts, with queues or not: it takes its part in that
+    // database's maintenance (rescue of expired leases, retention), elected per database.
+    await Promise.all(this.runtime.connections.map((c) => c.supervisor.start()));
+    if (found.size) {
+      const many = this.runtime.connections.length > 1;
+      const names = [...found.keys()].map((n) => (many ? `${n} (${this.runtime.connectionOf(n).name})` : n));
+      this.logger.log(`Workers started for queue(s): ${names.join(', ')} (${this.runtime.supervisor.workerId})`);
+    }
+  }
+
+  /** Subscribes each `@OnQueueEvent` method to the events of the supervisors it listens to. */
+  private subscribe(listeners: readonly FoundListener[]): void {
+    for (const l of listeners) {
+      const listener = (...args: unknown[]) => {
+        const queue = (args[0] as { queue?: string }).queue;
+        if (l.queue !== undefined && l.queue !== queue) return;
+        try {
+          const out = l.call(...args);
+          if (out instanceof Promise) out.catch((err: Error) => this.listenerFailed(l.where, err));
+        } catch (err) {
+          this.listenerFailed(l.where, err as Error);
+        }
+      };
+      // Each database's supervisor reports the events of its own queues.
+      const on =
+        l.queue !== undefined && this.runtime.queueOptions(l.queue)
+          ? [this.runtime.connectionOf(l.queue)]
+          : this.runtime.connections;
+      for (const c of on) c.supervisor.on(l.event, listener);
+    }
+  }
+
+  private listenerFailed(where: string, err: Error): void {
+    this.logger.error(`@OnQueueEvent listener ${where} threw: ${err?.message ?? String(err)}`, err?.stack);
+  }
+
+  /** Every schedule this node runs: `registerQueue({ repeat })` and `@Process({ cron })`, each once. */
+  private cronEntries(found: Map<string, FoundProcessor>): CronEntry[] {
+    const schedules = [
+      ...this.runtime.registeredQueues.flatMap((q) => q.repeat),
+      ...[...found.values()].flatMap((f) => f.schedules),
+    ];
+    const seen = new Set<string>();
+    return schedules.map((schedule) => {
+      if (seen.has(schedule.key)) {
+        throw new PgQueueConfigError(
+          `Job ${quote(schedule.name)} of queue "${schedule.queue}" is scheduled twice (registerQueue repeat and/or @Process cron); keep one.`,
+        );
+      }
+      seen.add(schedule.key);
+      const queue = this.runtime.queueOptions(schedule.queue)!;
+      const row = buildJobRow(
+        schedule.queue,
+        schedule.name,
+        schedule.payload,
+        undefined,
+        queue.defaultJobOptions,
+        this.runtime.options.maxPayloadBytes,
+      );
+      return { schedule, row };
+    });
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await Promise.all(this.runtime.connections.map((c) => c.supervisor.stop()));
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.runtime.close();
+  }
+}

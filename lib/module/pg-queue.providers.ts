@@ -1,0 +1,117 @@
+import { Logger, type Provider } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { isDataSourceLike, resolveConnection } from '../db/connection';
+import { PgQueueConfigError } from '../core/errors';
+import { DEFAULT_CONNECTION, planConnections } from '../core/connections';
+import { getQueueToken } from '../core/tokens';
+import type { DataSourceLike, PgQueueModuleOptions, RegisterQueueOptions } from '../core/options/types';
+import { DEFAULTS } from '../core/options/defaults';
+import { resolveQueueOptions } from '../core/options/module-checks';
+import { PG_QUEUE_RUNTIME, PG_QUEUE_TESTING, type PgQueueTestMode } from './pg-queue.constants';
+import { PG_QUEUE_MODULE_OPTIONS } from './pg-queue.module-definition';
+import { PgQueueRuntime, type OpenConnection } from './pg-queue.runtime';
+import { clsTransaction } from './cls-transaction';
+
+// The providers of PgQueueModule, built here so that the module file reads as a list of them.
+
+/**
+ * The runtime, built whole: the databases to open (each with its DataSource resolved and, under
+ * PgQueueTestingModule, its test settings), the ambient transaction lookup and the test mode go
+ * in; nothing is set on it afterwards.
+ */
+export const runtimeProvider: Provider = {
+  provide: PG_QUEUE_RUNTIME,
+  inject: [
+    PG_QUEUE_MODULE_OPTIONS,
+    ModuleRef,
+    { token: defaultDataSourceToken() as string, optional: true },
+    { token: PG_QUEUE_TESTING, optional: true },
+  ],
+  useFactory: (
+    options: PgQueueModuleOptions,
+    moduleRef: ModuleRef,
+    defaultDataSource?: DataSourceLike,
+    testMode?: PgQueueTestMode,
+  ): Promise<PgQueueRuntime> =>
+    PgQueueRuntime.create(connectionsToOpen(options, moduleRef, defaultDataSource, testMode), {
+      logger: new Logger('PgQueue'),
+      ambientTransaction: clsTransaction(moduleRef),
+      manual: Boolean(testMode),
+    }),
+};
+
+/** The providers of `registerQueue(...queues)`: each queue injectable with `@InjectQueue(name)`. */
+export function queueProviders(queues: readonly RegisterQueueOptions[]): Provider[] {
+  return queues.map((q) => {
+    // Validate now, when the module graph is declared, so a typo fails with its own message.
+    const name = resolveQueueOptions(q, DEFAULTS.job).name;
+    return {
+      provide: getQueueToken(name),
+      inject: [PG_QUEUE_RUNTIME],
+      useFactory: async (runtime: PgQueueRuntime) => {
+        try {
+          return runtime.registerQueue(q);
+        } catch (err) {
+          // A failed boot (say, an undeclared connection) must not leave the pools open behind it.
+          await runtime.close();
+          throw err;
+        }
+      },
+    };
+  });
+}
+
+/** Every database of `options`, validated, with where each is (its DataSource resolved). */
+function connectionsToOpen(
+  options: PgQueueModuleOptions,
+  moduleRef: ModuleRef,
+  defaultDataSource: DataSourceLike | undefined,
+  testMode: PgQueueTestMode | undefined,
+): OpenConnection[] {
+  return planConnections(options).map((plan) => {
+    let resolved = plan.options;
+    // PgQueueTestingModule: no LISTEN connection, a short grace period; the workers run manually.
+    if (testMode) resolved = { ...resolved, listen: false, shutdownTimeoutMs: testMode.shutdownTimeoutMs };
+    const dataSource = dataSourceOf(plan.raw, moduleRef, plan.name === DEFAULT_CONNECTION ? defaultDataSource : undefined);
+    return { name: plan.name, options: resolved, conn: resolveConnection(plan.raw, dataSource, plan.name) };
+  });
+}
+
+/**
+ * The token of the app's default TypeORM DataSource: exactly what `@nestjs/typeorm` registers
+ * (`getDataSourceToken()`), else TypeORM's DataSource class, which is that token. Both are
+ * optional peers: without them, nothing is injected and `connection` must be given.
+ */
+function defaultDataSourceToken(): unknown {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  try {
+    return (require('@nestjs/typeorm') as { getDataSourceToken(): unknown }).getDataSourceToken();
+  } catch {
+    try {
+      return (require('typeorm') as { DataSource: unknown }).DataSource;
+    } catch {
+      return Symbol('typeorm-not-installed');
+    }
+  }
+  /* eslint-enable @typescript-eslint/no-require-imports */
+}
+
+/** The DataSource whose settings a connection reuses: given, looked up by token, or the app's default. */
+function dataSourceOf(
+  options: PgQueueModuleOptions,
+  moduleRef: ModuleRef,
+  fallback: DataSourceLike | undefined,
+): DataSourceLike | undefined {
+  if (options.connection !== undefined) return undefined;
+  if (isDataSourceLike(options.dataSource)) return options.dataSource;
+  if (options.dataSource === undefined) return fallback;
+  try {
+    return moduleRef.get(options.dataSource as string, { strict: false }) as DataSourceLike;
+  } catch (err) {
+    throw new PgQueueConfigError(
+      `dataSource token ${String(options.dataSource)} is not provided. Pass the DataSource itself, ` +
+        'e.g. forRootAsync({ inject: [getDataSourceToken(name)], useFactory: (dataSource) => ({ dataSource }) }).',
+      { cause: err },
+    );
+  }
+}
