@@ -1,5 +1,5 @@
 import { Inject, Optional } from '@nestjs/common';
-import { getQueueToken, INJECT_QUEUE_METADATA } from '../module/pg-queue.constants';
+import { getQueueToken, INJECT_QUEUE_METADATA } from '../core/tokens';
 import { validateQueueName } from '../core/pg-queue.options';
 
 /** Where `@InjectQueue` put a queue: a constructor parameter (by index) or a property. */

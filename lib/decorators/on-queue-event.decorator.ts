@@ -1,6 +1,6 @@
 import { SetMetadata } from '@nestjs/common';
 import { PgQueueConfigError } from '../core/errors';
-import { ON_QUEUE_EVENT_METADATA } from '../module/pg-queue.constants';
+import { ON_QUEUE_EVENT_METADATA } from '../core/tokens';
 import { validateQueueName } from '../core/pg-queue.options';
 import { quote } from '../core/input-text';
 

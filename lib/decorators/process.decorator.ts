@@ -1,5 +1,5 @@
 import { SetMetadata } from '@nestjs/common';
-import { PROCESS_METADATA } from '../module/pg-queue.constants';
+import { PROCESS_METADATA } from '../core/tokens';
 import { validateJobName } from '../core/pg-queue.options';
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';

@@ -1,5 +1,5 @@
 import { Injectable, SetMetadata } from '@nestjs/common';
-import { PROCESSOR_METADATA } from '../module/pg-queue.constants';
+import { PROCESSOR_METADATA } from '../core/tokens';
 import { validateQueueName } from '../core/pg-queue.options';
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';

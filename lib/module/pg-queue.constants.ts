@@ -1,23 +1,15 @@
-/** Metadata key written by `@Processor`. */
-export const PROCESSOR_METADATA = 'nestjs-pg-queue:processor';
-/** Metadata key written by `@Process`. */
-export const PROCESS_METADATA = 'nestjs-pg-queue:process';
+// The decorators' metadata keys and the queue token names live in core (the decorators import
+// nothing above it); exported here too, beside the runtime's tokens, for the module's readers.
+export {
+  getQueueToken,
+  INJECT_QUEUE_METADATA,
+  ON_QUEUE_EVENT_METADATA,
+  PROCESS_METADATA,
+  PROCESSOR_METADATA,
+} from '../core/tokens';
+
 /** DI token of the per-application runtime (pool, store, supervisor). */
 export const PG_QUEUE_RUNTIME = Symbol('PG_QUEUE_RUNTIME');
-
-/**
- * The DI token of a registered queue: the single source of these names, so other libraries
- * and tests can use it (`moduleRef.get(getQueueToken('email'))`).
- */
-export function getQueueToken(name: string): string {
-  return `PgQueue:${name}`;
-}
-
-/** Metadata key written by `@OnQueueEvent`. */
-export const ON_QUEUE_EVENT_METADATA = 'nestjs-pg-queue:on-queue-event';
-
-/** Metadata key written by `@InjectQueue`: the queues a class injects, checked at boot. */
-export const INJECT_QUEUE_METADATA = 'nestjs-pg-queue:inject-queue';
 
 /**
  * DI token of the test mode that `PgQueueTestingModule.forRoot()` (nestjs-pg-queue/testing)
