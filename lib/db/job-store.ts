@@ -1,5 +1,6 @@
 import { escapeIdentifier } from 'pg';
 import type { Job, JobAttemptError, JobProgress, JobState, QueueCounts } from '../core/job';
+import type { StalledJob } from '../core/events';
 import type { ResolvedBackoff } from '../core/pg-queue.options';
 import type { PgPool, PgPoolClient } from '../core/pg-types';
 import { clientExecutor, poolExecutor, type SqlExecutor } from './executor';
@@ -57,17 +58,6 @@ export interface JobsTableSize {
   readonly pages: number;
   /** pg_class.relpages: the size the last VACUUM or ANALYZE recorded (0 before the first). */
   readonly recordedPages: number;
-}
-
-/** A job whose lease expired, as the rescuer found it. */
-export interface StalledJob {
-  readonly id: string;
-  readonly queue: string;
-  readonly name: string;
-  /** The attempt that stalled. */
-  readonly attempt: number;
-  /** false when that was its last attempt: it is now failed. */
-  readonly willRetry: boolean;
 }
 
 /** What the insert returns: the new ids in input order, and the transaction's clock. */

@@ -15,6 +15,7 @@ import {
   type ResolvedPgQueueOptions,
   type ResolvedQueueOptions,
 } from '../core/pg-queue.options';
+import type { PgQueueReadApi } from '../core/read-api';
 import { PgQueueConnection } from './pg-queue.connection';
 
 /** One database to open: its name, resolved options, and pool and listener settings. */
@@ -30,7 +31,7 @@ export interface OpenConnection {
  * never global to the process. `store`, `supervisor`, `pool` and `options` are the default
  * connection's.
  */
-export class PgQueueRuntime {
+export class PgQueueRuntime implements PgQueueReadApi {
   readonly store: JobStore;
   readonly supervisor: Supervisor;
   readonly pool: PgPool;

@@ -3,9 +3,10 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { PgClientConfig } from '../core/pg-types';
 import type { SqlExecutor } from '../db/executor';
-import type { JobStore, NodeRow, Outcome, StalledJob } from '../db/job-store';
+import type { JobStore, NodeRow } from '../db/job-store';
+import type { SupervisorEventMap } from '../core/events';
 import { LeaseLostError, PgQueueError, ShutdownError } from '../core/errors';
-import type { Job, JobAttemptError, JobHandler, JobProgress } from '../core/job';
+import type { JobHandler } from '../core/job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/pg-queue.options';
 import { Completer, type PendingOutcome } from './completer';
 import { Listener, type ScheduledReconnect } from './listener';
@@ -16,6 +17,9 @@ import { HistoryPartitions } from '../db/history-partitions';
 import { HistoryUpkeep } from './history-upkeep';
 import { CronScheduler, type CronEntry } from './cron';
 
+// The event map is the companions' read API too (metrics, testing), so it lives in core.
+export type { OutcomeKind, SupervisorEventMap } from '../core/events';
+
 /** How long shutdown waits to remove this node's registry row. */
 const NODE_REMOVAL_WAIT_MS = 2000;
 /** How long shutdown waits for a heartbeat or maintenance pass already running. */
@@ -25,36 +29,6 @@ export interface QueueHandlers {
   readonly queue: ResolvedQueueOptions;
   readonly handlers: ReadonlyMap<string, JobHandler>;
   readonly catchAll?: JobHandler;
-}
-
-/** An attempt's outcome, as `outcomeDropped` names it. */
-export type OutcomeKind = Outcome['kind'];
-
-/**
- * Events the supervisor emits, one per job transition. `completed`, `retrying`, `failed`,
- * `cancelled` and `snoozed` fire once the outcome is written, for the rows the write changed.
- */
-export interface SupervisorEventMap {
-  active: [job: Job];
-  /** A handler on this node called `job.updateProgress(value)` (each call; the writes are throttled). */
-  progress: [job: Job, progress: JobProgress];
-  completed: [job: Job, result: unknown];
-  retrying: [job: Job, error: JobAttemptError, delayMs: number];
-  failed: [job: Job, error: JobAttemptError];
-  /** The job ended cancelled: by `queue.cancel(id)`, or its handler threw `CancelJobError`. */
-  cancelled: [job: Job, error: JobAttemptError];
-  /** The handler threw `SnoozeJobError`: the job runs again after `delayMs`, the attempt not counted. */
-  snoozed: [job: Job, delayMs: number];
-  /** A job whose lease expired (its worker died or stalled), found by this node's rescuer. */
-  stalled: [job: StalledJob];
-  /**
-   * An outcome this node wrote matched no row: the attempt's lease was lost (this worker stalled
-   * past `leaseMs`, and the rescuer or another worker has the job now), so nothing was changed.
-   */
-  outcomeDropped: [job: Job, outcome: OutcomeKind];
-  /** Jobs enqueued by this process (after the insert returned; a later rollback removes them). */
-  enqueued: [queue: string, name: string, count: number];
-  error: [error: Error];
 }
 
 /**
