@@ -4,17 +4,70 @@ import js from '@eslint/js';
 import importX from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 
-/** Folders of lib/ and what each may not import: the layers, lowest first. */
-const NEST = { group: ['@nestjs/*'], message: 'The engine and the SQL layer know nothing of Nest: wire it in lib/module.' };
-const up = (...folders) =>
-  folders.map((f) => ({ group: [`../${f}`, `../${f}/*`], message: `Nothing reaches up into lib/${f} from this layer.` }));
-
-const LAYERS = {
-  core: [NEST, ...up('db', 'worker', 'producer', 'module', 'decorators', 'discovery', 'health', 'metrics', 'dashboard')],
-  db: [NEST, ...up('worker', 'producer', 'module', 'decorators', 'discovery', 'health', 'metrics', 'dashboard')],
-  worker: [NEST, ...up('producer', 'module', 'decorators', 'discovery', 'health', 'metrics', 'dashboard')],
-  producer: [NEST, ...up('worker', 'module', 'decorators', 'discovery', 'health', 'metrics', 'dashboard')],
+/**
+ * The layers of lib/, lowest first: core < db < worker < producer < decorators < discovery <
+ * module < the companions (health, metrics, dashboard, testing) < index.ts. Each folder may import
+ * its own files and the folders listed here, nothing else in lib/ (checked twice: here by
+ * no-restricted-imports, which sees value and type imports alike; and by scripts/check-imports.mjs,
+ * which reads this table, resolves every import, re-export and `import()` and also finds cycles,
+ * type-only ones included, that import-x/no-cycle skips).
+ * - core imports nothing of lib/; db, worker and producer know nothing of Nest (NEST below).
+ * - producer does not import worker: enqueueing is one way, down to db.
+ * - decorators store metadata only: they import core (metadata keys, token names, name checks)
+ *   and nothing that runs, so a class decorated at import time loads no engine.
+ * - discovery reads that metadata at boot and builds what the worker and producer take (any
+ *   layer below it), but never module: the module calls discovery, not the other way round.
+ * - the companions are optional entry points (nestjs-pg-queue/health, ...): they read through
+ *   the narrow read API (lib/core/read-api.ts) that lib/module hands them, never db/ or worker/
+ *   internals, and never one another (each has its own optional peer to load or not).
+ * - index.ts is the main entry point: everything but the companions, which have their own.
+ */
+const BELOW_MODULE = ['core', 'db', 'worker', 'producer', 'decorators', 'discovery'];
+export const MAY_IMPORT = {
+  core: [],
+  db: ['core'],
+  worker: ['core', 'db'],
+  producer: ['core', 'db'],
+  decorators: ['core'],
+  discovery: ['core', 'db', 'worker', 'producer', 'decorators'],
+  module: BELOW_MODULE,
+  health: ['core', 'module'],
+  metrics: ['core', 'module'],
+  dashboard: ['core', 'module'],
+  testing: ['core', 'module'],
+  index: [...BELOW_MODULE, 'module'],
 };
+const FOLDERS = Object.keys(MAY_IMPORT).filter((f) => f !== 'index');
+const NEST_FREE = ['core', 'db', 'worker', 'producer'];
+
+const NEST = { group: ['@nestjs/*'], message: 'The engine and the SQL layer know nothing of Nest: wire it in lib/module.' };
+/**
+ * The no-restricted-imports patterns of a file `depth` folders below lib/ in `layer`: the folders
+ * it may not import, spelt as that file spells them (`../db/x` in lib/worker/, `../../db/x` in
+ * lib/db/history/, `./db/x` in lib/index.ts), so a sub-folder named like a layer is no false hit.
+ */
+function layerPatterns(layer, depth) {
+  const up = depth === 0 ? './' : '../'.repeat(depth);
+  const allowed = MAY_IMPORT[layer];
+  const refused = FOLDERS.filter((f) => f !== layer && !allowed.includes(f));
+  return [
+    ...(NEST_FREE.includes(layer) ? [NEST] : []),
+    ...refused.map((f) => ({
+      group: [`${up}${f}`, `${up}${f}/**`],
+      message: `lib/${layer} may not import lib/${f}: ${layer} may import ${allowed.length ? allowed.join(', ') : 'nothing else in lib'} (eslint.config.mjs, MAY_IMPORT).`,
+    })),
+  ];
+}
+/** One config block per folder and depth (lib/F/x.ts, lib/F/a/x.ts, lib/F/a/b/x.ts), and lib/index.ts. */
+const LAYERS = [
+  { files: ['lib/index.ts'], rules: { 'no-restricted-imports': ['error', { patterns: layerPatterns('index', 0) }] } },
+  ...FOLDERS.flatMap((layer) =>
+    [1, 2, 3].map((depth) => ({
+      files: [`lib/${layer}/${'*/'.repeat(depth - 1)}*.{ts,tsx}`],
+      rules: { 'no-restricted-imports': ['error', { patterns: layerPatterns(layer, depth) }] },
+    })),
+  ),
+];
 
 // SQL statements live in lib/db only: a string or template that starts like a statement.
 const SQL_START =
@@ -68,10 +121,7 @@ export default tseslint.config(
     },
   },
   { files: ['lib/db/**/*.ts'], rules: { 'no-restricted-syntax': 'off' } },
-  ...Object.entries(LAYERS).map(([folder, patterns]) => ({
-    files: [`lib/${folder}/**/*.ts`],
-    rules: { 'no-restricted-imports': ['error', { patterns }] },
-  })),
+  ...LAYERS,
   {
     files: ['**/*.{js,cjs,mjs}'],
     languageOptions: {

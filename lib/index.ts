@@ -37,8 +37,7 @@ export { Processor, type ProcessorOptions } from './decorators/processor.decorat
 export { Process } from './decorators/process.decorator';
 export { InjectQueue } from './decorators/inject-queue.decorator';
 export { OnQueueEvent, type QueueEventName } from './decorators/on-queue-event.decorator';
-export type { StalledJob } from './db/job-store';
-export type { OutcomeKind } from './worker/supervisor';
+export type { OutcomeKind, StalledJob } from './core/events';
 export {
   PgQueueError,
   PgQueueConfigError,

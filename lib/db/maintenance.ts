@@ -1,18 +1,8 @@
+import type { StalledJob } from '../core/events';
 import type { PgPoolClient } from '../core/pg-types';
 import { ARCHIVE_COLS } from './job-row';
 import type { SchemaSql, StoreContext } from './store-context';
 import { lockKey } from './transaction';
-
-/** A job whose lease expired, as the rescuer found it. */
-export interface StalledJob {
-  readonly id: string;
-  readonly queue: string;
-  readonly name: string;
-  /** The attempt that stalled. */
-  readonly attempt: number;
-  /** false when that was its last attempt: it is now failed. */
-  readonly willRetry: boolean;
-}
 
 /**
  * The error recorded when a lease runs out: the worker died, or its event loop stalled. (An

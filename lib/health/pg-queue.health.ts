@@ -4,7 +4,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { HealthIndicatorService, type HealthIndicatorResult } from '@nestjs/terminus';
 import type { QueueCounts } from '../core/job';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
-import type { PgQueueRuntime } from '../module/pg-queue.runtime';
+import type { PgQueueReadApi } from '../core/read-api';
 import { QueueService } from '../module/queue.service';
 import {
   evaluateHealth,
@@ -45,7 +45,7 @@ import {
 export class PgQueueHealthIndicator {
   constructor(
     private readonly health: HealthIndicatorService,
-    @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime,
+    @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueReadApi,
     private readonly queues: QueueService,
   ) {}
 

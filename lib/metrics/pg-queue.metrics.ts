@@ -1,11 +1,10 @@
-import type { EventEmitter } from 'node:events';
 import { Inject, Injectable, Logger, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { register as globalRegistry, type Registry } from 'prom-client';
-import type { StalledJob } from '../db/job-store';
+import type { StalledJob, SupervisorEventMap } from '../core/events';
 import type { Job } from '../core/job';
+import type { PgQueueReadApi } from '../core/read-api';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
-import type { SupervisorEventMap } from '../worker/supervisor';
 import { QueueService } from '../module/queue.service';
 import { pgQueueMetricSet, sharedInFlight, type PgQueueMetricSet, type QueueMetricsSource } from './metric-set';
 import {
@@ -48,12 +47,15 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
   /** `performance.now()` at each running attempt's start, by job id, for the duration histogram. */
   private readonly startedAt = new Map<string, number>();
   private readonly logger = new Logger('PgQueueMetrics');
+  /** What this class reads of the runtime (the whole runtime goes only to QueueService). */
+  private readonly runtime: PgQueueReadApi;
 
   constructor(
-    @Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime,
+    @Inject(PG_QUEUE_RUNTIME) runtime: PgQueueRuntime,
     @Optional() @Inject(PG_QUEUE_METRICS_REGISTRY) registry?: Registry,
     @Optional() @Inject(PG_QUEUE_METRICS_OPTIONS) options?: Omit<PgQueueMetricsOptions, 'registry'>,
   ) {
+    this.runtime = runtime;
     this.registry = registry ?? globalRegistry;
     this.metrics = pgQueueMetricSet(this.registry, resolveMetricsOptions(options));
     const queues = new QueueService(runtime);
@@ -101,8 +103,7 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
     if (!this.attached) return;
     // Every database's supervisor reports the events of its own queues.
     for (const c of this.runtime.connections) {
-      const emitter: EventEmitter = c.supervisor;
-      for (const [event, listener] of this.subscriptions()) emitter.on(event, listener as (...args: unknown[]) => void);
+      for (const [event, listener] of this.subscriptions()) c.supervisor.on(event, listener as (...args: unknown[]) => void);
     }
   }
 
@@ -111,8 +112,7 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
     this.attached = false;
     this.metrics.detach(this.source);
     for (const c of this.runtime.connections) {
-      const emitter: EventEmitter = c.supervisor;
-      for (const [event, listener] of this.subscriptions()) emitter.off(event, listener as (...args: unknown[]) => void);
+      for (const [event, listener] of this.subscriptions()) c.supervisor.off(event, listener as (...args: unknown[]) => void);
     }
     this.startedAt.clear();
   }

@@ -12,6 +12,7 @@ import { validateQueueName } from '../core/names';
 import type { RegisterQueueOptions } from '../core/options/types';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/options/resolved';
 import { resolveQueueOptions } from '../core/options/module-checks';
+import type { PgQueueReadApi } from '../core/read-api';
 import { PgQueueConnection } from './pg-queue.connection';
 
 /** One database to open: its name, resolved options, and pool and listener settings. */
@@ -36,7 +37,7 @@ export interface RuntimeSetup {
  * never global to the process. `store`, `supervisor`, `pool` and `options` are the default
  * connection's.
  */
-export class PgQueueRuntime {
+export class PgQueueRuntime implements PgQueueReadApi {
   readonly store: JobStore;
   readonly supervisor: Supervisor;
   readonly pool: PgPool;

@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { Job, JobAttemptError, QueueCounts } from '../core/job';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
-import type { PgQueueRuntime } from '../module/pg-queue.runtime';
+import type { PgQueueReadApi } from '../core/read-api';
 
 /** One attempt's end, as a test sees it. `job` is the job as its handler got it (state `active`). */
 export type PgQueueTestOutcome =
@@ -39,7 +39,7 @@ export class PgQueueTester {
   private readonly outcomes: PgQueueTestOutcome[] = [];
   private readonly started: Job[] = [];
 
-  constructor(@Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueRuntime) {
+  constructor(@Inject(PG_QUEUE_RUNTIME) private readonly runtime: PgQueueReadApi) {
     for (const { supervisor: s } of runtime.connections) {
       s.on('active', (job) => this.started.push(job));
       s.on('completed', (job, result) => this.outcomes.push({ event: 'completed', job, result }));

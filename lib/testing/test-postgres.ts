@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
-import { testDatabaseSql } from '../db/test-databases';
+import { testDatabaseSql } from '../module/testing-sql';
 
 /** Where `startTestPostgres` got its server. */
 export type TestPostgresSource = 'DATABASE_URL' | 'testcontainers' | 'embedded';

@@ -1,38 +1,9 @@
-import type { Outcome, StalledJob } from '../db/job-store';
-import type { Job, JobAttemptError, JobProgress } from '../core/job';
+import type { SupervisorEventMap } from '../core/events';
 import type { ResolvedPgQueueOptions } from '../core/pg-queue.options';
 import type { OutcomeReport, PendingOutcome } from './completer';
 import type { EngineLogger } from './logger';
 
-/** An attempt's outcome, as `outcomeDropped` names it. */
-export type OutcomeKind = Outcome['kind'];
-
-/**
- * Events the supervisor emits, one per job transition. `completed`, `retrying`, `failed`,
- * `cancelled` and `snoozed` fire once the outcome is written, for the rows the write changed.
- */
-export interface SupervisorEventMap {
-  active: [job: Job];
-  /** A handler on this node called `job.updateProgress(value)` (each call; the writes are throttled). */
-  progress: [job: Job, progress: JobProgress];
-  completed: [job: Job, result: unknown];
-  retrying: [job: Job, error: JobAttemptError, delayMs: number];
-  failed: [job: Job, error: JobAttemptError];
-  /** The job ended cancelled: by `queue.cancel(id)`, or its handler threw `CancelJobError`. */
-  cancelled: [job: Job, error: JobAttemptError];
-  /** The handler threw `SnoozeJobError`: the job runs again after `delayMs`, the attempt not counted. */
-  snoozed: [job: Job, delayMs: number];
-  /** A job whose lease expired (its worker died or stalled), found by this node's rescuer. */
-  stalled: [job: StalledJob];
-  /**
-   * An outcome this node wrote matched no row: the attempt's lease was lost (this worker stalled
-   * past `leaseMs`, and the rescuer or another worker has the job now), so nothing was changed.
-   */
-  outcomeDropped: [job: Job, outcome: OutcomeKind];
-  /** Jobs enqueued by this process (after the insert returned; a later rollback removes them). */
-  enqueued: [queue: string, name: string, count: number];
-  error: [error: Error];
-}
+export type { OutcomeKind, SupervisorEventMap } from '../core/events';
 
 /** Where the outcome reports go: the supervisor's events, and the worker a job due again wakes. */
 export interface ReportTarget {
