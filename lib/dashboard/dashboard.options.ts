@@ -95,7 +95,7 @@ export interface PgQueueDashboardOptions {
   /**
    * The longest any dashboard statement may run (`SET LOCAL statement_timeout`): past it the read
    * is cancelled and answers 503, so an open page can never hold a scan of a huge table. From 100
-   * to 600000. @default 5000
+   * to 600000. @default 10000
    */
   readonly statementTimeoutMs?: number;
 }
@@ -136,7 +136,7 @@ export const DASHBOARD_DEFAULTS = {
   refreshIntervalMs: 2000,
   title: 'nestjs-pg-queue',
   countsBudget: 0.05,
-  statementTimeoutMs: 5000,
+  statementTimeoutMs: 10_000,
 } as const;
 
 const KEYS = [

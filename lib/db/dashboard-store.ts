@@ -119,7 +119,7 @@ export class DashboardStore {
     private readonly channel: string,
     maxConcurrent = 2,
     /** Every statement runs under `SET LOCAL statement_timeout` of this many ms (bounded). */
-    statementTimeoutMs = 5000,
+    statementTimeoutMs = 10_000,
   ) {
     this.q = buildDashboardQueries(schema);
     this.flows = buildFlowQueries(schema);
