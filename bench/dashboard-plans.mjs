@@ -1,9 +1,10 @@
 // The dashboard's reads on a big database: p95 per read and the plan of each statement.
 //
 //   npm run build && node bench/dashboard-plans.mjs [--waiting=100000] [--history=1000000] [--reps=50]
+//   (the queue page with 1,000,000 waiting jobs: --waiting=1000000)
 //
 // Needs DATABASE_URL (a server where this user may CREATE DATABASE); the database it creates is
-// dropped at the end. Seeds `waiting` live jobs in two queues and `history` finished jobs
+// dropped at the end. Seeds `waiting` live jobs in two queues (and 3 in a quiet one) and `history` finished jobs
 // (80 % completed, 15 % failed, 5 % cancelled, finished over the last hour), ANALYZEs, then
 // times every read of the overview, a queue page and a job page through the built
 // DashboardStore, and prints EXPLAIN (ANALYZE, BUFFERS) of each, so a plan that scans history
@@ -90,6 +91,13 @@ const row = (label, { p50, p95, pgCpu, nodeCpu }) =>
   );
 const HEAD = '| p50 ms | p95 ms | PostgreSQL CPU ms per call | Node CPU ms per call |\n| --- | --- | --- | --- | --- |';
 
+const EARLIER_NAMES = `
+  SELECT DISTINCT name FROM (
+    (SELECT name FROM pgqueue.jobs WHERE queue = $1 LIMIT 5000)
+    UNION ALL
+    (SELECT name FROM pgqueue.job_history WHERE queue = $1 ORDER BY state DESC, id DESC LIMIT 5000)
+  ) n ORDER BY name`;
+
 const name = `pgq_dash_bench_${process.pid}`;
 const adminPool = new pg.Pool({ connectionString: admin, max: 1 });
 await adminPool.query(`CREATE DATABASE ${name}`);
@@ -113,6 +121,8 @@ try {
      FROM generate_series(1, $1) g`,
     [WAITING],
   );
+  // A quiet queue among them: its page's job-name read must not walk the others' jobs.
+  await pool.query(`INSERT INTO pgqueue.jobs (queue, name, payload) SELECT 'quiet', 'tick', '{}' FROM generate_series(1, 3)`);
   await pool.query(
     `INSERT INTO pgqueue.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at, locked_by)
      SELECT 10000000 + g, CASE WHEN g % 2 = 0 THEN 'email' ELSE 'reports' END, 'job-' || (g % 5), jsonb_build_object('orderId', g),
@@ -144,6 +154,9 @@ try {
     // The queue page itself picks its row from the overview's counts (DashboardService); this is the one-queue form.
     'queue: counts of one queue': () => store.counts(['email', 'reports'], 'email'),
     'queue: names': () => store.names('email'),
+    'queue: names (a quiet queue)': () => store.names('quiet'),
+    // The names read before issue 25 (a LIMIT over jobs WHERE queue = $1, which no index serves), for comparison.
+    'queue: names, the earlier statement (a quiet queue)': () => pool.query(EARLIER_NAMES, ['quiet']),
     'jobs waiting p1': () => store.listJobs('email', 'waiting', {}, null, 50),
     'jobs delayed p1': () => store.listJobs('email', 'delayed', {}, null, 50),
     'jobs failed p2': () => store.listJobs('email', 'failed', {}, page1.next, 50),
@@ -161,7 +174,7 @@ try {
   Module({
     imports: [
       PgQueueModule.forRoot({ connection: u.toString(), workers: false }),
-      PgQueueModule.registerQueue({ name: 'email' }, { name: 'reports' }),
+      PgQueueModule.registerQueue({ name: 'email' }, { name: 'reports' }, { name: 'quiet' }),
       // countsBudget: 1 counts afresh on every call, as every 2 s poll does while a count takes
       // under 50 ms: the figures below are fresh answers, never ones reused from memory.
       PgQueueDashboardModule.register({ public: true, countsBudget: 1 }),
@@ -191,6 +204,10 @@ try {
       'GET api/queues/email + its first jobs page (failed)',
       await time(() => Promise.all([get('/queues/email'), get('/queues/email/jobs?state=failed')]), REPS),
     );
+    row(
+      'GET api/queues/quiet + its first jobs page (waiting)',
+      await time(() => Promise.all([get('/queues/quiet'), get('/queues/quiet/jobs?state=waiting')]), REPS),
+    );
     row('GET api/jobs/:id (live)', await time(() => get(`/jobs/${liveId}`), REPS));
     row('GET api/jobs/:id (history)', await time(() => get('/jobs/10500000'), REPS));
   } finally {
@@ -209,6 +226,8 @@ try {
   await explain('throughput (first poll)', q.throughput, [null]);
   await explain('throughput (later polls, worst case)', q.throughput, [laterFrom()]);
   await explain('names', q.names, ['email']);
+  await explain('names (a quiet queue)', q.names, ['quiet']);
+  await explain('names, the earlier statement (a quiet queue)', EARLIER_NAMES, ['quiet']);
   for (const [state, filters] of [
     ['waiting', {}],
     ['failed', {}],

@@ -8,10 +8,10 @@ import { PgQueueDashboardModule } from '../lib/dashboard';
 import { PgQueueHealthIndicator } from '../lib/health';
 import { PgQueueMetricsModule } from '../lib/metrics';
 import { ConfirmationProcessor } from './confirmation.processor';
+import { mayUseDashboard, QueueReaderGuard, SampleAuthGuard } from './dashboard.guards';
 import { WarehouseProcessor } from './warehouse.processor';
 import { EmailLog } from './email-log.entity';
 import { HealthController } from './health.controller';
-import { LocalOnlyGuard } from './local-only.guard';
 import { MetricsController } from './metrics.controller';
 import { Order } from './order.entity';
 import { OrdersController } from './orders.controller';
@@ -42,8 +42,14 @@ export class AppModule {
         // Queue metrics, served at GET /metrics. A registry per app (not prom-client's global one),
         // so two apps in one process, as in the tests, keep their counters apart.
         PgQueueMetricsModule.register({ registry: new Registry() }),
-        // The web dashboard at /queues (nestjs-pg-queue/dashboard), for requests from this machine.
-        PgQueueDashboardModule.register({ path: '/queues', guards: [LocalOnlyGuard] }),
+        // The web dashboard at /queues (nestjs-pg-queue/dashboard): the app's authentication sets
+        // req.user (here a stand-in signing in requests from this machine), a guard lets queue
+        // readers in, and authorize keeps the actions for admins (dashboard.guards.ts).
+        PgQueueDashboardModule.register({
+          path: '/queues',
+          guards: [SampleAuthGuard, QueueReaderGuard],
+          authorize: (req, action) => mayUseDashboard(req, action),
+        }),
       ],
       controllers: [OrdersController, HealthController, MetricsController],
       providers: [OrdersService, ConfirmationProcessor, WarehouseProcessor, PgQueueHealthIndicator],

@@ -1,14 +1,20 @@
 import { Catch, HttpStatus, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
+import { DashboardBusyError } from '../db/dashboard/executor';
 import { DashboardInputError } from './dashboard-input';
 
-/** Bad ids, queue names, states, cursors, limits or bodies: 400 with `{ error }` saying what to change. */
-@Catch(DashboardInputError)
+/**
+ * Bad ids, queue names, states, cursors, limits or bodies: 400 with `{ error }` saying what to
+ * change. A read past statementTimeoutMs, or refused with too many waiting: 503 with `{ error }`
+ * (never a 500 that logs the statement's parameters).
+ */
+@Catch(DashboardInputError, DashboardBusyError)
 export class DashboardInputFilter implements ExceptionFilter {
   constructor(private readonly adapterHost: HttpAdapterHost) {}
 
-  catch(err: DashboardInputError, host: ArgumentsHost): void {
+  catch(err: DashboardInputError | DashboardBusyError, host: ArgumentsHost): void {
     const res = host.switchToHttp().getResponse<unknown>();
-    this.adapterHost.httpAdapter.reply(res, { error: err.message }, HttpStatus.BAD_REQUEST);
+    const status = err instanceof DashboardBusyError ? HttpStatus.SERVICE_UNAVAILABLE : HttpStatus.BAD_REQUEST;
+    this.adapterHost.httpAdapter.reply(res, { error: err.message }, status);
   }
 }

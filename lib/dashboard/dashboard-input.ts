@@ -32,8 +32,15 @@ export function parseQueue(name: unknown): string {
   }
 }
 
+const MAX_BIGINT = 9223372036854775807n;
+
+/** A bigint id PostgreSQL accepts: digits, at most 2^63 - 1 (a longer one failed the statement: 500). */
+function inBigintRange(id: string): boolean {
+  return isJobId(id) && id.length <= 19 && BigInt(id) <= MAX_BIGINT;
+}
+
 export function parseJobId(id: unknown): string {
-  if (typeof id !== 'string' || !isJobId(id) || BigInt(id) > 9223372036854775807n || BigInt(id) === 0n) {
+  if (typeof id !== 'string' || !inBigintRange(id) || BigInt(id) === 0n) {
     throw new DashboardInputError(`Job id ${JSON.stringify(id)} is not valid: a job id is a positive integer such as "42".`);
   }
   return id;
@@ -44,7 +51,27 @@ export function encodeCursor(key: ListKey): string {
   return Buffer.from(JSON.stringify(key)).toString('base64url');
 }
 
-const RUN_AT_KEY_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}$/;
+const RUN_AT_KEY_RE = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\.\d{6}$/;
+
+/**
+ * A cursor's run_at as the database wrote it: a real UTC time (the shape alone let
+ * "2024-13-45T25:00:00.000000" through, which PostgreSQL then refused: a 500).
+ */
+function isRunAtKey(v: unknown): v is string {
+  const m = typeof v === 'string' ? RUN_AT_KEY_RE.exec(v) : null;
+  if (!m) return false;
+  const [y, mo, d, h, mi, s] = m.slice(1).map(Number);
+  const t = new Date(Date.UTC(y, mo - 1, d, h, mi, s));
+  return (
+    y >= 1 &&
+    t.getUTCFullYear() === y &&
+    t.getUTCMonth() === mo - 1 &&
+    t.getUTCDate() === d &&
+    t.getUTCHours() === h &&
+    t.getUTCMinutes() === mi &&
+    t.getUTCSeconds() === s
+  );
+}
 
 export function decodeCursor(raw: string, state: ListState): ListKey {
   const bad = () =>
@@ -60,15 +87,10 @@ export function decodeCursor(raw: string, state: ListState): ListKey {
   }
   if (typeof v !== 'object' || v === null) throw bad();
   const k = v as Record<string, unknown>;
-  if (typeof k.id !== 'string' || !isJobId(k.id)) throw bad();
+  if (typeof k.id !== 'string' || !inBigintRange(k.id)) throw bad();
   if (state === 'waiting' || state === 'delayed') {
-    if (
-      !Number.isInteger(k.priority) ||
-      Math.abs(k.priority as number) > 2147483647 ||
-      typeof k.runAt !== 'string' ||
-      !RUN_AT_KEY_RE.test(k.runAt)
-    )
-      throw bad();
+    if (!Number.isInteger(k.priority) || Math.abs(k.priority as number) > 2147483647 || !isRunAtKey(k.runAt)) throw bad();
+    if (Object.keys(k).length !== 3) throw bad();
     return { priority: k.priority as number, runAt: k.runAt, id: k.id };
   }
   if (Object.keys(k).length !== 1) throw bad();

@@ -54,31 +54,37 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
 
     // Pages: one index.html for every page route; the client routes on the History API.
     @Get()
+    @DashboardRoute('read', 'dashboard', false)
     overviewPage(@Res({ passthrough: true }) res: unknown): string {
       return this.page(res);
     }
 
     @Get('queues/:queue')
+    @DashboardRoute('read', 'dashboard', false)
     queuePage(@Res({ passthrough: true }) res: unknown): string {
       return this.page(res);
     }
 
     @Get('jobs/:id')
+    @DashboardRoute('read', 'dashboard', false)
     jobPage(@Res({ passthrough: true }) res: unknown): string {
       return this.page(res);
     }
 
     @Get('schedules')
+    @DashboardRoute('read', 'dashboard', false)
     schedulesPage(@Res({ passthrough: true }) res: unknown): string {
       return this.page(res);
     }
 
     @Get('nodes')
+    @DashboardRoute('read', 'dashboard', false)
     nodesPage(@Res({ passthrough: true }) res: unknown): string {
       return this.page(res);
     }
 
     @Get('assets/:file')
+    @DashboardRoute('read', 'dashboard', false)
     asset(@Param('file') file: string, @Res({ passthrough: true }) res: unknown): StreamableFile {
       const a = this.assets.get(file);
       if (!a) throw new NotFoundException({ error: `No dashboard asset "${file}".` });
@@ -91,22 +97,26 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
 
     // Reads.
     @Get('api/overview')
+    @DashboardRoute('read')
     overview() {
       return this.svc.overview();
     }
 
     @Get('api/queues/:queue')
+    @DashboardRoute('read', 'queue')
     queue(@Param('queue') queue: string) {
       return this.svc.queue(parseQueue(queue));
     }
 
     @Get('api/queues/:queue/jobs')
+    @DashboardRoute('read', 'queue')
     jobs(@Param('queue') queue: string, @Query() query: Record<string, unknown>) {
       const name = parseQueue(queue);
       return this.svc.jobs(name, parseJobListQuery(query ?? {}));
     }
 
     @Get('api/jobs/:id')
+    @DashboardRoute('read', 'job')
     async job(@Param('id') id: string, @Query('connection') connection?: unknown) {
       const found = await this.svc.job(parseJobId(id), parseConnection(connection));
       if (!found)
@@ -117,47 +127,49 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
     }
 
     @Get('api/schedules')
+    @DashboardRoute('read')
     schedules() {
       return this.svc.schedules();
     }
 
     @Get('api/nodes')
+    @DashboardRoute('read')
     nodes() {
       return this.svc.nodes();
     }
 
-    // Actions: JSON bodies, the custom header, not in read-only mode (DashboardAccessGuard).
+    // Actions: JSON bodies, the custom header, same-site, not in read-only mode (DashboardAccessGuard).
     @Post('api/jobs/retry')
     @HttpCode(200)
-    @DashboardRoute('retry')
+    @DashboardRoute('retry', 'ids')
     retry(@Body() body: unknown) {
       return this.svc.retry(parseIdsBody(body), parseIdsConnection(body));
     }
 
     @Post('api/jobs/cancel')
     @HttpCode(200)
-    @DashboardRoute('cancel')
+    @DashboardRoute('cancel', 'ids')
     cancel(@Body() body: unknown) {
       return this.svc.cancel(parseIdsBody(body), parseIdsConnection(body));
     }
 
     @Post('api/jobs/remove')
     @HttpCode(200)
-    @DashboardRoute('remove')
+    @DashboardRoute('remove', 'ids')
     remove(@Body() body: unknown) {
       return this.svc.remove(parseIdsBody(body), parseIdsConnection(body));
     }
 
     @Post('api/queues/:queue/retry-failed')
     @HttpCode(200)
-    @DashboardRoute('retry')
+    @DashboardRoute('retry-all', 'queue')
     retryFailed(@Param('queue') queue: string, @Body() body: unknown) {
       return this.svc.retryFailed(parseQueue(queue), parseRetryFailedBody(body));
     }
 
     @Post('api/queues/:queue/pause')
     @HttpCode(200)
-    @DashboardRoute('pause')
+    @DashboardRoute('pause', 'queue')
     pause(@Param('queue') queue: string, @Body() body: unknown) {
       parseEmptyBody(body);
       return this.svc.setPaused(parseQueue(queue), true);
@@ -165,7 +177,7 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
 
     @Post('api/queues/:queue/resume')
     @HttpCode(200)
-    @DashboardRoute('resume')
+    @DashboardRoute('resume', 'queue')
     resume(@Param('queue') queue: string, @Body() body: unknown) {
       parseEmptyBody(body);
       return this.svc.setPaused(parseQueue(queue), false);
@@ -173,7 +185,7 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
 
     @Post('api/queues/:queue/jobs')
     @HttpCode(200)
-    @DashboardRoute('enqueue')
+    @DashboardRoute('enqueue', 'queue')
     enqueue(@Param('queue') queue: string, @Body() body: unknown) {
       return this.svc.enqueue(parseQueue(queue), parseEnqueueBody(body));
     }

@@ -1,14 +1,51 @@
 import type { CanActivate, InjectionToken, ModuleMetadata, OptionalFactoryDependency, Type } from '@nestjs/common';
 import { PgQueueConfigError } from '../core/errors';
 
-/** What a dashboard request wants to do; `authorize` gets it with every request. */
-export type DashboardAction = 'read' | 'retry' | 'cancel' | 'remove' | 'pause' | 'resume' | 'enqueue';
+/**
+ * What a dashboard request wants to do; `authorize` gets it with every request. An action on one
+ * job is `retry`, `cancel` or `remove`; on several ids at once `retry-bulk`, `cancel-bulk` or
+ * `remove-bulk`; `retry-all` retries every failed job of a queue (retry-failed).
+ */
+export type DashboardAction =
+  | 'read'
+  | 'retry'
+  | 'retry-bulk'
+  | 'retry-all'
+  | 'cancel'
+  | 'cancel-bulk'
+  | 'remove'
+  | 'remove-bulk'
+  | 'pause'
+  | 'resume'
+  | 'enqueue';
 
 /** The part of a request `authorize` sees: Express and Fastify requests both satisfy it. */
 export interface DashboardRequest {
   readonly method?: string;
   readonly url?: string;
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
+  /** What the app's own authentication put there (Passport and most auth guards set `req.user`). */
+  readonly user?: unknown;
+}
+
+/**
+ * What a request touches, for `authorize` to scope by: its third argument. Whole-dashboard reads
+ * (pages, assets, overview, schedules, nodes) touch no queue in particular: `queues` is empty.
+ */
+export interface DashboardAccessContext {
+  /** The queue the URL names (a queue page, its jobs, retry-all, pause, resume, enqueue), else null. */
+  readonly queue: string | null;
+  /**
+   * Every queue the request touches: the URL's queue, or for a request by job ids (a job page,
+   * retry, cancel, remove) the queues those jobs are in now (ids that match no job add none).
+   */
+  readonly queues: readonly string[];
+  /** The connection (database) the request is on, by name; null: the default one, or not known. */
+  readonly connection: string | null;
+  /** The job ids the request names (a job page, retry, cancel, remove); empty otherwise. */
+  readonly ids: readonly string[];
+  /** The list filter of a jobs read (`state`, `name`, `uniqueKey`, `payload`), or retry-all's `name`; null without one. */
+  readonly filter: Readonly<Record<string, string>> | null;
 }
 
 /** Options of {@link PgQueueDashboardModule}. */
@@ -17,10 +54,21 @@ export interface PgQueueDashboardOptions {
   readonly path?: string;
   /**
    * Decides each request (page, asset, API read or action): true lets it through, false answers
-   * 403. Runs after `guards`.
-   * @example authorize: (req, action) => action === 'read' || req.headers['x-role'] === 'admin'
+   * 403. Runs after `guards`, so base it on the user your own authentication set (`req.user`),
+   * never on a header the client sends. `context` says which queues, connection, ids and filter
+   * the request touches.
+   * @example
+   * authorize: (req, action, { queues }) => {
+   *   const user = req.user as { roles: string[]; queues: string[] } | undefined;
+   *   if (!user || !queues.every((q) => user.queues.includes(q))) return false;
+   *   return action === 'read' || user.roles.includes('queue-admin');
+   * }
    */
-  readonly authorize?: (req: DashboardRequest, action: DashboardAction) => boolean | Promise<boolean>;
+  readonly authorize?: (
+    req: DashboardRequest,
+    action: DashboardAction,
+    context: DashboardAccessContext,
+  ) => boolean | Promise<boolean>;
   /** Nest guards run on every dashboard route (page, assets and API), in this order. */
   readonly guards?: readonly Type<CanActivate>[];
   /** Hides the actions; every POST answers 403. @default false */
@@ -44,6 +92,12 @@ export interface PgQueueDashboardOptions {
    * @default 0.05
    */
   readonly countsBudget?: number;
+  /**
+   * The longest any dashboard statement may run (`SET LOCAL statement_timeout`): past it the read
+   * is cancelled and answers 503, so an open page can never hold a scan of a huge table. From 100
+   * to 600000. @default 10000
+   */
+  readonly statementTimeoutMs?: number;
 }
 
 /** The options `registerAsync`'s factory returns: all but the mount point and guards, which routes need up front. */
@@ -71,6 +125,7 @@ export interface ResolvedDashboardOptions {
   readonly refreshIntervalMs: number;
   readonly title: string;
   readonly countsBudget: number;
+  readonly statementTimeoutMs: number;
 }
 
 /** Every default in one place. */
@@ -81,9 +136,20 @@ export const DASHBOARD_DEFAULTS = {
   refreshIntervalMs: 2000,
   title: 'nestjs-pg-queue',
   countsBudget: 0.05,
+  statementTimeoutMs: 10_000,
 } as const;
 
-const KEYS = ['path', 'authorize', 'guards', 'readOnly', 'public', 'refreshIntervalMs', 'title', 'countsBudget'];
+const KEYS = [
+  'path',
+  'authorize',
+  'guards',
+  'readOnly',
+  'public',
+  'refreshIntervalMs',
+  'title',
+  'countsBudget',
+  'statementTimeoutMs',
+];
 
 /** Throws unless `path` is a mount point; returns it without a trailing '/'. */
 export function resolveDashboardPath(path: unknown): string {
@@ -109,7 +175,7 @@ export function resolveDashboardOptions(o: PgQueueDashboardOptions): ResolvedDas
     );
   if (o.authorize !== undefined && typeof o.authorize !== 'function') {
     throw new PgQueueConfigError(
-      'PgQueueDashboardModule authorize must be a function (req, action) => boolean | Promise<boolean>.',
+      'PgQueueDashboardModule authorize must be a function (req, action, context) => boolean | Promise<boolean>.',
     );
   }
   if (o.guards !== undefined && (!Array.isArray(o.guards) || o.guards.some((g) => typeof g !== 'function'))) {
@@ -135,6 +201,12 @@ export function resolveDashboardOptions(o: PgQueueDashboardOptions): ResolvedDas
       `PgQueueDashboardModule countsBudget must be a number from 0.01 to 1, the share of time counting may take (got ${JSON.stringify(o.countsBudget)}).`,
     );
   }
+  const statementTimeoutMs = o.statementTimeoutMs ?? DASHBOARD_DEFAULTS.statementTimeoutMs;
+  if (!Number.isInteger(statementTimeoutMs) || statementTimeoutMs < 100 || statementTimeoutMs > 600_000) {
+    throw new PgQueueConfigError(
+      `PgQueueDashboardModule statementTimeoutMs must be an integer from 100 to 600000, the longest a dashboard statement may run (got ${JSON.stringify(o.statementTimeoutMs)}).`,
+    );
+  }
   const guards = o.guards ?? [];
   if (!o.authorize && guards.length === 0 && o.public !== true) {
     throw new PgQueueConfigError(
@@ -152,6 +224,7 @@ export function resolveDashboardOptions(o: PgQueueDashboardOptions): ResolvedDas
     refreshIntervalMs: refresh,
     title,
     countsBudget,
+    statementTimeoutMs,
   };
 }
 

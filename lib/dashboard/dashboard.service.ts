@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import type { JobAttemptError, JobOptions } from '../core/job';
 import { PgQueueError } from '../core/errors';
 import { DashboardStore, type DashboardFlow, type DashboardJob } from '../db/dashboard-store';
@@ -8,6 +8,10 @@ import { CostlyReads } from './costly-reads';
 import { DashboardInputError, encodeCursor, type JobListQuery } from './dashboard-input';
 import { PG_QUEUE_DASHBOARD_OPTIONS, type ResolvedDashboardOptions } from './dashboard.options';
 import { MinuteCounts, sumByMinute } from './dashboard-throughput';
+import { timeline, type TimelineEntry } from './job-timeline';
+import { RecentNames } from './recent-names';
+
+export { timeline, type TimelineEntry } from './job-timeline';
 
 /** A job in a list: what the table shows, without the payload (a 200-character preview) or stacks. */
 export interface JobSummary {
@@ -28,15 +32,6 @@ export interface JobSummary {
   readonly lastError: { readonly name: string; readonly message: string; readonly at: string } | null;
 }
 
-/** One entry of a job's timeline, oldest first. */
-export interface TimelineEntry {
-  readonly at: Date | string;
-  readonly event: 'created' | 'started' | 'error' | 'completed' | 'failed' | 'cancelled' | 'due';
-  readonly attempt: number;
-  readonly node?: string;
-  readonly error?: string;
-}
-
 const PREVIEW_CHARS = 200;
 
 /**
@@ -46,7 +41,7 @@ const PREVIEW_CHARS = 200;
  * its `connection` names (ids are per database), else in each in turn, the default first.
  */
 @Injectable()
-export class DashboardService {
+export class DashboardService implements OnApplicationBootstrap {
   /** The default connection's store. */
   readonly store: DashboardStore;
   private readonly stores = new Map<string, DashboardStore>();
@@ -61,7 +56,7 @@ export class DashboardService {
     for (const c of runtime.connections) {
       // Half the pool at most (the workers share it), and at least one connection.
       const connections = Math.max(1, Math.floor(c.options.poolSize / 2));
-      const store = new DashboardStore(c.pool, c.store.schema, c.store.channel, connections);
+      const store = new DashboardStore(c.pool, c.store.schema, c.store.channel, connections, options.statementTimeoutMs);
       this.stores.set(c.name, store);
       this.minutes.set(c.name, new MinuteCounts(store));
     }
@@ -71,6 +66,21 @@ export class DashboardService {
 
   /** The counts and the throughput: reused while recent compared with their cost (countsBudget). */
   private readonly costly: CostlyReads;
+
+  /** Each queue's job names, kept a while (they change rarely): the queue page asks every poll. */
+  private readonly recentNames = new RecentNames();
+
+  /** Mounted for anyone: say so at every boot, so it is not shipped by accident. */
+  onApplicationBootstrap(): void {
+    const o = this.options;
+    if (!o.authorize && o.guards.length === 0) {
+      new Logger('PgQueueDashboard').warn(
+        `The dashboard at ${o.path} is public (public: true, no guards, no authorize): anyone who reaches this app sees ` +
+          `every job's payload${o.readOnly ? '' : ' and can retry, cancel and remove jobs'}. Pass guards: [YourAuthGuard] ` +
+          'and authorize: (req, action, context) => ... based on req.user before it runs anywhere but your machine.',
+      );
+    }
+  }
 
   /**
    * Every queue's counts of one connection: the overview's, and a queue page's too (it picks its
@@ -87,6 +97,7 @@ export class DashboardService {
   /** After an action: its effect shows on the next read. */
   private changed<T>(result: T): T {
     this.costly.clear();
+    this.recentNames.clear();
     return result;
   }
 
@@ -98,6 +109,21 @@ export class DashboardService {
   /** The connection of a queue: where it is registered, else where the overview last saw it. */
   private connectionOf(queue: string): string {
     return this.runtime.queueOptions(queue) ? this.runtime.connectionOf(queue).name : (this.seenOn.get(queue) ?? this.names[0]);
+  }
+
+  /** The connection a queue is on, by name (for `authorize`'s context). */
+  connectionOfQueue(queue: string): string {
+    return this.connectionOf(queue);
+  }
+
+  /**
+   * The queues the jobs of these ids are in now (for `authorize`'s context): in the named
+   * connection's database, else in each. A request for an unknown connection answers 400 here.
+   */
+  async queuesOf(ids: readonly string[], connection: string | null): Promise<string[]> {
+    const names = connection === null ? this.names : [connection];
+    const found = await Promise.all(names.map((n) => this.storeNamed(n).locate(ids)));
+    return [...new Set(found.flat().map((j) => j.queue))].sort();
   }
 
   private storeOf(queue: string): DashboardStore {
@@ -146,7 +172,10 @@ export class DashboardService {
   async queue(name: string) {
     const connection = this.connectionOf(name);
     const store = this.stores.get(connection)!;
-    const [all, names] = await Promise.all([this.counts(connection), store.names(name)]);
+    const [all, names] = await Promise.all([
+      this.counts(connection),
+      this.recentNames.read(`${connection} ${name}`, () => store.names(name)),
+    ]);
     const found = all.find((q) => q.name === name);
     const o = this.runtime.queueOptions(name);
     // A queue nothing knows of (no jobs, no history, not registered, never paused) answers zeros.
@@ -345,24 +374,4 @@ function summary(j: DashboardJob): JobSummary {
     payloadPreview: (JSON.stringify(j.payload) ?? 'null').slice(0, PREVIEW_CHARS),
     lastError: last ? { name: last.name, message: last.message, at: last.at } : null,
   };
-}
-
-/** created, each attempt's error (with the node that ran it), the last start, the end. */
-export function timeline(j: DashboardJob): TimelineEntry[] {
-  const t: TimelineEntry[] = [{ at: j.createdAt, event: 'created', attempt: 0 }];
-  for (const e of j.errors)
-    t.push({
-      at: e.at,
-      event: 'error',
-      attempt: e.attempt,
-      ...(e.worker ? { node: e.worker } : {}),
-      error: `${e.name}: ${e.message}`,
-    });
-  if (j.startedAt) t.push({ at: j.startedAt, event: 'started', attempt: j.attempt, ...(j.lockedBy ? { node: j.lockedBy } : {}) });
-  if (j.finishedAt && (j.state === 'completed' || j.state === 'failed' || j.state === 'cancelled')) {
-    t.push({ at: j.finishedAt, event: j.state, attempt: j.attempt, ...(j.lockedBy ? { node: j.lockedBy } : {}) });
-  } else if (j.state === 'waiting' || j.state === 'delayed') {
-    t.push({ at: j.runAt, event: 'due', attempt: j.attempt + 1 });
-  }
-  return t.sort((a, b) => new Date(a.at).getTime() - new Date(b.at).getTime());
 }

@@ -22,6 +22,12 @@ export interface ListFilters {
  */
 export type ListKey = { readonly id: string } | { readonly priority: number; readonly runAt: string; readonly id: string };
 
+/** The most job names a queue page lists (its name filter's choices). */
+export const MAX_NAMES = 1000;
+
+/** The most nodes, schedules and queues one dashboard answer lists: every list is capped. */
+export const MAX_ROWS = 1000;
+
 /** The most index entries one filtered page examines: a rare name or payload never walks a million rows. */
 export const FILTER_SCAN_LIMIT = 5000;
 
@@ -139,7 +145,8 @@ export function buildDashboardQueries(schema: string) {
       FROM names n
       LEFT JOIN live l ON l.queue = n.queue
       LEFT JOIN parents w ON w.queue = n.queue
-      LEFT JOIN ${s}.queues q ON q.name = n.queue`,
+      LEFT JOIN ${s}.queues q ON q.name = n.queue
+      ORDER BY n.queue COLLATE "C" LIMIT ${MAX_ROWS}`,
 
     /**
      * Failed and cancelled jobs per queue, each from its partial index on job_history
@@ -153,7 +160,8 @@ export function buildDashboardQueries(schema: string) {
         SELECT queue, count(*) AS n FROM ${history} WHERE state = 'cancelled' AND ($1::text IS NULL OR queue = $1) GROUP BY queue
       )
       SELECT coalesce(f.queue, c.queue) AS name, coalesce(f.n, 0)::int AS failed, coalesce(c.n, 0)::int AS cancelled
-      FROM failed f FULL JOIN cancelled c ON c.queue = f.queue`,
+      FROM failed f FULL JOIN cancelled c ON c.queue = f.queue
+      ORDER BY coalesce(f.queue, c.queue) COLLATE "C" LIMIT ${MAX_ROWS}`,
 
     /**
      * Completed and failed jobs per minute over the last 60 minutes (the current one included),
@@ -183,18 +191,26 @@ export function buildDashboardQueries(schema: string) {
       ORDER BY m.minute`,
 
     /**
-     * Job names seen in a queue, from at most 5,000 live and 5,000 finished rows. History is
-     * walked on job_history_queue_state_idx (newest first per state), never scanned: a plain
-     * LIMIT over `WHERE queue = $1` was a seq scan of job_history that, for a queue with few
-     * finished jobs among millions, read all of it before stopping. Live jobs are a scan of the
-     * backlog that the LIMIT stops. $1 queue
+     * Job names seen in a queue: those of its first 2,000 waiting jobs in claim order, 1,000
+     * active, 1,000 waiting on children and 5,000 finished, at most 1,000 names. Each part walks
+     * an index that holds only its state (jobs_claim_idx, jobs_active_idx,
+     * jobs_waiting_children_idx, job_history_queue_state_idx newest first) and stops at its
+     * LIMIT. The live part was `WHERE queue = $1 LIMIT 5000` on jobs, which no index serves: a
+     * sequential scan that, for a queue with few jobs among a million others', read the whole
+     * table on every 2 s poll. Names are not in those indexes, so each part reads its rows' heap
+     * pages: 9,000 rows at most, on an index bound. The service also keeps the answer a while.
+     * $1 queue
      */
     names: `
-      SELECT DISTINCT name FROM (
-        (SELECT name FROM ${jobs} WHERE queue = $1 LIMIT 5000)
-        UNION ALL
+      SELECT name FROM (
+        (SELECT name FROM ${jobs} WHERE queue = $1 AND state = 'waiting' ORDER BY priority, run_at, id LIMIT 2000)
+        UNION
+        (SELECT name FROM ${jobs} WHERE queue = $1 AND state = 'active' ORDER BY locked_until LIMIT 1000)
+        UNION
+        (SELECT name FROM ${jobs} WHERE queue = $1 AND state = 'waiting-children' ORDER BY id DESC LIMIT 1000)
+        UNION
         (SELECT name FROM ${history} WHERE queue = $1 ORDER BY state DESC, id DESC LIMIT 5000)
-      ) n ORDER BY name`,
+      ) n ORDER BY name LIMIT ${MAX_NAMES}`,
 
     /** One job, live or finished, with what the job page shows beyond Job. $1 id */
     job: `
@@ -244,10 +260,10 @@ export function buildDashboardQueries(schema: string) {
       SELECT n.id, n.host, n.pid, n.started_at, n.last_seen_at, n.heartbeat_ms, n.queues, coalesce(r.n, 0) AS running
       FROM ${s}.nodes n LEFT JOIN running r ON r.locked_by = n.id
       WHERE n.last_seen_at > now() - 3 * n.heartbeat_ms * interval '1 millisecond'
-      ORDER BY n.host, n.pid, n.id`,
+      ORDER BY n.host, n.pid, n.id LIMIT ${MAX_ROWS}`,
 
-    /** Every schedule's last tick (one row per queue and job name that ever ticked). No parameters. */
-    schedules: `SELECT key, last_tick FROM ${s}.cron_schedules ORDER BY key`,
+    /** Every schedule's last tick (one row per queue and job name that ever ticked), the first MAX_ROWS by key. No parameters. */
+    schedules: `SELECT key, last_tick FROM ${s}.cron_schedules ORDER BY key LIMIT ${MAX_ROWS}`,
 
     /**
      * Retry by ids from any queue: failed or cancelled jobs go back to waiting under their own

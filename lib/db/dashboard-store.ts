@@ -4,12 +4,14 @@ import {
   buildDashboardQueries,
   buildJobList,
   FILTER_SCAN_LIMIT,
+  MAX_ROWS,
   type DashboardQueries,
   type ListFilters,
   type ListKey,
   type ListState,
 } from './dashboard-queries';
-import { poolExecutor, type SqlExecutor } from './executor';
+import { bounded, limited, type Gate } from './dashboard/executor';
+import { type SqlExecutor } from './executor';
 import { HistoryLayoutCache } from './history-by-id';
 import { isJobId, rowToJob, type JobRow } from './job-store';
 import { buildFlowQueries, type FlowQueries } from './flow-queries';
@@ -80,56 +82,6 @@ export interface NodeInfo {
   readonly running: number;
 }
 
-/** A turn-taking gate: at most `max` statements at once; the others wait their turn in order. */
-interface Gate {
-  readonly max: number;
-  running: number;
-  readonly waiting: (() => void)[];
-}
-
-/** `db`, taking turns at `gate` with every other executor on it. */
-function limited(db: SqlExecutor, gate: Gate): SqlExecutor {
-  return {
-    async query<R>(sql: string, params: readonly unknown[], name?: string): Promise<R[]> {
-      if (gate.running >= gate.max) await new Promise<void>((resolve) => gate.waiting.push(resolve));
-      else gate.running++;
-      try {
-        return await db.query<R>(sql, params, name);
-      } finally {
-        const next = gate.waiting.shift();
-        if (next) next();
-        else gate.running--;
-      }
-    },
-  };
-}
-
-/**
- * Runs each statement in a transaction of its own with JIT compilation off. The throughput's
- * counts on the ranged partitions' BRIN index are costed high (lossy bitmap scans), which
- * crossed jit_above_cost: 153 ms of JIT compile for a 3.6 ms read (EXPLAIN ANALYZE, 1,000,000
- * finished jobs in the hour, PostgreSQL 15 with jit on).
- */
-function withoutJit(pool: PgPool): SqlExecutor {
-  return {
-    async query<R>(sql: string, params: readonly unknown[]): Promise<R[]> {
-      const c = await pool.connect();
-      try {
-        await c.query('BEGIN');
-        await c.query(`SELECT set_config('jit', 'off', true)`);
-        const { rows } = await c.query<R>({ text: sql, values: params as unknown[] });
-        await c.query('COMMIT');
-        return rows;
-      } catch (err) {
-        await c.query('ROLLBACK').catch(() => undefined);
-        throw err;
-      } finally {
-        c.release();
-      }
-    },
-  };
-}
-
 const EMPTY_LIVE = {
   waiting: 0,
   delayed: 0,
@@ -166,16 +118,18 @@ export class DashboardStore {
     private readonly schema: string,
     private readonly channel: string,
     maxConcurrent = 2,
+    /** Every statement runs under `SET LOCAL statement_timeout` of this many ms (bounded). */
+    statementTimeoutMs = 10_000,
   ) {
     this.q = buildDashboardQueries(schema);
     this.flows = buildFlowQueries(schema);
     const gate: Gate = { max: maxConcurrent, running: 0, waiting: [] };
-    this.db = limited(poolExecutor(pool), gate);
-    this.noJit = limited(withoutJit(pool), gate);
-    this.layout = new HistoryLayoutCache(poolExecutor(pool), schema);
+    this.db = limited(bounded(pool, statementTimeoutMs, false), gate);
+    this.noJit = limited(bounded(pool, statementTimeoutMs, true), gate);
+    this.layout = new HistoryLayoutCache(this.db, schema);
   }
 
-  /** The throughput's reads (withoutJit), sharing the turns of `db`. */
+  /** The throughput's reads (JIT off), sharing the turns of `db`. */
   private readonly noJit: SqlExecutor;
 
   /** Which statement the job page's lookups take (history-by-id.ts). */
@@ -219,7 +173,7 @@ export class DashboardStore {
       if (listed.has(h.name)) continue;
       rows.push({ ...EMPTY_LIVE, name: h.name, failed: h.failed, cancelled: h.cancelled });
     }
-    return rows.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return rows.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).slice(0, MAX_ROWS);
   }
 
   /** Per minute over the last hour; minutes before `from` (if given) come back as 0. */

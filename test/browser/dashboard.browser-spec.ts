@@ -217,6 +217,43 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     expect(await jobState(ids.disk)).toBe('completed');
     expect(await page.evaluate(() => (window as unknown as { notReloaded?: boolean }).notReloaded)).toBe(true);
     expect(await page.locator('pre.json').nth(1).textContent()).toContain('"ok": true');
+
+    // The timeline: created, then each attempt once, in order, started -> ended: the failed one
+    // (its end from its error), then the completed one, on the database's clock with its duration.
+    await page.waitForFunction(
+      () => document.querySelector('[data-testid="timeline"] li:last-child')?.textContent?.includes('completed'),
+      null,
+      { timeout: WAIT_MS },
+    );
+    const lines = await page
+      .locator('[data-testid="timeline"] li')
+      .evaluateAll((lis) =>
+        lis.map(
+          (li) =>
+            `${li.getAttribute('data-event')}: ${li.querySelector('.ev-name')?.textContent}${li.querySelector('.ev-outcome')?.textContent ?? ''}`,
+        ),
+      );
+    expect(lines).toEqual(['created: Created', 'attempt: Attempt 1 failed', 'attempt: Attempt 1 completed']);
+    const last = await page.locator('[data-testid="timeline"] li').last().locator('[data-testid="attempt-span"]').innerText();
+    expect(last).toMatch(
+      /^\d{4}-\d{2}-\d{2} [\d:.]+ [+-]\d{2}:\d{2} -> \d{4}-\d{2}-\d{2} [\d:.]+ [+-]\d{2}:\d{2} \(\d[\d.]* (ms|s)\)$/,
+    );
+    // A completed job can be neither retried nor cancelled: no such buttons (removing it can).
+    expect(await page.locator('[data-testid="retry-job"]').count()).toBe(0);
+    expect(await page.locator('[data-testid="cancel-job"]').count()).toBe(0);
+    expect(await page.locator('[data-testid="remove-job"]').count()).toBe(1);
+  });
+
+  it('a tab shows only the selection actions that can act on its jobs', async () => {
+    const buttons = async (state: string) => {
+      await page.goto(`${main.dashboard}/queues/work?state=${state}`);
+      await page.locator('[data-testid="selection-actions"]').waitFor({ timeout: WAIT_MS });
+      return page
+        .locator('[data-testid="selection-actions"] button')
+        .evaluateAll((bs) => bs.map((b) => b.getAttribute('data-testid')).filter((t): t is string => !!t));
+    };
+    expect(await buttons('completed')).toEqual(['remove-selected']);
+    expect(await buttons('failed')).toEqual(['retry-selected', 'remove-selected']);
   });
 
   it('a job enqueued under a trace shows its trace id; an object progress shows as JSON', async () => {

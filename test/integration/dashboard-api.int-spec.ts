@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { Injectable, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
+import { Injectable, Logger, type CanActivate, type ExecutionContext, type INestApplication } from '@nestjs/common';
 import type { Pool } from 'pg';
 import request from 'supertest';
 import { PgQueueConfigError, QueueService } from '../../lib';
@@ -379,10 +379,8 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       const res = await http().get(`/queues/api/jobs/${id}`);
       expect(res.status).toBe(200);
       expect(res.body.job).toMatchObject({ id, queue: q, state: 'failed', lockedBy: 'node-a', history: true, uniqueKey: null });
-      expect(res.body.timeline.map((t: { event: string }) => t.event)).toEqual(
-        expect.arrayContaining(['created', 'error', 'failed']),
-      );
-      expect(res.body.timeline.find((t: { event: string }) => t.event === 'error')).toMatchObject({ attempt: 1, node: 'node-a' });
+      expect(res.body.timeline.map((t: { event: string }) => t.event)).toEqual(['created', 'attempt']);
+      expect(res.body.timeline[1]).toMatchObject({ attempt: 1, node: 'node-a', outcome: 'failed', error: 'Error: boom' });
       const [live] = await seedWaiting(q, [{ uniqueKey: 'k1' }]);
       const l = await http().get(`/queues/api/jobs/${live}`);
       expect(l.body.job).toMatchObject({ id: live, state: 'waiting', uniqueKey: 'k1', history: false, lockedBy: null });
@@ -740,6 +738,177 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
         }),
       ).rejects.toThrow(/serves nothing until you decide who may use it/);
       expect(() => PgQueueDashboardModule.register({ public: true, path: 'queues' })).toThrow(/path "queues" is not valid/);
+    });
+
+    it('API answers (errors included) carry Cache-Control: no-store and X-Content-Type-Options: nosniff', async () => {
+      for (const url of ['/queues/api/overview', '/queues/api/nodes', '/queues/api/jobs/987654321', '/queues/api/jobs/x']) {
+        const res = await http().get(url);
+        expect([url, res.headers['cache-control'], res.headers['x-content-type-options']]).toEqual([url, 'no-store', 'nosniff']);
+      }
+      const action = await post(`/queues/api/queues/${Q}/pause`, { extra: 1 });
+      expect([action.status, action.headers['cache-control'], action.headers['x-content-type-options']]).toEqual([
+        400,
+        'no-store',
+        'nosniff',
+      ]);
+    });
+
+    it('the mount path matches only as spelled: another case or a percent-encoded letter answers 404 and acts on nothing', async () => {
+      const q = `path-${platform}`;
+      for (const url of [
+        '/Queues/api/overview',
+        '/QUEUES',
+        '/%71ueues/api/overview',
+        '/queues/API/overview',
+        '/queues/api/Nodes',
+      ]) {
+        expect([url, (await http().get(url)).status]).toEqual([url, 404]);
+      }
+      const res = await http().post(`/Queues/api/queues/${q}/pause`).set(HDR).send('{}');
+      expect(res.status).toBe(404);
+      const enc = await http().post(`/%71ueues/api/queues/${q}/pause`).set(HDR).send('{}');
+      expect(enc.status).toBe(404);
+      const { rows } = await sql.query(`SELECT 1 FROM pgqueue.queues WHERE name = $1 AND paused`, [q]);
+      expect(rows).toEqual([]);
+      expect((await http().get(`/queues/api/jobs/987654321`)).status).toBe(404);
+    });
+
+    it('an action from another site is refused (Sec-Fetch-Site, else Origin); same-origin and non-browser ones pass', async () => {
+      const q = `site-${platform}`;
+      const pause = (headers: Record<string, string>) =>
+        http().post(`/queues/api/queues/${q}/pause`).set(HDR).set(headers).send('{}');
+      const refused: Record<string, string>[] = [
+        { 'Sec-Fetch-Site': 'cross-site' },
+        { 'Sec-Fetch-Site': 'same-site' },
+        { 'Sec-Fetch-Site': 'cross-site', Origin: 'http://127.0.0.1' },
+        { Origin: 'https://evil.example' },
+        { Origin: 'null' },
+      ];
+      for (const h of refused) {
+        const res = await pause(h);
+        expect([JSON.stringify(h), res.status]).toEqual([JSON.stringify(h), 403]);
+        expect(res.body.error).toMatch(/refused from another site/);
+      }
+      expect((await sql.query(`SELECT 1 FROM pgqueue.queues WHERE name = $1 AND paused`, [q])).rows).toEqual([]);
+      expect((await pause({ 'Sec-Fetch-Site': 'same-origin', Origin: 'https://whatever.example' })).status).toBe(200);
+      expect((await pause({ Origin: 'http://dash.example:8080', Host: 'dash.example:8080' })).status).toBe(200);
+      expect((await pause({})).status).toBe(200);
+      // Reads are not actions: a cross-site GET is the browser's to refuse (CORS), not ours.
+      expect((await http().get('/queues/api/overview').set('Sec-Fetch-Site', 'cross-site')).status).toBe(200);
+    });
+
+    it('a malformed cursor (an id past bigint, an impossible time) answers 400, never 500', async () => {
+      const cursor = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+      for (const [state, c] of [
+        ['failed', { id: '9223372036854775808' }],
+        ['failed', { id: '99999999999999999999999' }],
+        ['waiting', { priority: 0, runAt: '2024-13-45T25:61:00.000000', id: '5' }],
+        ['waiting', { priority: 0, runAt: '2024-02-30T00:00:00.000000', id: '5' }],
+        ['delayed', { priority: 0, runAt: '2024-01-01T00:00:00.000000', id: '9223372036854775808' }],
+      ] as const) {
+        const res = await http().get(`/queues/api/queues/${Q}/jobs?state=${state}&before=${cursor(c)}`);
+        expect([JSON.stringify(c), res.status]).toEqual([JSON.stringify(c), 400]);
+        expect(res.body.error).toMatch(/Cursor "before" is not valid/);
+      }
+      const ok = cursor({ priority: 0, runAt: '2024-02-29T23:59:59.999999', id: '5' });
+      expect((await http().get(`/queues/api/queues/${Q}/jobs?state=waiting&before=${ok}`)).status).toBe(200);
+    });
+
+    it('authorize gets a context: the queue, the queues of the ids, the connection, the filter; retry-all and bulk actions have their own names', async () => {
+      const asked: {
+        action: string;
+        queue: string | null;
+        queues: readonly string[];
+        ids: readonly string[];
+        connection: string | null;
+        filter: unknown;
+      }[] = [];
+      const ctx = await boot({
+        path: '/ctx',
+        authorize: (_req, action, c) => {
+          asked.push({ action, ...c });
+          return !c.queues.includes(`secret-${platform}`);
+        },
+      });
+      const srv = () => request(ctx.getHttpServer());
+      const act = (url: string, body: unknown) => srv().post(url).set(HDR).send(JSON.stringify(body));
+      const [mine] = await seedHistory(`open-${platform}`, 'failed', 1);
+      const [other] = await seedHistory(`secret-${platform}`, 'failed', 1);
+      const last = () => asked[asked.length - 1];
+
+      expect((await srv().get(`/ctx/api/queues/${M}/jobs?state=failed&name=x`)).status).toBe(200);
+      expect(last()).toMatchObject({
+        action: 'read',
+        queue: M,
+        queues: [M],
+        ids: [],
+        connection: 'default',
+        filter: { state: 'failed', name: 'x' },
+      });
+      expect((await srv().get(`/ctx/api/jobs/${mine}`)).status).toBe(200);
+      expect(last()).toMatchObject({ action: 'read', queue: null, queues: [`open-${platform}`], ids: [mine], connection: null });
+      // A job of a queue authorize refuses: its page, and an action naming it among others.
+      expect((await srv().get(`/ctx/api/jobs/${other}`)).status).toBe(403);
+      expect((await act('/ctx/api/jobs/retry', { ids: [mine, other] })).status).toBe(403);
+      expect(last()).toMatchObject({
+        action: 'retry-bulk',
+        queues: [`open-${platform}`, `secret-${platform}`].sort(),
+        ids: [mine, other],
+      });
+      expect((await sql.query(`SELECT state FROM pgqueue.job_history WHERE id = $1`, [other])).rows).toEqual([
+        { state: 'failed' },
+      ]);
+      expect((await act('/ctx/api/jobs/retry', { ids: [mine] })).status).toBe(200);
+      expect(last()).toMatchObject({ action: 'retry', ids: [mine] });
+      expect((await act('/ctx/api/jobs/cancel', { ids: ['1', '2'] })).status).toBe(200);
+      expect(last().action).toBe('cancel-bulk');
+      expect((await act('/ctx/api/jobs/remove', { ids: ['1', '2'] })).status).toBe(200);
+      expect(last().action).toBe('remove-bulk');
+      expect((await act(`/ctx/api/queues/${M}/retry-failed`, { name: 'bill' })).status).toBe(200);
+      expect(last()).toMatchObject({ action: 'retry-all', queue: M, queues: [M], filter: { name: 'bill' } });
+      expect((await act(`/ctx/api/queues/secret-${platform}/retry-failed`, {})).status).toBe(403);
+      expect((await sql.query(`SELECT state FROM pgqueue.job_history WHERE id = $1`, [other])).rows).toEqual([
+        { state: 'failed' },
+      ]);
+      // Whole-dashboard reads touch no queue in particular.
+      expect((await srv().get('/ctx/api/overview')).status).toBe(200);
+      expect(last()).toEqual({ action: 'read', queue: null, queues: [], ids: [], connection: null, filter: null });
+    });
+
+    it('warns at boot when the dashboard is public (no guards, no authorize), and only then', async () => {
+      const warn = jest.spyOn(Logger.prototype, 'warn');
+      try {
+        await boot({ public: true, path: '/open' });
+        expect(warn.mock.calls.map((c) => String(c[0]))).toEqual(
+          expect.arrayContaining([expect.stringMatching(/The dashboard at \/open is public .* sees every job's payload/)]),
+        );
+        warn.mockClear();
+        await boot({ path: '/closed', guards: [DenyUnlessHeader] });
+        expect(warn.mock.calls.filter((c) => /dashboard at/.test(String(c[0])))).toEqual([]);
+      } finally {
+        warn.mockRestore();
+      }
+    });
+
+    it('every read runs under statementTimeoutMs: one that waits past it answers 503 and the next read works', async () => {
+      expect(() => PgQueueDashboardModule.register({ public: true, statementTimeoutMs: 50 })).toThrow(
+        /statementTimeoutMs must be an integer from 100 to 600000/,
+      );
+      // Long enough for any read of this test's tables on a loaded machine, short for a lock wait.
+      const st = await boot({ public: true, path: '/st', statementTimeoutMs: 1500 });
+      const hold = await sql.connect();
+      try {
+        await hold.query('BEGIN');
+        await hold.query('LOCK TABLE pgqueue.queues IN ACCESS EXCLUSIVE MODE');
+        const res = await request(st.getHttpServer()).get('/st/api/overview');
+        expect(res.status).toBe(503);
+        expect(res.body.error).toMatch(/ran past statementTimeoutMs \(1500 ms\)/);
+      } finally {
+        await hold.query('ROLLBACK');
+        hold.release();
+      }
+      const after = await request(st.getHttpServer()).get('/st/api/overview');
+      expect([after.status, after.body.error]).toEqual([200, undefined]);
     });
 
     it('registerAsync mounts with options from a factory', async () => {

@@ -116,12 +116,21 @@ export interface JobFlow {
 
 export interface TimelineEntry {
   at: string;
-  /** created, due, started, error (a failed attempt), completed, failed, cancelled. */
+  /** created, attempt (each once: started -> ended), due, or cancelled / failed when no attempt ran. */
   event: string;
   attempt?: number | null;
+  /** An attempt's start (the database's clock); null when not recorded. */
+  startedAt?: string | null;
+  /** An attempt's end; null while it runs. */
+  endedAt?: string | null;
+  durationMs?: number | null;
+  /** running, error (another attempt followed), completed, failed, cancelled. */
+  outcome?: string;
   node?: string | null;
   /** For an error: "Name: message". */
   error?: string;
+  /** 'worker': endedAt is the worker's clock (an earlier attempt, known from its error). */
+  clock?: string;
 }
 
 export interface JobPage {

@@ -27,6 +27,8 @@ interface JobAnswer {
 }
 
 const LIVE = new Set(['waiting', 'delayed', 'active', 'waiting-children']);
+/** The states retry acts on (the server retries failed and cancelled jobs only). */
+const RETRYABLE = new Set(['failed', 'cancelled']);
 
 /** Jobs of a flow as links with their states; a job gone from both tables shows its id only. */
 function FlowLinks(props: { links: FlowLink[]; testId: string; on: string }) {
@@ -84,12 +86,53 @@ function FlowSection(props: { flow: JobFlow; on: string }) {
 const EVENT_LABEL: Record<string, string> = {
   created: 'Created',
   due: 'Due',
-  started: 'Started',
-  error: 'Attempt failed',
-  completed: 'Completed',
   failed: 'Failed',
   cancelled: 'Cancelled',
 };
+
+/** How an attempt ended, as its line says it. */
+const OUTCOME_LABEL: Record<string, string> = {
+  running: 'running',
+  error: 'failed',
+  completed: 'completed',
+  failed: 'failed, no attempts left',
+  cancelled: 'cancelled',
+};
+
+/** Created, each attempt once (started -> ended, its duration and node), then due or the end without an attempt. */
+function Timeline(props: { entries: TimelineEntry[] }) {
+  return (
+    <ol class="timeline" data-testid="timeline">
+      {props.entries.map((t, i) => {
+        const attempt = t.event === 'attempt';
+        const cls = attempt ? `ev-attempt ev-${t.outcome ?? 'error'}` : `ev-${t.event}`;
+        return (
+          <li key={i} class={`ev ${cls.replace(/[^a-z -]/gi, '-').toLowerCase()}`} data-event={t.event}>
+            <span class="ev-dot" />
+            <span class="ev-main">
+              <span class="ev-name">{attempt ? `Attempt ${t.attempt}` : (EVENT_LABEL[t.event] ?? t.event)}</span>
+              {attempt && <span class="ev-outcome"> {OUTCOME_LABEL[t.outcome ?? ''] ?? t.outcome}</span>}
+              {!attempt && t.event === 'due' && t.attempt ? <span class="muted"> · attempt {t.attempt}</span> : null}
+              {attempt && (
+                <span class="ev-span" data-testid="attempt-span">
+                  {t.startedAt ? absolute(t.startedAt) : 'start not recorded'} {'->'} {t.endedAt ? absolute(t.endedAt) : 'now'}
+                  {t.durationMs != null && <span class="ev-duration"> ({duration(t.durationMs)})</span>}
+                  {t.clock === 'worker' && <span class="muted"> (end: worker's clock)</span>}
+                </span>
+              )}
+              {t.node && <span class="ev-node mono">on {t.node}</span>}
+              {t.error && <span class="ev-errtext">{t.error}</span>}
+            </span>
+            <span class="ev-time">
+              <Time iso={t.at} />
+              <span class="abs">{absolute(t.at)}</span>
+            </span>
+          </li>
+        );
+      })}
+    </ol>
+  );
+}
 
 export function JobPage(props: { id: string; connection?: string | null }) {
   const { data, error, reload } = usePoll<JobAnswer>(`/jobs/${enc(props.id)}${qs(onConnection(props.connection))}`);
@@ -134,7 +177,7 @@ export function JobPage(props: { id: string; connection?: string | null }) {
         </h1>
         {!settings.readOnly && (
           <div class="page-actions">
-            {(j.state === 'failed' || j.state === 'cancelled' || j.state === 'completed') && (
+            {RETRYABLE.has(j.state) && (
               <ActionButton
                 label="Retry"
                 kind="primary"
@@ -247,27 +290,7 @@ export function JobPage(props: { id: string; connection?: string | null }) {
           </dl>
         </Section>
         <Section title="Timeline">
-          {data.timeline.length === 0 ? (
-            <Empty>No events recorded.</Empty>
-          ) : (
-            <ol class="timeline" data-testid="timeline">
-              {data.timeline.map((t, i) => (
-                <li key={i} class={`ev ev-${t.event.replace(/[^a-z]/gi, '-').toLowerCase()}`}>
-                  <span class="ev-dot" />
-                  <span class="ev-main">
-                    <span class="ev-name">{EVENT_LABEL[t.event] ?? t.event}</span>
-                    {t.attempt ? <span class="muted"> · attempt {t.attempt}</span> : null}
-                    {t.node && <span class="ev-node mono">on {t.node}</span>}
-                    {t.error && <span class="ev-errtext">{t.error}</span>}
-                  </span>
-                  <span class="ev-time">
-                    <Time iso={t.at} />
-                    <span class="abs">{absolute(t.at)}</span>
-                  </span>
-                </li>
-              ))}
-            </ol>
-          )}
+          {data.timeline.length === 0 ? <Empty>No events recorded.</Empty> : <Timeline entries={data.timeline} />}
         </Section>
       </div>
 

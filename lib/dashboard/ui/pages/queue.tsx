@@ -57,6 +57,21 @@ const WHEN_LABEL: Record<JobState, string> = {
   cancelled: 'Finished',
 };
 
+/**
+ * The selection's actions each tab can act on, as the server does: retry takes failed and
+ * cancelled jobs, cancel live ones, remove any but a running one. A button that would answer
+ * "0 of n" on every job of its tab is not shown.
+ */
+const TAB_ACTIONS: Record<JobState, { retry: boolean; cancel: boolean; remove: boolean }> = {
+  waiting: { retry: false, cancel: true, remove: true },
+  delayed: { retry: false, cancel: true, remove: true },
+  active: { retry: false, cancel: true, remove: false },
+  'waiting-children': { retry: false, cancel: true, remove: true },
+  completed: { retry: false, cancel: false, remove: true },
+  failed: { retry: true, cancel: false, remove: true },
+  cancelled: { retry: true, cancel: false, remove: true },
+};
+
 export function QueuePage(props: { queue: string; query: URLSearchParams }) {
   const f = filtersOf(props.query);
   const qname = props.queue;
@@ -92,6 +107,7 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
   const rows = jobs.data?.jobs ?? [];
   const ids = [...selected];
   const actions = !settings.readOnly;
+  const tabActs = TAB_ACTIONS[f.state];
 
   return (
     <>
@@ -169,41 +185,50 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
           rows.length > 0 && (
             <div class="selection" data-testid="selection-actions">
               <span class="muted">{ids.length ? `${ids.length} selected` : 'select jobs to act on them'}</span>
-              <ActionButton
-                label="Retry"
-                disabled={!ids.length}
-                testId="retry-selected"
-                run={async () => {
-                  const r = await post<{ retried: string[] }>('/jobs/retry', { ids, ...onConnection(detail.data?.connection) });
-                  return `Retried ${r.retried.length} of ${ids.length}`;
-                }}
-                onDone={done}
-              />
-              <ActionButton
-                label="Cancel"
-                disabled={!ids.length}
-                testId="cancel-selected"
-                run={async () => {
-                  const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', {
-                    ids,
-                    ...onConnection(detail.data?.connection),
-                  });
-                  return `Cancelled ${r.cancelled.length}, cancelling ${r.cancelling.length} running, of ${ids.length}`;
-                }}
-                onDone={done}
-              />
-              <ActionButton
-                label="Remove"
-                kind="danger"
-                disabled={!ids.length}
-                confirm={`Remove ${ids.length}?`}
-                testId="remove-selected"
-                run={async () => {
-                  const r = await post<{ removed: string[] }>('/jobs/remove', { ids, ...onConnection(detail.data?.connection) });
-                  return `Removed ${r.removed.length} of ${ids.length}`;
-                }}
-                onDone={done}
-              />
+              {tabActs.retry && (
+                <ActionButton
+                  label="Retry"
+                  disabled={!ids.length}
+                  testId="retry-selected"
+                  run={async () => {
+                    const r = await post<{ retried: string[] }>('/jobs/retry', { ids, ...onConnection(detail.data?.connection) });
+                    return `Retried ${r.retried.length} of ${ids.length}`;
+                  }}
+                  onDone={done}
+                />
+              )}
+              {tabActs.cancel && (
+                <ActionButton
+                  label="Cancel"
+                  disabled={!ids.length}
+                  testId="cancel-selected"
+                  run={async () => {
+                    const r = await post<{ cancelled: string[]; cancelling: string[] }>('/jobs/cancel', {
+                      ids,
+                      ...onConnection(detail.data?.connection),
+                    });
+                    return `Cancelled ${r.cancelled.length}, cancelling ${r.cancelling.length} running, of ${ids.length}`;
+                  }}
+                  onDone={done}
+                />
+              )}
+              {tabActs.remove && (
+                <ActionButton
+                  label="Remove"
+                  kind="danger"
+                  disabled={!ids.length}
+                  confirm={`Remove ${ids.length}?`}
+                  testId="remove-selected"
+                  run={async () => {
+                    const r = await post<{ removed: string[] }>('/jobs/remove', {
+                      ids,
+                      ...onConnection(detail.data?.connection),
+                    });
+                    return `Removed ${r.removed.length} of ${ids.length}`;
+                  }}
+                  onDone={done}
+                />
+              )}
             </div>
           )
         }
