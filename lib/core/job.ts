@@ -127,8 +127,17 @@ export interface Job<TPayload = unknown, TResult = unknown> {
   readonly payload: TPayload;
   readonly state: JobState;
   readonly priority: number;
-  /** Attempts started so far, the running one included. */
+  /**
+   * Attempts started so far, the running one included: 1 on a handler's first run, 0 for a job
+   * that has not run yet. Not BullMQ's count: see {@link Job.attemptsMade}.
+   */
   readonly attempt: number;
+  /**
+   * Attempts that have ended: `attempt - 1` while the job runs (the attempts before this one; 0
+   * on a handler's first run), else `attempt`. What `@nestjs/bullmq`'s `job.attemptsMade` counts,
+   * for porting code such as `if (job.attemptsMade > 0) log('retry')`.
+   */
+  readonly attemptsMade: number;
   readonly maxAttempts: number;
   readonly runAt: Date;
   readonly createdAt: Date;

@@ -161,6 +161,7 @@ export function insertedToJob<T>(n: NewJobRow, id: string, now: Date, runAt?: Da
     state: runAtMs > nowMs ? 'delayed' : 'waiting',
     priority: n.priority,
     attempt: 0,
+    attemptsMade: 0,
     maxAttempts: n.maxAttempts,
     runAt,
     createdAt: now,
@@ -198,6 +199,8 @@ export function rowToJob<T>(r: JobRow): Job<T> {
     state: r.state,
     priority: r.priority,
     attempt: r.attempt,
+    // The running attempt has not ended: BullMQ's attemptsMade leaves it out too.
+    attemptsMade: r.state === 'active' ? Math.max(r.attempt - 1, 0) : r.attempt,
     maxAttempts: r.max_attempts,
     runAt: r.run_at,
     createdAt: r.created_at,
