@@ -14,7 +14,7 @@ import {
   UnknownJobNameError,
 } from '../core/errors';
 import { quote } from '../core/input-text';
-import { executorFor, type SqlExecutor } from '../db/executor';
+import { transactionExecutorFor, type SqlExecutor, type TransactionUse } from '../db/executor';
 import type { Job, JobHandler, JobProgress, TransactionClient, TransactionManager } from '../core/job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/pg-queue.options';
 import type { Completer, PendingOutcome } from './completer';
@@ -108,6 +108,9 @@ const MAX_TIMER_MS = 2 ** 31 - 1;
  * that still waits over MAX_BUFFER_WAIT_MS is handed back for other workers, and prefetch stops
  * until handlers prove fast again.
  */
+/** job.completeWith() outside a transaction would complete the job whatever the caller's writes then do. */
+const COMPLETE_WITH: TransactionUse = { caller: 'completeWith()', effect: 'the completion' };
+
 export class QueueWorker {
   private readonly running = new Map<string, Running>();
   /** Prefetched rows, oldest first; `bufferAt[i]` is when `buffer[i]` arrived (a number array: no object per job). */
@@ -409,11 +412,13 @@ export class QueueWorker {
     target: { readonly manager?: TransactionManager; readonly client?: TransactionClient },
     result: unknown,
   ): Promise<void> => {
+    const given = transactionExecutorFor(target, COMPLETE_WITH);
+    if (!given) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
+    // A client not yet known to be in a transaction is asked first: a refusal leaves the call unmade.
+    await given.ready?.();
     const entry = this.running.get(job.id);
     if (entry?.job !== job) throw new CompleteWithError(job.id, job.attempt, 'attempt-ended', `${job.queue}/${job.name}`);
     if (entry.completeCalled) throw new CompleteWithError(job.id, job.attempt, 'already-called', `${job.queue}/${job.name}`);
-    const given = executorFor(target);
-    if (!given) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
     const db = this.ctx.onOwnDatabase ? this.ctx.onOwnDatabase(given) : given;
     // A result JSON cannot carry throws here, before the call counts: the handler may correct it.
     const resultJson = this.resultJson(job, result);
