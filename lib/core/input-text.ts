@@ -49,6 +49,24 @@ export function shorten(s: string, max = QUOTE_MAX): string {
   return s.length <= max ? s : `${s.slice(0, max)}… (${s.length} characters)`;
 }
 
+/**
+ * `s` cut in its middle to about `max` characters, with its length said: for a path, whose start
+ * says where it is and whose end names the value. Never cuts a surrogate pair in two.
+ * @example shortenMiddle('payload' + '[0]'.repeat(300), 40) // 'payload[0][0][0][0][…0][0][0][0][0][0][0] (907 characters)'
+ */
+export function shortenMiddle(s: string, max = 2 * QUOTE_MAX): string {
+  if (s.length <= max) return s;
+  let head = Math.floor(max / 2);
+  let tail = s.length - (max - head);
+  if (isLowSurrogate(s.charCodeAt(head))) head--;
+  if (isLowSurrogate(s.charCodeAt(tail))) tail++;
+  return `${s.slice(0, head)}…${s.slice(tail)} (${s.length} characters)`;
+}
+
+function isLowSurrogate(code: number): boolean {
+  return code >= 0xdc00 && code <= 0xdfff;
+}
+
 /** Cheap first test, true for any NUL or surrogate (whole pairs too): the exact one runs only then. */
 // NUL is what these look for: PostgreSQL cannot store it.
 /* eslint-disable no-control-regex */

@@ -96,10 +96,16 @@ export interface TransactionClient {
 export interface EnqueueOptions extends JobOptions {
   /**
    * Join this TypeORM transaction: the insert and its wake-up notification run on it and take
-   * effect only when it commits. A rollback leaves no job behind.
+   * effect only when it commits. A rollback leaves no job behind. It must be in a transaction
+   * (`dataSource.transaction(async (manager) => ...)`, or `queryRunner.manager` after
+   * `startTransaction()`): `dataSource.manager` would autocommit the job, so it is refused with
+   * `PgQueueConfigError`.
    */
   readonly manager?: TransactionManager;
-  /** Join this node-postgres transaction (for apps without TypeORM). Same guarantee as `manager`. */
+  /**
+   * Join this node-postgres transaction (for apps without TypeORM). Same guarantee as `manager`.
+   * A client before `BEGIN`, or a `Pool`, is refused with `PgQueueConfigError`.
+   */
   readonly client?: TransactionClient;
   /**
    * Run only after these existing jobs (of any queue) have finished: the job waits in state
@@ -127,8 +133,17 @@ export interface Job<TPayload = unknown, TResult = unknown> {
   readonly payload: TPayload;
   readonly state: JobState;
   readonly priority: number;
-  /** Attempts started so far, the running one included. */
+  /**
+   * Attempts started so far, the running one included: 1 on a handler's first run, 0 for a job
+   * that has not run yet. Not BullMQ's count: see {@link Job.attemptsMade}.
+   */
   readonly attempt: number;
+  /**
+   * Attempts that have ended: `attempt - 1` while the job runs (the attempts before this one; 0
+   * on a handler's first run), else `attempt`. What `@nestjs/bullmq`'s `job.attemptsMade` counts,
+   * for porting code such as `if (job.attemptsMade > 0) log('retry')`.
+   */
+  readonly attemptsMade: number;
   readonly maxAttempts: number;
   readonly runAt: Date;
   readonly createdAt: Date;
@@ -165,7 +180,9 @@ export interface ActiveJob<TPayload = unknown> extends Job<TPayload> {
    * Completes the job inside your transaction, so your writes and the job's completion commit
    * together or not at all. Throws `LeaseLostError` if this attempt no longer owns the job (its
    * lease expired and another worker may run it): let it propagate so your transaction rolls
-   * back instead of writing twice. Call it last; the handler's return value is then ignored.
+   * back instead of writing twice. Call it last; the handler's return value is then ignored. A
+   * manager or client not in a transaction is refused with `PgQueueConfigError` (the call does
+   * not count: call again with the right one).
    * @example await dataSource.transaction(async (manager) => { await manager.save(invoice); await job.completeWith({ manager }); });
    */
   completeWith(

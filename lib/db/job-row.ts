@@ -49,6 +49,8 @@ export function rowToJob<T>(r: JobRow): Job<T> {
     state: r.state,
     priority: r.priority,
     attempt: r.attempt,
+    // The running attempt has not ended: BullMQ's attemptsMade leaves it out too.
+    attemptsMade: r.state === 'active' ? Math.max(r.attempt - 1, 0) : r.attempt,
     maxAttempts: r.max_attempts,
     runAt: r.run_at,
     createdAt: r.created_at,

@@ -44,6 +44,7 @@ export function insertedToJob<T>(n: NewJobRow, id: string, now: Date, runAt?: Da
     state: runAtMs > nowMs ? 'delayed' : 'waiting',
     priority: n.priority,
     attempt: 0,
+    attemptsMade: 0,
     maxAttempts: n.maxAttempts,
     runAt,
     createdAt: now,

@@ -1,6 +1,12 @@
 import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
 import type { ResolvedJobDefaults } from '../core/pg-queue.options';
-import { executorFor, type SqlExecutor, type TransactionTarget } from '../db/executor';
+import {
+  executorFor,
+  transactionExecutorFor,
+  type SqlExecutor,
+  type TransactionTarget,
+  type TransactionUse,
+} from '../db/executor';
 import type { JobStore } from '../db/job-store';
 import { isJobId } from '../db/job-row';
 import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
@@ -20,6 +26,14 @@ export const EMPTY_COUNTS: QueueCounts = Object.freeze({
   waitingChildren: 0,
   oldestWaitingAgeMs: null,
 });
+
+// What each write of a queue would let escape the caller's rollback, run outside a transaction.
+const ADD: TransactionUse = { caller: 'add()', effect: 'the job' };
+const ADD_BULK: TransactionUse = { caller: 'addBulk()', effect: 'the jobs' };
+const ADD_FLOW: TransactionUse = { caller: 'addFlow()', effect: "the flow's jobs" };
+const CANCEL: TransactionUse = { caller: 'cancel()', effect: 'the cancel' };
+const RETRY: TransactionUse = { caller: 'retry()', effect: 'the retry' };
+const REMOVE: TransactionUse = { caller: 'remove()', effect: 'the removal' };
 
 /** Maps each job name of a queue to its payload type. */
 export type JobMap = Record<string, unknown>;
@@ -47,10 +61,13 @@ export class Queue<TJobs extends JobMap = JobMap> {
 
   /**
    * The explicit transaction if one is given, else the caller's implicit one (CLS), else the pool.
-   * Every method that takes a target uses it: add, addBulk, cancel, retry, remove and getJob.
+   * Every method that takes a target uses it: add, addBulk, addFlow, cancel, retry, remove and
+   * getJob. A write (`use` given) refuses a manager or client that is not in a transaction: its
+   * effect would commit at once, whatever the caller's transaction then does. A read need not be
+   * in one. The CLS one is, by construction (only an active transaction is taken).
    */
-  private target(t: TransactionTarget | undefined): SqlExecutor | undefined {
-    const exec = executorFor(t) ?? this.ambient();
+  private target(t: TransactionTarget | undefined, use?: TransactionUse): SqlExecutor | undefined {
+    const exec = (use ? transactionExecutorFor(t, use) : executorFor(t)) ?? this.ambient();
     return exec && this.onOwnDatabase ? this.onOwnDatabase(exec) : exec;
   }
 
@@ -71,7 +88,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
 
   /** @internal Inserts a flow's rows in this queue's database, in `t` (checked to be that database) or on its pool. */
   insertFlow(nodes: readonly FlowNodeRow[], t: TransactionTarget | undefined): Promise<FlowInserted> {
-    return this.store.insertFlow(nodes, [], this.target(t));
+    return this.store.insertFlow(nodes, [], this.target(t, ADD_FLOW));
   }
 
   /**
@@ -114,18 +131,22 @@ export class Queue<TJobs extends JobMap = JobMap> {
     if (opts?.dependsOn !== undefined) {
       const existing = resolveDependencies(this.name, name, opts.dependsOn, row.uniqueKey !== null);
       if (existing.length) {
-        const out = await this.store.insertFlow([{ row, parent: -1, onFailure: 'fail-parent' }], existing, this.target(opts));
+        const out = await this.store.insertFlow(
+          [{ row, parent: -1, onFailure: 'fail-parent' }],
+          existing,
+          this.target(opts, ADD),
+        );
         this.enqueued([row]);
         const job = insertedToJob<TJobs[N]>(row, out.ids[0], out.now);
         return out.waitingChildren[0] ? { ...job, state: 'waiting-children' } : job;
       }
     }
     if (row.uniqueKey !== null) {
-      const { jobs, inserted } = await this.store.insertUnique<TJobs[N]>([row], this.target(opts));
+      const { jobs, inserted } = await this.store.insertUnique<TJobs[N]>([row], this.target(opts, ADD));
       this.enqueued(inserted);
       return jobs[0];
     }
-    const target = this.target(opts);
+    const target = this.target(opts, ADD);
     // On the queue's own pool, concurrent adds may share one statement (insertCoalesced).
     const { id, now } = target
       ? await this.store.insert([row], target).then(({ ids, now }) => ({ id: String(ids[0]), now }))
@@ -157,11 +178,11 @@ export class Queue<TJobs extends JobMap = JobMap> {
       return buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes, 'bulk');
     });
     if (rows.some((r) => r.uniqueKey !== null)) {
-      const { jobs: out, inserted } = await this.store.insertUnique<TJobs[N]>(rows, this.target(target));
+      const { jobs: out, inserted } = await this.store.insertUnique<TJobs[N]>(rows, this.target(target, ADD_BULK));
       this.enqueued(inserted);
       return out;
     }
-    const { ids, now } = await this.store.insert(rows, this.target(target));
+    const { ids, now } = await this.store.insert(rows, this.target(target, ADD_BULK));
     this.enqueued(rows);
     return insertedToJobs<TJobs[N]>(rows, ids, now);
   }
@@ -176,7 +197,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async cancel(id: string, target?: TransactionTarget): Promise<'cancelled' | 'cancelling' | null> {
     if (!isJobId(String(id))) return null;
-    return this.store.cancel(this.name, String(id), this.target(target));
+    return this.store.cancel(this.name, String(id), this.target(target, CANCEL));
   }
 
   /**
@@ -204,7 +225,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async retry(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
-    return (await this.store.retryFinished(this.name, [String(id)], this.target(target))) > 0;
+    return (await this.store.retryFinished(this.name, [String(id)], this.target(target, RETRY))) > 0;
   }
 
   /** Runs every failed job of this queue again (a thousand per statement); returns how many. */
@@ -218,7 +239,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async remove(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
-    return this.store.remove(this.name, String(id), this.target(target));
+    return this.store.remove(this.name, String(id), this.target(target, REMOVE));
   }
 
   /** A job of this queue by id, live or finished; null when unknown (or pruned). */

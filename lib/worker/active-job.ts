@@ -28,6 +28,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   readonly state: JobState = 'active';
   readonly priority: number;
   readonly attempt: number;
+  readonly attemptsMade: number;
   readonly maxAttempts: number;
   readonly runAt: Date;
   readonly createdAt: Date;
@@ -70,6 +71,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     this.payload = row.payload as TPayload;
     this.priority = row.priority;
     this.attempt = row.attempt;
+    this.attemptsMade = row.attempt - 1;
     this.maxAttempts = row.max_attempts;
     this.runAt = new Date(row.run_at_ms);
     this.createdAt = new Date(row.created_at_ms);

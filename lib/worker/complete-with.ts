@@ -1,10 +1,13 @@
 import type { JobStore } from '../db/job-store';
 import { CompleteWithError, LeaseLostError, PgQueueConfigError } from '../core/errors';
-import { executorFor, type SqlExecutor } from '../db/executor';
+import { transactionExecutorFor, type SqlExecutor, type TransactionUse } from '../db/executor';
 import type { RunningJob } from './active-job';
 import { storedResultJson } from './outcome';
 import type { ProgressTracker } from './progress';
 import type { RunningSet } from './running-set';
+
+/** job.completeWith() outside a transaction would complete the job whatever the caller's writes then do. */
+const COMPLETE_WITH: TransactionUse = { caller: 'completeWith()', effect: 'the completion' };
 
 /** What `completeWith()` needs of its worker. */
 export interface CompleteWithDeps {
@@ -25,11 +28,13 @@ export function completeWithFor(
   deps: CompleteWithDeps,
 ): NonNullable<RunningJob['completeIn']> {
   return async (job, target, result) => {
+    const given = transactionExecutorFor(target, COMPLETE_WITH);
+    if (!given) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
+    // A client not yet known to be in a transaction is asked first: a refusal leaves the call unmade.
+    await given.ready?.();
     const entry = running.get(job.id);
     if (entry?.job !== job) throw new CompleteWithError(job.id, job.attempt, 'attempt-ended', `${job.queue}/${job.name}`);
     if (entry.completeCalled) throw new CompleteWithError(job.id, job.attempt, 'already-called', `${job.queue}/${job.name}`);
-    const given = executorFor(target);
-    if (!given) throw new PgQueueConfigError('completeWith() needs { manager } or { client } inside your transaction.');
     const db = deps.onOwnDatabase ? deps.onOwnDatabase(given) : given;
     // A result JSON cannot carry throws here, before the call counts: the handler may correct it.
     const resultJson = storedResultJson(job, result);

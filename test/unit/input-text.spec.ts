@@ -1,4 +1,4 @@
-import { nameProblem, quote, shorten, textProblem } from '../../lib/core/input-text';
+import { nameProblem, quote, shorten, shortenMiddle, textProblem } from '../../lib/core/input-text';
 
 // Error messages quote what the caller passed briefly and printably, and say what is wrong.
 describe('quote', () => {
@@ -35,6 +35,19 @@ describe('quote', () => {
   it('shortens long text', () => {
     expect(shorten('a, b', 10)).toBe('a, b');
     expect(shorten('y'.repeat(500), 10)).toBe(`${'y'.repeat(10)}… (500 characters)`);
+  });
+});
+
+describe('shortenMiddle', () => {
+  it('keeps a short text whole, and both ends of a long one with its length', () => {
+    expect(shortenMiddle('payload.a', 40)).toBe('payload.a');
+    expect(shortenMiddle('payload' + '[0]'.repeat(300), 40)).toBe('payload[0][0][0][0][…0][0][0][0][0][0][0] (907 characters)');
+  });
+
+  it('never cuts a surrogate pair in two', () => {
+    const out = shortenMiddle('😀'.repeat(100), 41);
+    expect(textProblem(out)).toBeNull(); // no lone surrogate
+    expect(out).toMatch(/^(😀)+…(😀)+ \(200 characters\)$/);
   });
 });
 

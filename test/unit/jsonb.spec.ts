@@ -1,4 +1,4 @@
-import { toJsonText, toStorableJson, UnstorableJsonError } from '../../lib/db/jsonb';
+import { MAX_JSON_DEPTH, toJsonText, toStorableJson, UnstorableJsonError } from '../../lib/db/jsonb';
 
 // What a payload or a result may hold: toJsonText writes exactly what JSON.stringify would, or
 // refuses what JSON (or PostgreSQL's jsonb) would store as something else, naming where it is.
@@ -96,10 +96,37 @@ describe('toJsonText: JSON jsonb stores exactly as passed', () => {
     expect(err.path).toContain('(10000 characters)');
   });
 
-  it('refuses a value nested too deep to write, rather than overflowing the stack', () => {
-    let deep: unknown = 1;
-    for (let i = 0; i < 100_000; i++) deep = [deep];
-    expect(refusal(deep).message).toMatch(/nested too deeply/);
+  /** `levels` arrays and objects, alternating, around 1: `[{ "k": [{ ... }] }]`. */
+  const nested = (levels: number): unknown => {
+    let v: unknown = 1;
+    for (let i = 0; i < levels; i++) v = i % 2 ? { k: v } : [v];
+    return v;
+  };
+
+  it(`writes ${MAX_JSON_DEPTH} levels of nesting as JSON.stringify does`, () => {
+    const v = nested(MAX_JSON_DEPTH);
+    expect(toJsonText(v, 'payload')).toBe(JSON.stringify(v));
+  });
+
+  // Issue 24, point 6: a recursive walk overflowed the stack at a depth that changed with the JIT
+  // (3,000 refused in one run, 4,000 accepted in the next), quoting a path of 4,700-10,000 characters.
+  it.each([MAX_JSON_DEPTH + 1, 4_000, 100_000, 1_000_000])(
+    'refuses %i levels at the same level, with a short message, never overflowing the stack',
+    (levels) => {
+      const err = refusal(nested(levels));
+      expect(err.message).toMatch(new RegExp(`is nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects`));
+      expect(err.cause).toBeUndefined(); // not a RangeError caught on the way out
+      expect(err.message.length).toBeLessThan(400);
+      // The path is cut in its middle: where it starts, and the level refused.
+      expect(err.path).toMatch(/^payload(\[0\])?\.k\[0\]\.k.*….*\.k(\[0\])? \(\d+ characters\)$/);
+      expect(err.path.length).toBeLessThan(160);
+    },
+  );
+
+  it('refuses the same depth every time, whatever V8 has compiled', () => {
+    const paths = new Set<string>();
+    for (let i = 0; i < 50; i++) paths.add(refusal(nested(MAX_JSON_DEPTH + 1 + 2 * (i % 2))).path);
+    expect(paths.size).toBe(1); // refused at level MAX_JSON_DEPTH + 1 (same shape outside)
   });
 
   it.each<[string, unknown]>([

@@ -35,6 +35,12 @@ describe('the public surface of nestjs-pg-queue', () => {
     );
   });
 
+  it("gives a Job both counts of attempts: ours (1-based) and BullMQ's attemptsMade (issue 24, point 8)", () => {
+    // A type-level check: this file does not compile if either field leaves the public Job.
+    const counts: readonly (keyof pkg.Job & keyof pkg.ActiveJob)[] = ['attempt', 'attemptsMade'];
+    expect(counts).toHaveLength(2);
+  });
+
   it('keeps the internals out', () => {
     for (const internal of ['PgQueueRuntime', 'PG_QUEUE_RUNTIME', 'DEFAULTS', 'EMPTY_COUNTS', 'Supervisor', 'JobStore']) {
       expect(pkg).not.toHaveProperty(internal);
