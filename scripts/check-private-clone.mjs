@@ -9,7 +9,11 @@
 // 1. `git clone` the current commit (HEAD: uncommitted changes are not in it) into
 //    <mode-700 dir>/<mode-700 dir>/repo, and `npm ci --offline` there (from the npm cache, which
 //    the `npm ci` of this clone filled: no network);
-// 2. `npm test -- test/integration/migrations.int-spec.ts` (a quick file) must pass;
+// 2. `npm test -- <every test file that starts an embedded server of its own>` must pass: the
+//    harness's server (scripts/pg-server.mjs) and each of those (startTestPostgres through jest's
+//    globalSetup, a second server) must each find binaries the `postgres` user can run. They are
+//    found by what they call (EMBEDDED_MARKERS), so a new such file is checked without a list to
+//    keep; the whole suite runs as root on the embedded server earlier in .ci/run;
 // 3. `npm start` (PORT=0: any free port) must print its URLs and answer GET /health; Ctrl-C
 //    (SIGINT to its process group) must stop the app and then PostgreSQL ("[sample] stopped").
 //
@@ -24,7 +28,23 @@ import { fileURLToPath } from 'node:url';
 import { startInGroup } from './sample-process.mjs';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const TEST_FILE = 'test/integration/migrations.int-spec.ts';
+// What a test file calls when it starts an embedded server of its own (directly or through a fixture).
+const EMBEDDED_MARKERS =
+  /startSecondServer\(|testing-global-setup|startTestPostgres\(|startEmbeddedServer\(|pgQueueGlobalSetup\(/;
+
+/** The test files (relative to the repository) that start an embedded server, plus one quick plain file. */
+function embeddedTestFiles() {
+  const found = [];
+  for (const dir of ['test/unit', 'test/integration', 'test/e2e']) {
+    for (const name of fs.readdirSync(path.join(root, dir)).sort()) {
+      if (!/\.(spec|int-spec|e2e-spec)\.ts$/.test(name)) continue;
+      if (EMBEDDED_MARKERS.test(fs.readFileSync(path.join(root, dir, name), 'utf8'))) found.push(`${dir}/${name}`);
+    }
+  }
+  if (found.length < 3)
+    throw new Error(`expected at least 3 test files that start an embedded server, found: ${found.join(', ')}`);
+  return ['test/integration/migrations.int-spec.ts', ...found];
+}
 const NPM = process.platform === 'win32' ? 'npm.cmd' : 'npm';
 const STEP_DEADLINE_MS = 300_000;
 const STOP_DEADLINE_MS = 60_000;
@@ -71,7 +91,8 @@ async function main() {
     // PGQUEUE_TEST_SERVER=embedded: where npm test would pick Testcontainers (Docker answers), the
     // embedded server is still the one under test here.
     const testEnv = { ...envWithoutDatabase, PGQUEUE_TEST_SERVER: 'embedded' };
-    const testOut = await runStep(`npm test -- ${TEST_FILE}`, clone, ['test', '--', TEST_FILE], testEnv);
+    const testFiles = embeddedTestFiles();
+    const testOut = await runStep(`npm test -- ${testFiles.join(' ')}`, clone, ['test', '--', ...testFiles], testEnv);
     const binLine = testOut.match(/^\[test\] PostgreSQL binaries in .*$/m);
     if (asRoot && !binLine)
       throw new Error(`npm test ran as root in a private clone but did not say where the binaries are:\n${testOut}`);

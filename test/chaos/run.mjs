@@ -146,6 +146,8 @@ async function runScenario(sc, server, logDir) {
     url,
     cfg: CONFIG,
     note: (s) => notes.push(s),
+    /** The fault did not take place as meant: the scenario fails (see scenarios.mjs). */
+    inconclusive: (why) => inconclusive.push(why),
     startReplica,
     /**
      * SIGKILLs replica i at a moment it holds jobs, so the kill exercises the rescue: it freezes

@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import type { Pool } from 'pg';
+import { Client, type Pool } from 'pg';
 import { Process, Processor, QueueService, type Job } from '../../lib';
 import { migrate } from '../../lib/db/migrator';
 import { HistoryPartitions } from '../../lib/db/history/partitions';
@@ -11,6 +11,16 @@ import { lockKey } from '../../lib/db/transaction';
 import { DashboardStore } from '../../lib/db/dashboard-store';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
+
+async function withClient<T>(url: string, fn: (c: Client) => Promise<T>): Promise<T> {
+  const c = new Client({ connectionString: url });
+  await c.connect();
+  try {
+    return await fn(c);
+  } finally {
+    await c.end();
+  }
+}
 
 const D = 86_400_000;
 
@@ -254,8 +264,19 @@ describe('history partitions', () => {
       await holder.query(`SELECT pg_advisory_xact_lock($1::bigint)`, [lockKey('nestjs-pg-queue:history:wait_parts')]);
       let answered = false;
       const boot = parts.ensureAhead().finally(() => (answered = true));
-      await new Promise((r) => setTimeout(r, 300));
-      expect(answered).toBe(false); // still waiting: a try-lock would have answered [] by now
+      // A session waits on the advisory lock: a try-lock never waits (it answers []). Asked on a
+      // connection of its own: the holder and the boot may have taken the pool's.
+      const waitsOnLock = async () =>
+        (
+          await withClient(t.db.url, (c) =>
+            c.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_stat_activity
+              WHERE datname = current_database() AND wait_event_type = 'Lock' AND wait_event = 'advisory'`,
+            ),
+          )
+        ).rows[0].n === 1;
+      await waitFor(waitsOnLock, { message: () => `ensureAhead to wait on the history lock (answered: ${answered})` });
+      expect(answered).toBe(false);
       await holder.query('COMMIT');
       expect(await boot).toHaveLength(3);
     } finally {

@@ -373,8 +373,12 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
           ).rows[0].n === 1;
         await waitFor(waiting, { message: () => 'the first outcome write never waited on the row lock' });
         // Ten behind it are left for the next write: no statement per handful of outcomes.
-        for (const o of byName('few')) completer.push(o);
-        await new Promise((r) => setTimeout(r, 300));
+        const few = byName('few');
+        for (const o of few) completer.push(o);
+        // A write would take them out of the pending list on the completer's next turn (push
+        // schedules it with setImmediate): after that turn, all ten are still waiting, none written.
+        await new Promise((r) => setImmediate(r));
+        expect(completer.pendingIds()).toEqual(few.map((o) => o.id));
         expect(written).toEqual([]);
         // 110 waiting: a second write goes out beside the stuck one and commits on its own.
         for (const o of byName('many')) completer.push(o);

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Process, Processor, QueueService, type ActiveJob, type PgQueueModuleOptions } from '../../lib';
 import { migrate } from '../../lib/db/migrator';
-import { bootApp, runtimeOf } from '../support/app';
+import { bootApp, disableStaleBufferHandBack, runtimeOf } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
 
 // queue.pause(): what a node had prefetched goes back to the queue and does not run, and the
@@ -100,6 +100,9 @@ describe('pause', () => {
 
   it('hands back the jobs a node had prefetched, and they do not run when its slot frees', async () => {
     const a = await boot('node-a', ['pf', 'probe'], [PrefetchProcessor, ProbeProcessor]);
+    // Only the pause may hand the buffered jobs back: the stale-buffer timer would do it a second
+    // later too, and a slow machine took that long, so a broken pause hand-back still passed.
+    disableStaleBufferHandBack(a, 'pf');
     const queues = a.get(QueueService);
     // Fast jobs first: the node learns its handlers are fast and starts prefetching.
     await queues.addBulk(

@@ -30,7 +30,8 @@ describe('the README "Testing your app" example, run with jest', () => {
     writeFileSync(
       join(dir, 'jest.config.js'),
       `module.exports = { rootDir: __dirname, testEnvironment: 'node', testMatch: ['<rootDir>/test/**/*.spec.js'],
-        globalSetup: '<rootDir>/test/global-setup.js', globalTeardown: '<rootDir>/test/global-teardown.js' };`,
+        globalSetup: '<rootDir>/test/global-setup.js', globalTeardown: '<rootDir>/test/global-teardown.js',
+        moduleNameMapper: { '^(\\\\.{1,2}/.*)\\\\.js$': '$1' } };`,
     );
   });
 

@@ -20,6 +20,15 @@ const notRouted = {
   'infra.int-spec.ts': 'tests the test harness (createTestDatabase, waitFor), no queue',
   'history-migration.int-spec.ts':
     'the migration and the partition steps run on its own direct pool (no bootApp), on a history of 1,000,000 rows',
+  'coalesced-add.int-spec.ts': "its JobStore runs on the test database's direct pool (useTestDatabase), not through bootApp",
+  'dashboard-api.int-spec.ts': 'its HTTP apps take forRoot options as given (test/support/dashboard-app.ts), not through bootApp',
+  'testing-database.int-spec.ts':
+    'nestjs-pg-queue/testing: test servers and databases (startTestPostgres, createTestDatabase), no queue through bootApp',
+  'testing-fake-timers.int-spec.ts':
+    "nestjs-pg-queue/testing's PgQueueTestingModule with its own forRoot({ connection: db.url }), not bootApp",
+  'testing-tester.int-spec.ts':
+    "nestjs-pg-queue/testing's PgQueueTester with its own forRoot({ connection: db.url }), not bootApp",
+  'readme-testing.int-spec.ts': "the README's test files run by jest in a child process, with the README's own module",
 };
 
 /** Files that cannot pass through PgBouncer in a mode by nature, with the reason. */

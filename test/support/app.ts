@@ -36,3 +36,21 @@ export async function bootApp(t: TestAppOptions): Promise<INestApplicationContex
 export function runtimeOf(app: INestApplicationContext): PgQueueRuntime {
   return app.get<PgQueueRuntime>(PG_QUEUE_RUNTIME);
 }
+
+/**
+ * Turns off a worker's stale-buffer hand-back (prefetched jobs that waited over a second go back
+ * to the queue), so that a test of another hand-back (a pause) fails when that one breaks, however
+ * slow the machine: left on, the timer hands the same jobs back about a second later and the test
+ * passed anyway. Reaches into the supervisor's private worker map; says so when that moved.
+ */
+export function disableStaleBufferHandBack(app: INestApplicationContext, queue: string): void {
+  const workers = (runtimeOf(app).supervisor as unknown as { workers?: Map<string, { returnStaleBuffer?: () => void }> }).workers;
+  const worker = workers?.get(queue);
+  if (typeof worker?.returnStaleBuffer !== 'function') {
+    throw new Error(
+      `disableStaleBufferHandBack: no worker for "${queue}" with a returnStaleBuffer method in the supervisor's ` +
+        '"workers" map: the worker was reshaped, update this helper (test/support/app.ts)',
+    );
+  }
+  worker.returnStaleBuffer = () => undefined;
+}

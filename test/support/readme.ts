@@ -53,9 +53,26 @@ export const COMPILER_OPTIONS: ts.CompilerOptions = {
   paths: { 'nestjs-pg-queue': ['lib/index.ts'], 'nestjs-pg-queue/*': ['lib/*/index.ts'] },
 };
 
+/**
+ * What `nest new` writes today (@nestjs/schematics 12.0.6, lib/application/files/ts/tsconfig.json;
+ * the app's package.json has no "type", so its files are CommonJS): module and moduleResolution
+ * nodenext with isolatedModules. There a type-only export used in a decorated signature must be
+ * imported with `type` (TS1272), and an `import()` of a relative path needs its extension (TS2835).
+ * `strict` stands in for the template's strictNullChecks plus its --strict answers.
+ */
+export const NEST_NEW_COMPILER_OPTIONS: ts.CompilerOptions = {
+  ...COMPILER_OPTIONS,
+  target: ts.ScriptTarget.ES2023,
+  module: ts.ModuleKind.NodeNext,
+  moduleResolution: ts.ModuleResolutionKind.NodeNext,
+  resolvePackageJsonExports: true,
+  isolatedModules: true,
+  allowSyntheticDefaultImports: true,
+};
+
 /** Type-checks virtual files (absolute path -> source) against the library; returns the messages. */
-export function typeCheck(files: Record<string, string>): string[] {
-  const host = ts.createCompilerHost(COMPILER_OPTIONS);
+export function typeCheck(files: Record<string, string>, options: ts.CompilerOptions = COMPILER_OPTIONS): string[] {
+  const host = ts.createCompilerHost(options);
   const read = host.getSourceFile.bind(host);
   const exists = host.fileExists.bind(host);
   host.fileExists = (name) => name in files || exists(name);
@@ -68,7 +85,7 @@ export function typeCheck(files: Record<string, string>): string[] {
   )(host.readFile.bind(host));
   host.getSourceFile = (name, lang, onError, create) =>
     name in files ? ts.createSourceFile(name, files[name], lang) : read(name, lang, onError, create);
-  const program = ts.createProgram(Object.keys(files), COMPILER_OPTIONS, host);
+  const program = ts.createProgram(Object.keys(files), options, host);
   return Object.keys(files).flatMap((f) =>
     ts.getPreEmitDiagnostics(program, program.getSourceFile(f)).map((d) => {
       const at = d.file && d.start !== undefined ? d.file.getLineAndCharacterOfPosition(d.start).line + 1 : 0;
