@@ -1,5 +1,5 @@
 import type { JobAttemptError } from '../core/job';
-import type { DashboardJob } from '../db/dashboard-store';
+import type { DashboardJob } from '../core/dashboard-reads';
 
 /**
  * One entry of a job's timeline, in the order things happened: `created`, then each attempt
