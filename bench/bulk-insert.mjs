@@ -27,7 +27,8 @@ const { migrate } = require(path.join(dist, 'db/migrator'));
 const { JobStore } = require(path.join(dist, 'db/job-store'));
 const { buildInsert } = require(path.join(dist, 'db/insert'));
 const { Queue } = require(path.join(dist, 'producer/queue'));
-const { resolveJobDefaults, DEFAULTS } = require(path.join(dist, 'core/pg-queue.options'));
+const { resolveJobDefaults } = require(path.join(dist, 'core/options/job-checks'));
+const { DEFAULTS } = require(path.join(dist, 'core/options/defaults'));
 const raw = require('./raw-sql.cjs');
 
 const arg = (name, dflt) => Number(process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1] ?? dflt);

@@ -5,7 +5,7 @@
 //
 // Commit mode matches the library's default: claims and deletions commit with
 // synchronous_commit = off for that statement only (set_config(..., true) in the statement, as
-// lib/db/queries.ts does with asyncCommit: true); inserts commit durably.
+// lib/db/store-context.ts does with asyncCommit: true); inserts commit durably.
 
 const TABLE = 'raw_jobs';
 const CHANNEL = 'raw_jobs';

@@ -11,7 +11,7 @@
 --                                  so no partition drop can take a failed job with it
 --       job_history_done           'completed', 'cancelled' PARTITION BY RANGE (finished_at)
 --         job_history_pYYYYMMDDTHH one per historyPartitionMs, created ahead by the maintenance
---                                  pass (lib/db/history-partitions.ts), dropped past retention
+--                                  pass (lib/db/history/partitions.ts), dropped past retention
 --         job_history_done_default whatever no partition covers (maintenance lapsed): no row can
 --                                  fail to insert because its partition is missing
 --

@@ -19,13 +19,13 @@
 --    (test/integration/history-migration.int-spec.ts measures it). The ranged partitions whose
 --    period ends less than an hour ago, or later, get their BRIN index here (a scan of at most
 --    the current partitions); older ones are never read by the throughput, and new ones get it
---    from lib/db/history-partitions.ts when they are created.
+--    from lib/db/history/partitions.ts when they are created.
 -- 2. job_history_id_bounds: for each ranged partition whose period is over (and which no running
 --    transaction can still write to), the smallest and largest id it holds, recorded once by the
 --    maintenance pass (HistoryPartitions.recordIdBounds). getJob and the other reads by id ask
 --    the open partitions (failed, default, those not yet closed) and, of the closed ones, only
 --    those whose range holds the id: a nested loop over this table whose inner side is pruned at
---    run time by each row's finish-time range (lib/db/queries.ts, historyByIdSql).
+--    run time by each row's finish-time range (lib/db/history/by-id.ts, historyByIdParamSql).
 
 CREATE TABLE job_history_id_bounds (
   partition   text        PRIMARY KEY,

@@ -1,7 +1,8 @@
 // The import graph of lib/, type-only imports and re-exports included: prints every import cycle
 // and every import a folder's layer does not allow (eslint.config.mjs, MAY_IMPORT), and exits 1
 // on any. ESLint's import-x/no-cycle skips `import type`, so a cycle held together by types
-// (db/job-store.ts <-> db/flow-store.ts) passed lint; TypeScript's own scanner sees every form.
+// (db/job-store.ts <-> db/flow-store.ts, before the reshape) passed lint; TypeScript's own
+// scanner sees every form.
 //
 //   node scripts/check-imports.mjs [--root DIR]   (DIR holds lib/; default: this repository)
 import fs from 'node:fs';

@@ -66,3 +66,8 @@ export function validateJobName(name: unknown): string {
     throw new PgQueueConfigError(`Invalid job name ${quote(name)}: ${why}. Use a non-empty string of at most 200 characters.`);
   return name as string;
 }
+
+/** True for a string that can be a job id (a positive bigint); anything else matches no job. */
+export function isJobId(id: string): boolean {
+  return /^\d{1,19}$/.test(id);
+}

@@ -1,6 +1,6 @@
 import type { SupervisorEventMap } from './events';
 import type { QueueCounts } from './job';
-import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from './pg-queue.options';
+import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from './options/resolved';
 
 // The runtime as the companions (health, metrics, testing; lib/module hands it to them under
 // PG_QUEUE_RUNTIME) see it: what they read and the few things they drive, in core types only, so

@@ -1,6 +1,6 @@
 import { Catch, HttpStatus, type ArgumentsHost, type ExceptionFilter } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
-import { DashboardBusyError } from '../db/dashboard/executor';
+import { DashboardBusyError } from '../core/dashboard-reads';
 import { DashboardInputError } from './dashboard-input';
 
 /**

@@ -1,7 +1,6 @@
 import { PgQueueConfigError } from '../core/errors';
-import { validateQueueName } from '../core/pg-queue.options';
-import { isJobId } from '../db/job-store';
-import type { ListFilters, ListKey, ListState } from '../db/dashboard-store';
+import type { ListFilters, ListKey, ListState } from '../core/dashboard-reads';
+import { isJobId, validateQueueName } from '../core/names';
 
 /**
  * Validation of everything a dashboard request carries (query strings, path parameters, JSON

@@ -1,4 +1,4 @@
-import type { DashboardStore } from '../db/dashboard-store';
+import type { DashboardReads } from '../core/dashboard-reads';
 
 /** Completed and failed jobs per minute, oldest minute first, as the overview shows them. */
 export interface ThroughputAnswer {
@@ -30,7 +30,7 @@ export class MinuteCounts {
   private readonly closed = new Map<string, { completed: number; failed: number }>();
   private from: Date | null = null;
 
-  constructor(private readonly store: DashboardStore) {}
+  constructor(private readonly store: Pick<DashboardReads, 'throughput'>) {}
 
   async read(): Promise<ThroughputAnswer> {
     const t = await this.store.throughput(this.from);

@@ -1,7 +1,8 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import type { JobAttemptError, JobOptions } from '../core/job';
 import { PgQueueError } from '../core/errors';
-import { DashboardStore, type DashboardFlow, type DashboardJob } from '../db/dashboard-store';
+import type { DashboardFlow, DashboardJob, DashboardReads } from '../core/dashboard-reads';
+import { createDashboardReads } from '../module/dashboard-reads';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import { CostlyReads } from './costly-reads';
@@ -43,8 +44,8 @@ const PREVIEW_CHARS = 200;
 @Injectable()
 export class DashboardService implements OnApplicationBootstrap {
   /** The default connection's store. */
-  readonly store: DashboardStore;
-  private readonly stores = new Map<string, DashboardStore>();
+  readonly store: DashboardReads;
+  private readonly stores = new Map<string, DashboardReads>();
   private readonly minutes = new Map<string, MinuteCounts>();
   /** The connection a queue no node registers was last seen on (the overview lists it with it). */
   private readonly seenOn = new Map<string, string>();
@@ -56,7 +57,7 @@ export class DashboardService implements OnApplicationBootstrap {
     for (const c of runtime.connections) {
       // Half the pool at most (the workers share it), and at least one connection.
       const connections = Math.max(1, Math.floor(c.options.poolSize / 2));
-      const store = new DashboardStore(c.pool, c.store.schema, c.store.channel, connections, options.statementTimeoutMs);
+      const store = createDashboardReads(c, connections, options.statementTimeoutMs);
       this.stores.set(c.name, store);
       this.minutes.set(c.name, new MinuteCounts(store));
     }
@@ -126,12 +127,12 @@ export class DashboardService implements OnApplicationBootstrap {
     return [...new Set(found.flat().map((j) => j.queue))].sort();
   }
 
-  private storeOf(queue: string): DashboardStore {
+  private storeOf(queue: string): DashboardReads {
     return this.stores.get(this.connectionOf(queue))!;
   }
 
   /** The store a job action or lookup names, the default one when none is named. */
-  private storeNamed(connection: string | null): DashboardStore {
+  private storeNamed(connection: string | null): DashboardReads {
     const store = this.stores.get(connection ?? this.names[0]);
     if (!store)
       throw new DashboardInputError(

@@ -1,5 +1,5 @@
 import type { JobAttemptError } from '../core/job';
-import type { DashboardJob } from '../db/dashboard-store';
+import type { DashboardJob } from '../core/dashboard-reads';
 
 /**
  * One entry of a job's timeline, in the order things happened: `created`, then each attempt
@@ -30,7 +30,8 @@ export interface TimelineEntry {
 }
 
 /** An attempt error as stored: times the database stamped, when the outcome statement recorded them. */
-type StoredError = JobAttemptError & { readonly startedAt?: string; readonly endedAt?: string };
+// startedAt is null for an attempt whose row had no started_at (a row written by hand).
+type StoredError = JobAttemptError & { readonly startedAt?: string | null; readonly endedAt?: string };
 
 const FINISHED = new Set(['completed', 'failed', 'cancelled']);
 
@@ -96,7 +97,7 @@ export function timeline(j: DashboardJob): TimelineEntry[] {
       });
       return;
     }
-    const dbTimes = e.startedAt !== undefined && e.endedAt !== undefined;
+    const dbTimes = e.startedAt != null && e.endedAt !== undefined;
     t.push({
       at: e.startedAt ?? e.endedAt ?? e.at,
       event: 'attempt',

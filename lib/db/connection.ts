@@ -1,6 +1,6 @@
 import type { PgClientConfig, PgPoolConfig } from '../core/pg-types';
 import { PgQueueConfigError } from '../core/errors';
-import type { DataSourceLike, PgQueueModuleOptions } from '../core/pg-queue.options';
+import type { DataSourceLike, PgQueueModuleOptions } from '../core/options/types';
 
 /** True for an object shaped like a TypeORM DataSource (as opposed to a DI token). */
 export function isDataSourceLike(x: unknown): x is DataSourceLike {

@@ -1,26 +1,8 @@
 import { escapeIdentifier } from 'pg';
-import { historyByIdParamSql } from './history-by-id';
-import { byLayout, HISTORY_COLS, LIVE_COLS, liveCountsSql, waitingChildrenSql } from './queries';
-
-/** The states the dashboard lists; `waiting` means due now, `delayed` waiting for a later runAt. */
-export type ListState = 'waiting' | 'delayed' | 'active' | 'waiting-children' | 'completed' | 'failed' | 'cancelled';
-
-/** Filters of a job list; every value travels as a bind parameter. */
-export interface ListFilters {
-  readonly name?: string;
-  /** Live states only: history does not keep unique keys. */
-  readonly uniqueKey?: string;
-  /** JSON text; matched with `payload @> $n::jsonb`. */
-  readonly payloadJson?: string;
-}
-
-/**
- * Where a page starts (exclusive): the last job of the previous page, in the list's own order.
- * Waiting and delayed jobs are listed in claim order (priority, run_at, id), so their key holds
- * all three (run_at as UTC text with microseconds: a JS Date would drop them); the others are
- * listed newest first by id.
- */
-export type ListKey = { readonly id: string } | { readonly priority: number; readonly runAt: string; readonly id: string };
+import type { ListFilters, ListKey, ListState } from '../core/dashboard-reads';
+import { historyByIdParamSql } from './history/by-id';
+import { byLayout, HISTORY_COLS, LIVE_COLS } from './job-row';
+import { liveCountsSql, waitingChildrenSql } from './reads';
 
 /** The most job names a queue page lists (its name filter's choices). */
 export const MAX_NAMES = 1000;
@@ -217,7 +199,7 @@ export function buildDashboardQueries(schema: string) {
       SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1
       UNION ALL
       SELECT ${HISTORY_COLS}, NULL::text, locked_by, true, trace FROM ${history} WHERE id = $1`,
-    /** job for each history layout: only the history partitions that can hold the id. $1 id, then idLookup's values (history-by-id.ts) */
+    /** job for each history layout: only the history partitions that can hold the id. $1 id, then idLookup's values (history/by-id.ts) */
     jobIn: byLayout(
       (layout) => `
       SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1::bigint

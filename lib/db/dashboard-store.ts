@@ -1,86 +1,24 @@
+import type {
+  DashboardFlow,
+  DashboardJob,
+  DashboardReads,
+  FlowLink,
+  ListFilters,
+  ListKey,
+  ListState,
+  NodeInfo,
+  QueueOverviewRow,
+  Throughput,
+} from '../core/dashboard-reads';
+import { isJobId } from '../core/names';
 import type { PgPool } from '../core/pg-types';
-import type { Job } from '../core/job';
-import {
-  buildDashboardQueries,
-  buildJobList,
-  FILTER_SCAN_LIMIT,
-  MAX_ROWS,
-  type DashboardQueries,
-  type ListFilters,
-  type ListKey,
-  type ListState,
-} from './dashboard-queries';
+import { traceIdOf } from '../core/telemetry';
+import { buildDashboardQueries, buildJobList, FILTER_SCAN_LIMIT, MAX_ROWS, type DashboardQueries } from './dashboard-queries';
 import { bounded, limited, type Gate } from './dashboard/executor';
 import { type SqlExecutor } from './executor';
-import { HistoryLayoutCache } from './history-by-id';
-import { isJobId, rowToJob, type JobRow } from './job-store';
-import { buildFlowQueries, type FlowQueries } from './flow-queries';
-import { traceIdOf } from '../core/telemetry';
-
-export { FILTER_SCAN_LIMIT, type ListFilters, type ListKey, type ListState } from './dashboard-queries';
-
-/** One queue's figures on the overview. */
-export interface QueueOverviewRow {
-  readonly name: string;
-  readonly waiting: number;
-  readonly delayed: number;
-  readonly active: number;
-  readonly stalled: number;
-  readonly failed: number;
-  readonly cancelled: number;
-  readonly waitingChildren: number;
-  readonly paused: boolean;
-  readonly oldestWaitingAgeMs: number | null;
-}
-
-/** Completed and failed jobs per minute, oldest minute first. */
-export interface Throughput {
-  readonly minutes: string[];
-  readonly completed: number[];
-  readonly failed: number[];
-  readonly now: Date;
-}
-
-/** A job with what the dashboard shows beyond Job. */
-export type DashboardJob = Job & {
-  readonly uniqueKey: string | null;
-  readonly lockedBy: string | null;
-  readonly history: boolean;
-  /** The trace the job belongs to (from the W3C traceparent recorded at enqueue), on the job page only. */
-  readonly traceId?: string | null;
-};
-
-/** A job linked to another in a flow, as its page lists it. */
-export interface FlowLink {
-  readonly id: string;
-  /** null when the job is gone (pruned or removed). */
-  readonly queue: string | null;
-  readonly name: string | null;
-  readonly state: string | null;
-}
-
-/** A job's parents and children, for its page. */
-export interface DashboardFlow {
-  readonly parents: FlowLink[];
-  /** The first 100 children by id. */
-  readonly children: FlowLink[];
-  readonly childrenTotal: number;
-  /** Children not finished yet. */
-  readonly childrenPending: number;
-}
-
-/** A live node of the registry. */
-export interface NodeInfo {
-  readonly id: string;
-  readonly host: string;
-  readonly pid: number;
-  readonly startedAt: Date;
-  readonly lastSeenAt: Date;
-  readonly heartbeatMs: number;
-  readonly queues: { name: string; concurrency: number }[];
-  /** Jobs this node holds active now. */
-  readonly running: number;
-}
+import { buildFlowQueries, type FlowQueries } from './flows';
+import { HistoryLayoutCache } from './history/by-id';
+import { rowToJob, type JobRow } from './job-row';
 
 const EMPTY_LIVE = {
   waiting: 0,
@@ -101,7 +39,7 @@ type ListRow = JobRow & {
 };
 
 /** The dashboard's reads (and its writes the engine has none for), on the queue's own pool. */
-export class DashboardStore {
+export class DashboardStore implements DashboardReads {
   readonly q: DashboardQueries;
   private readonly db: SqlExecutor;
 
@@ -132,7 +70,7 @@ export class DashboardStore {
   /** The throughput's reads (JIT off), sharing the turns of `db`. */
   private readonly noJit: SqlExecutor;
 
-  /** Which statement the job page's lookups take (history-by-id.ts). */
+  /** Which statement the job page's lookups take (history/by-id.ts). */
   private readonly layout: HistoryLayoutCache;
 
   /**

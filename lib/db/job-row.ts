@@ -1,5 +1,5 @@
 import type { Job, JobAttemptError, JobProgress, JobState } from '../core/job';
-import type { ResolvedBackoff } from '../core/pg-queue.options';
+import type { ResolvedBackoff } from '../core/options/resolved';
 import type { HistoryLayout } from './history/by-id';
 
 /** Columns every job-returning query selects, in the order `rowToJob` expects (the dashboard reads them too). */
@@ -61,9 +61,4 @@ export function rowToJob<T>(r: JobRow): Job<T> {
     timeoutMs: r.timeout_ms,
     progress: r.progress ?? null,
   };
-}
-
-/** True for a string that can be a job id (a positive bigint); anything else matches no job. */
-export function isJobId(id: string): boolean {
-  return /^\d{1,19}$/.test(id);
 }

@@ -31,8 +31,6 @@ export type { Outcome } from './outcomes';
 export type { NodeRow } from './running';
 export type { SettleResult } from './settle';
 export type { JobsTableSize } from './vacuum';
-// dashboard-store.ts reads these here.
-export { isJobId, rowToJob, type JobRow } from './job-row';
 
 /**
  * Every read and write of job rows, on the queue's pool or on a caller's transaction: the one

@@ -1,5 +1,5 @@
 import type { Job } from '../core/job';
-import type { ResolvedBackoff } from '../core/pg-queue.options';
+import type { ResolvedBackoff } from '../core/options/resolved';
 
 /** One job to insert, already validated and serialised. */
 export interface NewJobRow {

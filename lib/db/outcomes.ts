@@ -104,6 +104,10 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
   // unnest(...) planned, as a prepared statement, a nested loop re-reading the whole unnest for
   // every row: 61 ms for 450 jobs, quadratic (measured); array_position is a tight loop in C.
   const at = 'array_position($1::bigint[], j.id)';
+  // Each appended error carries its attempt's start and end on the database's clock (startedAt,
+  // endedAt): the row keeps only the latest attempt's started_at, so the dashboard's timeline
+  // knew an earlier attempt only from the worker's own `at` (lib/dashboard/job-timeline.ts).
+  // Two more keys in a failure's error object; a completion writes none.
   return {
     /**
      * Schedules the next attempt of failed jobs, appending each attempt's error.
@@ -113,7 +117,8 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
       UPDATE ${jobs} j
       SET state = 'waiting', run_at = now() + ($4::bigint[])[${at}] * interval '1 millisecond',
           locked_by = NULL, locked_until = NULL,
-          errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb || jsonb_build_object('worker', $5::text))
+          errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb ||
+            jsonb_build_object('worker', $5::text, 'startedAt', j.started_at, 'endedAt', now()))
       WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $5 AND j.attempt = ($2::int[])[${at}] ${ack}
       RETURNING j.id`,
 
@@ -129,7 +134,8 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
       )
       INSERT INTO ${history} (${ARCHIVE_COLS})
       SELECT id, queue, name, payload, $5::text, priority, run_at, attempt, max_attempts, backoff,
-             timeout_ms, errors || jsonb_build_array(err::jsonb || jsonb_build_object('worker', $4::text)), NULL, created_at,
+             timeout_ms, errors || jsonb_build_array(err::jsonb ||
+               jsonb_build_object('worker', $4::text, 'startedAt', started_at, 'endedAt', now())), NULL, created_at,
              started_at, now(), locked_by, progress, trace
       FROM failed
       RETURNING id`,
@@ -155,7 +161,8 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
         UPDATE ${jobs} j
         SET queue = $5, state = 'waiting', attempt = 0, run_at = now(), locked_by = NULL, locked_until = NULL,
             unique_key = NULL, cancel_requested_at = NULL,
-            errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb || jsonb_build_object('worker', $4::text))
+            errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb ||
+              jsonb_build_object('worker', $4::text, 'startedAt', j.started_at, 'endedAt', now()))
         WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
         RETURNING j.id
       ), wake AS (SELECT pg_notify($6, $5 || '|0') WHERE EXISTS (SELECT 1 FROM moved))

@@ -2,7 +2,8 @@ import type { Job, QueueCounts } from '../core/job';
 import type { SqlExecutor } from './executor';
 import type { FlowStore } from './flows';
 import { historyByIdParamSql, isUndefinedTable, type HistoryLayoutCache } from './history/by-id';
-import { byLayout, HISTORY_COLS, isJobId, LIVE_COLS, rowToJob, type JobRow } from './job-row';
+import { isJobId } from '../core/names';
+import { byLayout, HISTORY_COLS, LIVE_COLS, rowToJob, type JobRow } from './job-row';
 import { schemaSql, type StoreContext } from './store-context';
 
 /**

@@ -1,20 +1,14 @@
-import { isJobId } from '../db/job-row';
 import type { NewJobRow } from '../db/new-job';
 import type { ExistingDependency } from '../db/flow-insert';
 import { toJsonText, UnstorableJsonError } from '../db/jsonb';
 import { PgQueueConfigError, PgQueuePayloadError } from '../core/errors';
 import { nameProblem, quote } from '../core/input-text';
 import type { ChildFailurePolicy, Dependency, JobOptions } from '../core/job';
-import { validateJobName } from '../core/names';
+import { isJobId, validateJobName } from '../core/names';
 import { activeTraceJson } from '../core/telemetry';
-import {
-  DEFAULTS,
-  resolveJobDefaults,
-  resolveRunAt,
-  type JobOptionsSource,
-  type ResolvedBackoff,
-  type ResolvedJobDefaults,
-} from '../core/pg-queue.options';
+import { DEFAULTS } from '../core/options/defaults';
+import { resolveJobDefaults, resolveRunAt, type JobOptionsSource } from '../core/options/job-checks';
+import type { ResolvedBackoff, ResolvedJobDefaults } from '../core/options/resolved';
 
 function sameBackoff(a: ResolvedBackoff, b: ResolvedBackoff): boolean {
   return a.type === b.type && a.delayMs === b.delayMs && a.maxDelayMs === b.maxDelayMs && a.jitter === b.jitter;

@@ -1,5 +1,5 @@
 import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
-import type { ResolvedJobDefaults } from '../core/pg-queue.options';
+import type { ResolvedJobDefaults } from '../core/options/resolved';
 import {
   executorFor,
   transactionExecutorFor,
@@ -8,7 +8,7 @@ import {
   type TransactionUse,
 } from '../db/executor';
 import type { JobStore } from '../db/job-store';
-import { isJobId } from '../db/job-row';
+import { isJobId } from '../core/names';
 import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
 import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';

@@ -6,7 +6,7 @@
  * Why: while an old snapshot holds the xmin horizon back, every job finished since then leaves a
  * dead entry at the head of the claim index that nothing can remove, and each full claim walks
  * them all (issue 13: pick-up p95 rose from 5 ms to 76 ms in a 4-minute idle-in-transaction
- * phase at 800 jobs/s). The window starts the scan past them (queries.ts, `claimSince`).
+ * phase at 800 jobs/s). The window starts the scan past them (lib/db/claim.ts, `claimSince`).
  *
  * Why it is safe: a claim that comes back short (fewer jobs than asked) took every committed,
  * due, unlocked job of its range. So after a short full claim sent at t, a waiting job that no

@@ -1,5 +1,5 @@
 import type { ClaimedRow, JobStore } from '../db/job-store';
-import type { ResolvedQueueOptions } from '../core/pg-queue.options';
+import type { ResolvedQueueOptions } from '../core/options/resolved';
 import { CLAIM_WINDOW_DEFAULTS, ClaimWindow, type ClaimPlan } from './claim-window';
 import { WakeTimer } from './wake-timer';
 

@@ -4,7 +4,7 @@ import type { BackgroundService } from './service';
 
 /**
  * The history side of the maintenance pass, on the elected node: partitions created ahead and
- * dropped past retention (lib/db/history-partitions.ts). One pass at a time per process; the
+ * dropped past retention (lib/db/history/partitions.ts). One pass at a time per process; the
  * maintenance pass does not wait for it, so the one-time VALIDATE of a pre-version-10 history
  * (a scan of the old table) never delays the rescue of expired leases.
  */

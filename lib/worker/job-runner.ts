@@ -4,7 +4,7 @@ import { JobSpan } from './job-span';
 import { ProgressTracker } from './progress';
 import { CancelJobError, JobTimeoutError, UnknownJobNameError } from '../core/errors';
 import type { JobHandler } from '../core/job';
-import type { ResolvedQueueOptions } from '../core/pg-queue.options';
+import type { ResolvedQueueOptions } from '../core/options/resolved';
 import type { PendingOutcome } from './completer';
 import { completeWithFor } from './complete-with';
 import { decideOutcome, type AttemptEnd, type Decision, usableBackoff } from './outcome';

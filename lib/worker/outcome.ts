@@ -2,7 +2,7 @@ import { toJsonText } from '../db/jsonb';
 import { CancelJobError, PgQueueConfigError, PgQueuePayloadError, SnoozeJobError } from '../core/errors';
 import { quote } from '../core/input-text';
 import type { Job } from '../core/job';
-import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/pg-queue.options';
+import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/options/resolved';
 import type { PendingOutcome } from './completer';
 import { attemptErrorJson, backoffDelayMs, toAttemptError } from './retry-policy';
 

@@ -1,6 +1,6 @@
 import type { ClaimedRow } from '../db/job-store';
 import type { JobHandler } from '../core/job';
-import type { ResolvedQueueOptions } from '../core/pg-queue.options';
+import type { ResolvedQueueOptions } from '../core/options/resolved';
 import { ClaimBuffer } from './claim-buffer';
 import { Claims } from './claims';
 import { JobRunner } from './job-runner';

@@ -1,5 +1,5 @@
 import type { JobStore, StalledJob } from '../db/job-store';
-import type { ResolvedPgQueueOptions } from '../core/pg-queue.options';
+import type { ResolvedPgQueueOptions } from '../core/options/resolved';
 import type { CronScheduler } from './cron';
 import type { HistoryUpkeep } from './history-upkeep';
 import type { EngineLogger } from './logger';

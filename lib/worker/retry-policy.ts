@@ -1,6 +1,6 @@
 import { toStorableJson } from '../db/jsonb';
 import type { JobAttemptError } from '../core/job';
-import type { ResolvedBackoff } from '../core/pg-queue.options';
+import type { ResolvedBackoff } from '../core/options/resolved';
 
 /**
  * Milliseconds to wait after attempt `attempt` (1-based) failed. Exponential doubles from

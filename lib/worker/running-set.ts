@@ -1,4 +1,4 @@
-import type { ResolvedBackoff } from '../core/pg-queue.options';
+import type { ResolvedBackoff } from '../core/options/resolved';
 import type { RunningJob } from './active-job';
 import type { JobSpan } from './job-span';
 import type { AttemptFacts } from './outcome';

@@ -1,5 +1,5 @@
 import type { SupervisorEventMap } from '../core/events';
-import type { ResolvedPgQueueOptions } from '../core/pg-queue.options';
+import type { ResolvedPgQueueOptions } from '../core/options/resolved';
 import type { OutcomeReport, PendingOutcome } from './completer';
 import type { EngineLogger } from './logger';
 

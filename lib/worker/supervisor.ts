@@ -6,7 +6,7 @@ import type { SqlExecutor } from '../db/executor';
 import type { JobStore, NodeRow } from '../db/job-store';
 import { PgQueueError } from '../core/errors';
 import type { JobHandler } from '../core/job';
-import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/pg-queue.options';
+import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/options/resolved';
 import { Completer } from './completer';
 import { Listener, type ScheduledReconnect } from './listener';
 import type { EngineLogger } from './logger';

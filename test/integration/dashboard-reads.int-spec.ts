@@ -1,4 +1,5 @@
-import { DashboardBusyError, MAX_WAITING } from '../../lib/db/dashboard/executor';
+import { DashboardBusyError } from '../../lib/core/dashboard-reads';
+import { MAX_WAITING } from '../../lib/db/dashboard/executor';
 import { DashboardStore } from '../../lib/db/dashboard-store';
 import { migrate } from '../../lib/db/migrator';
 import { testPool, useTestDatabase } from '../support/database';

@@ -11,7 +11,7 @@ import {
   type Job,
   type JobProgress,
 } from '../../lib';
-import { resolveModuleOptions } from '../../lib/core/pg-queue.options';
+import { resolveModuleOptions } from '../../lib/core/options/module-checks';
 import { bootApp, runtimeOf } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
 

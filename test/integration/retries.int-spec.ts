@@ -165,4 +165,26 @@ describe('handler outcomes: retries with backoff, failed state, error history', 
       await c.end();
     }
   });
+
+  it("each attempt's error carries its start and end on the database's clock (retry and final fail)", async () => {
+    const job = await queues.add('flaky', 'always-fails', { n: 2 }, { attempts: 2 });
+    await waitFor(finished(job.id), { timeoutMs: 10_000, message: 'job to fail' });
+    const failed = (await queues.getJob(job.id))!;
+    expect(failed.state).toBe('failed');
+    const errors = failed.errors as (Job['errors'][number] & { startedAt?: string; endedAt?: string })[];
+    const attempts = attemptsSeen.get(job.id)!;
+    expect(errors).toHaveLength(2);
+    expect(attempts).toHaveLength(2);
+    errors.forEach((e, i) => {
+      expect(typeof e.startedAt).toBe('string');
+      expect(typeof e.endedAt).toBe('string');
+      // The start the claim stamped (what the handler saw as job.startedAt), to the millisecond.
+      expect(Math.abs(Date.parse(e.startedAt!) - attempts[i].startedAt)).toBeLessThan(1);
+      expect(Date.parse(e.endedAt!)).toBeGreaterThanOrEqual(Date.parse(e.startedAt!));
+    });
+    // The retry's end is the now() its run_at was reckoned from: due 300 ms (fixed backoff) later.
+    expect(Math.abs(Date.parse(errors[0].endedAt!) + 300 - attempts[1].runAt)).toBeLessThan(1);
+    // The final fail's end is the job's finished_at, written by the same statement.
+    expect(Math.abs(Date.parse(errors[1].endedAt!) - failed.finishedAt!.getTime())).toBeLessThan(1);
+  });
 });

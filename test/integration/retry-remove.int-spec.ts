@@ -108,6 +108,10 @@ describe('retry, remove, dead letters, retention', () => {
     const stored = await app.get(QueueService).getJob(job.id);
     await waitFor(async () => (await app.get(QueueService).getJob(job.id))?.state === 'completed');
     expect(stored?.queue).toBe('dead');
+    // Both errors (the retry's, the move's) carry their attempt's start and end from the database.
+    const errors = (await app.get(QueueService).getJob(job.id))!.errors as unknown as Record<string, unknown>[];
+    expect(errors).toHaveLength(2);
+    for (const e of errors) expect(e).toMatchObject({ startedAt: expect.any(String), endedAt: expect.any(String) });
   });
 
   it('retention per state: cancelled jobs (cancelledMs: 0) are pruned, failed ones kept', async () => {

@@ -1,6 +1,7 @@
 import { PgQueueConfigError } from '../../lib';
 import { planConnections } from '../../lib/core/connections';
-import { resolveQueueOptions, DEFAULTS } from '../../lib/core/pg-queue.options';
+import { DEFAULTS } from '../../lib/core/options/defaults';
+import { resolveQueueOptions } from '../../lib/core/options/module-checks';
 
 // forRoot({ connections }): validated at boot, split into one plan per database.
 

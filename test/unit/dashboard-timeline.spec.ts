@@ -1,5 +1,5 @@
 import { timeline } from '../../lib/dashboard/job-timeline';
-import type { DashboardJob } from '../../lib/db/dashboard-store';
+import type { DashboardJob } from '../../lib/core/dashboard-reads';
 
 const T = (s: number) => new Date(Date.UTC(2026, 0, 1, 10, 0, s));
 

@@ -1,5 +1,5 @@
 import { PgQueueConfigError } from '../../lib';
-import { resolveModuleOptions } from '../../lib/core/pg-queue.options';
+import { resolveModuleOptions } from '../../lib/core/options/module-checks';
 import { missingRanges, partitionName } from '../../lib/db/history/ranges';
 import { idLookup } from '../../lib/db/history/by-id';
 

@@ -1,11 +1,7 @@
 import { PgQueueConfigError } from '../../lib';
-import {
-  DEFAULTS,
-  resolveModuleOptions,
-  resolveQueueOptions,
-  validateQueueName,
-  validateSchemaName,
-} from '../../lib/core/pg-queue.options';
+import { validateQueueName, validateSchemaName } from '../../lib/core/names';
+import { DEFAULTS } from '../../lib/core/options/defaults';
+import { resolveModuleOptions, resolveQueueOptions } from '../../lib/core/options/module-checks';
 
 describe('module options', () => {
   it('fills every default', () => {

@@ -20,7 +20,7 @@ import {
   ShutdownError,
   SnoozeJobError,
 } from '../../lib/core/errors';
-import type { ResolvedBackoff } from '../../lib/core/pg-queue.options';
+import type { ResolvedBackoff } from '../../lib/core/options/resolved';
 
 // The worker's one decision (lib/worker/outcome.ts): what an attempt's end means. Pure, so every
 // branch is checked here without a database; the integration suite checks the writes it leads to.

@@ -1,5 +1,7 @@
 import { attemptErrorJson, backoffDelayMs, toAttemptError } from '../../lib/worker/retry-policy';
-import { DEFAULTS, resolveJobDefaults, type ResolvedJobDefaults } from '../../lib/core/pg-queue.options';
+import { DEFAULTS } from '../../lib/core/options/defaults';
+import { resolveJobDefaults } from '../../lib/core/options/job-checks';
+import type { ResolvedJobDefaults } from '../../lib/core/options/resolved';
 import type { JobOptions } from '../../lib';
 
 describe('backoff', () => {

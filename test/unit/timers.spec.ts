@@ -1,5 +1,6 @@
 import { QueueWorker, type QueueWorkerContext } from '../../lib/worker/queue-worker';
-import { resolveQueueOptions, DEFAULTS } from '../../lib/core/pg-queue.options';
+import { DEFAULTS } from '../../lib/core/options/defaults';
+import { resolveQueueOptions } from '../../lib/core/options/module-checks';
 
 // Node fires a timer longer than 2^31-1 ms after 1 ms (with a TimeoutOverflowWarning). A job may
 // be delayed far longer (delayMs up to 100 years), and the NOTIFY of its insert wakes the worker

@@ -1,13 +1,6 @@
-import { PgQueueError } from '../../core/errors';
+import { DashboardBusyError } from '../../core/dashboard-reads';
 import type { PgPool } from '../../core/pg-types';
 import type { SqlExecutor } from '../executor';
-
-/**
- * A dashboard read that the database was not asked to run, or was made to stop: more statements
- * waiting their turn than MAX_WAITING, or one past its `statement_timeout`. The dashboard answers
- * 503: a page polls again, an operator sees the read was too costly rather than a 500.
- */
-export class DashboardBusyError extends PgQueueError {}
 
 /**
  * The most dashboard statements that may wait for a connection at once. Every open page polls a
