@@ -16,8 +16,11 @@ export function limitedClaimStatements({ s, jobs }: SchemaSql) {
      * queue's claims for as long as it did, silently: the wait is bounded by a lock_timeout set
      * in the same statement (the target list runs left to right), so an uncontended claim costs
      * no round trip more than before. A row lock on a table only the app may update would keep
-     * other roles out, but writes the tuple's xmax on every claim (WAL, a dead version per claim
-     * on a hot row), where an advisory lock writes nothing. It stays for the transaction (the
+     * other roles out, but writes the tuple's xmax on every claim, where an advisory lock writes
+     * nothing. Measured (pgbench, 5000 transactions of the lock alone, one client, PostgreSQL 15,
+     * a loaded 2-core machine): this statement 0.24-0.70 ms and 88-324 kB of WAL in all;
+     * SELECT ... FOR UPDATE of one row 4.5-5.0 ms and 16-37 MB of WAL (3-7 kB per transaction,
+     * full-page images included; the claim writes WAL anyway, but not that much more per claim). It stays for the transaction (the
      * rate window's upsert on the queues row waits under the same bound). $2 lock_timeout
      */
     lockQueueClaims: `SELECT set_config('lock_timeout', $2, true), pg_advisory_xact_lock($1::bigint)`,
