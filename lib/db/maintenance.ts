@@ -1,6 +1,8 @@
 import type { StalledJob } from '../core/events';
 import type { PgPoolClient } from '../core/pg-types';
+import { clientExecutor } from './executor';
 import { ARCHIVE_COLS } from './job-row';
+import { advisoryLockHolders } from './lock-holders';
 import type { SchemaSql, StoreContext } from './store-context';
 import { lockKey } from './transaction';
 
@@ -115,13 +117,19 @@ export class Maintenance {
   /**
    * One maintenance pass, on one node at a time (a transaction-scoped advisory lock elects it,
    * which also works through PgBouncer in transaction mode). Returns null when another node has it.
+   * Any role that can connect may take that key as well, and maintenance then stopped with no
+   * word: when the holder is not a node of this app (another role or application_name), the
+   * store's warnings name it (rate-limited). A try-lock keeps the pass from ever waiting.
    */
   async maintain(batch: number): Promise<{ stalled: StalledJob[]; pruned: number } | null> {
+    const key = lockKey(`nestjs-pg-queue:maintenance:${this.ctx.schema}`);
     return this.ctx.transaction(async (client) => {
-      const { rows } = await client.query<{ locked: boolean }>(this.q.tryMaintenanceLock, [
-        lockKey(`nestjs-pg-queue:maintenance:${this.ctx.schema}`),
-      ]);
-      if (!rows[0].locked) return null;
+      const { rows } = await client.query<{ locked: boolean }>(this.q.tryMaintenanceLock, [key]);
+      if (!rows[0].locked) {
+        const holders = await advisoryLockHolders(clientExecutor(client), key);
+        this.ctx.foreignLocks.report('maintenance', holders, 'the maintenance pass (rescue of expired leases, retention)');
+        return null;
+      }
       const r = await client.query<{ id: string; queue: string; name: string; attempt: number; retried: boolean }>(
         this.q.rescue,
         [batch, this.ctx.channel],

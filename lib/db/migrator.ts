@@ -1,6 +1,7 @@
 import { escapeIdentifier, type Pool } from 'pg';
 import { PgQueueError } from '../core/errors';
-import { clientExecutor, type SqlExecutor } from './executor';
+import { clientExecutor, poolExecutor, type SqlExecutor } from './executor';
+import { advisoryLockHolders, describeHolders, migrationLockKey } from './lock-holders';
 import { MIGRATIONS } from './migrations.generated';
 import { inTransaction } from './transaction';
 
@@ -28,13 +29,64 @@ function lockSql(): string {
 }
 
 /**
+ * How long a boot waits for the migration lock. Any role that can connect can take an advisory
+ * lock, so a session of another role holding this key (by accident or not) hung every boot for
+ * as long as it held it. Another node's migration holds it for well under a second on an empty
+ * schema, and for the length of its DDL otherwise (migration 10 on a large history: catalog-only,
+ * milliseconds), so a minute is generous: past it the boot fails and names the holder.
+ */
+export const MIGRATION_LOCK_TIMEOUT_MS = 60_000;
+
+/** The migration lock was not had within the timeout (a lock_timeout, 55P03, on the lock statement itself). */
+class MigrationLockTimeout extends Error {}
+
+/**
+ * Takes the migration lock, waiting at most `timeoutMs`, then puts the transaction's previous
+ * lock_timeout back: the migration's own DDL may wait on the queue's tables as long as it did.
+ */
+async function takeMigrationLock(db: SqlExecutor, schema: string, timeoutMs: number): Promise<void> {
+  const [{ prev }] = await db.query<{ prev: string }>(
+    `SELECT current_setting('lock_timeout') AS prev, set_config('lock_timeout', $1, true)`,
+    [`${timeoutMs}ms`],
+  );
+  try {
+    await db.query(lockSql(), [schema]);
+  } catch (err) {
+    if ((err as { code?: string }).code === '55P03') throw new MigrationLockTimeout('migration lock timeout', { cause: err });
+    throw err;
+  }
+  await db.query(`SELECT set_config('lock_timeout', $1, true)`, [prev]);
+}
+
+function lockTimeoutMessage(schema: string, timeoutMs: number, holders: string): string {
+  return (
+    `Migrating schema "${schema}": the migration lock was not had within ${timeoutMs} ms; it is held by ${holders}. ` +
+    'Another node migrating holds it for seconds at most: end that session (SELECT pg_terminate_backend(pid)) ' +
+    "if it is not one of this app's nodes, then boot again (docs/security.md)."
+  );
+}
+
+/**
  * Applies one migration inside the caller's open transaction (TypeORM migrations use this):
  * sets the search path to the schema for the transaction only, runs the SQL, records the version.
  * Does nothing when the version is already recorded.
  */
-export async function applyMigration(db: SqlExecutor, schema: string, m: Migration): Promise<boolean> {
+export async function applyMigration(
+  db: SqlExecutor,
+  schema: string,
+  m: Migration,
+  lockTimeoutMs = MIGRATION_LOCK_TIMEOUT_MS,
+): Promise<boolean> {
   const s = escapeIdentifier(schema);
-  await db.query(lockSql(), [schema]);
+  try {
+    await takeMigrationLock(db, schema, lockTimeoutMs);
+  } catch (err) {
+    // In the caller's transaction (TypeORM), which the timeout aborted: no query can name the holder here.
+    if (err instanceof MigrationLockTimeout) {
+      throw new PgQueueError(lockTimeoutMessage(schema, lockTimeoutMs, 'another session (see pg_locks)'), { cause: err });
+    }
+    throw err;
+  }
   await db.query(`CREATE SCHEMA IF NOT EXISTS ${s}`, []);
   await db.query(
     `CREATE TABLE IF NOT EXISTS ${s}.migrations (version integer PRIMARY KEY, name text NOT NULL,
@@ -55,21 +107,28 @@ export async function applyMigration(db: SqlExecutor, schema: string, m: Migrati
 
 /**
  * Applies every pending migration in one transaction under an advisory lock, so any number of
- * nodes booting at once apply each step exactly once. Returns the versions it applied.
+ * nodes booting at once apply each step exactly once. Returns the versions it applied. Waits at
+ * most `lockTimeoutMs` for the lock, then fails naming the session that holds it.
  */
-export async function migrate(pool: Pool, schema: string): Promise<number[]> {
-  return inTransaction(
-    pool,
-    async (client) => {
+export async function migrate(pool: Pool, schema: string, lockTimeoutMs = MIGRATION_LOCK_TIMEOUT_MS): Promise<number[]> {
+  try {
+    return await inTransaction(pool, async (client) => {
       const db = clientExecutor(client);
       const applied: number[] = [];
       for (const m of loadMigrations()) {
-        if (await applyMigration(db, schema, m)) applied.push(m.version);
+        if (await applyMigration(db, schema, m, lockTimeoutMs)) applied.push(m.version);
       }
       return applied;
-    },
-    (err) => new PgQueueError(`Migrating schema "${schema}" failed: ${(err as Error).message}`, { cause: err }),
-  );
+    });
+  } catch (err) {
+    const cause = (err as { cause?: unknown }).cause;
+    if (err instanceof PgQueueError && cause instanceof MigrationLockTimeout) {
+      // The transaction is over: another connection asks who holds the lock now.
+      const holders = await advisoryLockHolders(poolExecutor(pool), migrationLockKey(schema)).catch(() => []);
+      throw new PgQueueError(lockTimeoutMessage(schema, lockTimeoutMs, describeHolders(holders)), { cause: err });
+    }
+    throw new PgQueueError(`Migrating schema "${schema}" failed: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 /** The schema version recorded in the database (0 when the schema does not exist). */

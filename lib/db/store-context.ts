@@ -1,6 +1,7 @@
 import { escapeIdentifier } from 'pg';
 import type { PgPool, PgPoolClient } from '../core/pg-types';
 import { poolExecutor, type SqlExecutor } from './executor';
+import { ForeignLockWarnings } from './lock-holders';
 import { inTransaction, lockKey } from './transaction';
 
 /** How long finished jobs are kept in history, per state (null: failed jobs kept for ever). */
@@ -55,6 +56,8 @@ export interface StoreOptions {
   preparedStatements: boolean;
   /** The pool's size: how many single adds may be in flight before the next ones are coalesced. */
   poolSize?: number;
+  /** Where a warning about a session of another role holding a lock of the queue goes (lock-holders.ts). @default none */
+  warn?: (message: string) => void;
 }
 
 /** What every stage of the store shares: the pool, its schema's names, the channel, prepared names. */
@@ -66,6 +69,8 @@ export class StoreContext {
   readonly db: SqlExecutor;
   readonly retention: Retention;
   readonly historyPartitionMs: number;
+  /** Warnings, rate-limited, when a session that is not a node of this app holds a try-lock. */
+  readonly foreignLocks: ForeignLockWarnings;
   private readonly prepare: boolean;
   private readonly names = new Map<string, string>();
 
@@ -81,6 +86,7 @@ export class StoreContext {
     this.retention = opts.retention;
     this.historyPartitionMs = opts.historyPartitionMs ?? 86_400_000;
     this.prepare = opts.preparedStatements;
+    this.foreignLocks = new ForeignLockWarnings(opts.warn ?? (() => undefined));
   }
 
   /**

@@ -5,6 +5,7 @@ import { databaseIdentity } from '../db/identity';
 import type { PgClientConfig, PgPool, PgPoolConfig } from '../core/pg-types';
 import { HistoryPartitions } from '../db/history/partitions';
 import { currentVersion, latestVersion, migrate } from '../db/migrator';
+import { checkSchemaOwner } from '../db/schema-owner';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
 import { Supervisor } from '../worker/supervisor';
@@ -36,6 +37,7 @@ export class PgQueueConnection {
       asyncCommit: options.asyncCommit,
       preparedStatements: options.preparedStatements,
       poolSize: options.poolSize,
+      warn: (m) => logger.warn(m),
     });
     this.supervisor = new Supervisor(this.store, options, listen, logger);
     if (manual) this.supervisor.setManual();
@@ -64,6 +66,8 @@ export class PgQueueConnection {
     const on = name === 'default' ? '' : ` (connection "${name}")`;
     let identity: string;
     try {
+      // Before the migration, which would otherwise build the queue in a schema another role owns.
+      await checkSchemaOwner(poolExecutor(pool), options.schema, options.schemaOwner, on);
       if (options.migrate) {
         const applied = await migrate(pool, options.schema);
         if (applied.length) logger.log(`Applied migration(s) ${applied.join(', ')} to schema "${options.schema}"`);
@@ -80,7 +84,7 @@ export class PgQueueConnection {
       // The history's partitions for now and the next intervals exist before any job finishes
       // (see HistoryPartitions.ensureAhead); the maintenance pass keeps them ahead afterwards.
       // Never fatal: the default partition takes the rows until a later pass succeeds.
-      await new HistoryPartitions(pool, options.schema, options.historyPartitionMs)
+      await new HistoryPartitions(pool, options.schema, options.historyPartitionMs, (m) => logger.warn(m))
         .ensureAhead()
         .catch((err: Error) => logger.warn(`pg-queue history partitions not created at boot: ${err.message}`));
       // Only an app with more than one connection compares identities: one with a single

@@ -73,7 +73,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     const error = (err: Error) => this.emit('error', err);
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
     this.history = new HistoryUpkeep(
-      new HistoryPartitions(store.pool, store.schema, opts.historyPartitionMs),
+      new HistoryPartitions(store.pool, store.schema, opts.historyPartitionMs, (m) => logger.warn(m)),
       opts.retention,
       logger,
       error,

@@ -18,6 +18,7 @@ const KNOWN_MODULE_KEYS = [
   'listenConnection',
   'schema',
   'migrate',
+  'schemaOwner',
   'workers',
   'listen',
   'pollIntervalMs',
@@ -78,6 +79,7 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
   return {
     schema: validateSchemaName(o.schema ?? DEFAULTS.schema),
     migrate: bool('migrate', o.migrate, DEFAULTS.migrate),
+    schemaOwner: schemaOwner(o.schemaOwner),
     workers: bool('workers', o.workers, DEFAULTS.workers),
     listen: bool('listen', o.listen, DEFAULTS.listen),
     pollIntervalMs: int('pollIntervalMs', o.pollIntervalMs, DEFAULTS.pollIntervalMs, 10),
@@ -107,6 +109,17 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
 }
 
 const HOUR_MS = 3_600_000;
+
+/** A role name (any PostgreSQL identifier, compared as it is stored), false, or left out. */
+function schemaOwner(v: unknown): string | false | null {
+  if (v === undefined) return null;
+  if (v === false) return false;
+  if (typeof v === 'string' && v.length > 0 && v.length <= 63 && !v.includes('\0')) return v;
+  throw new PgQueueConfigError(
+    `Invalid schemaOwner: ${quote(v)}. Use the name of the role that owns the queue's schema (1-63 characters, ` +
+      'as stored: lower-case unless it was created quoted), or false to skip the check.',
+  );
+}
 
 /** Whole hours from one hour to 31 days: partitions start on the hour in UTC (days at midnight). */
 function historyPartitionMs(value: unknown): number {

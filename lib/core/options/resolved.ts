@@ -21,6 +21,8 @@ export interface ResolvedJobDefaults {
 export interface ResolvedPgQueueOptions {
   readonly schema: string;
   readonly migrate: boolean;
+  /** The role that must own the schema; null: this role or one it is a member of; false: not checked. */
+  readonly schemaOwner: string | false | null;
   readonly workers: boolean;
   readonly listen: boolean;
   readonly pollIntervalMs: number;

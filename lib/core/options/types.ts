@@ -31,6 +31,15 @@ export interface PgQueueModuleOptions {
   schema?: string;
   /** Apply pending migrations at boot, under an advisory lock. @default true */
   migrate?: boolean;
+  /**
+   * The role expected to own the queue's schema. The boot fails if another role owns it: the
+   * owner of the schema can replace the queue's tables, functions and triggers. Set it to the
+   * migration role when migrations run as another role than the app (docs/security.md);
+   * `false` turns the check off.
+   * @default the app's own role, or a role it is a member of
+   * @example schemaOwner: 'app_migrator'
+   */
+  schemaOwner?: string | false;
   /** Run this process's workers. Set false in a producer-only process. @default true */
   workers?: boolean;
   /** LISTEN for wake-ups. Set false (poll-only) behind PgBouncer in transaction mode without `listenConnection`. @default true */

@@ -1,5 +1,7 @@
 import { escapeIdentifier } from 'pg';
 import type { PgPool, PgPoolClient } from '../../core/pg-types';
+import { clientExecutor, poolExecutor } from '../executor';
+import { advisoryLockHolders, ForeignLockWarnings } from '../lock-holders';
 import { inTransaction, lockKey } from '../transaction';
 
 /**
@@ -16,10 +18,20 @@ export const PARTITION_LOCK_TIMEOUT_MS = 200;
  * one-time VALIDATE never holds up the rescue of other nodes, which is another lock).
  */
 export class HistoryLock {
+  private readonly key: string;
+
   constructor(
     private readonly pool: PgPool,
     private readonly schema: string,
-  ) {}
+    /**
+     * Any role that can connect may take this key as well: the upkeep then stopped with no word
+     * (partitions not created ahead, none dropped past retention). A holder that is not a node
+     * of this app (another role or application_name) is named here, rate-limited.
+     */
+    private readonly foreignLocks = new ForeignLockWarnings(() => undefined),
+  ) {
+    this.key = lockKey(`nestjs-pg-queue:history:${schema}`);
+  }
 
   /** A table of the schema, quoted. */
   t(name: string): string {
@@ -37,13 +49,16 @@ export class HistoryLock {
   ): Promise<T | null> {
     // A step whose lock another node holds ends at once, with nothing written.
     return inTransaction(this.pool, async (c) => {
-      const key = lockKey(`nestjs-pg-queue:history:${this.schema}`);
+      const key = this.key;
       if (waitMs !== undefined) {
         await c.query(`SELECT set_config('lock_timeout', $1, true)`, [`${waitMs}ms`]);
         await c.query(`SELECT pg_advisory_xact_lock($1::bigint)`, [key]);
       } else {
         const { rows } = await c.query<{ locked: boolean }>(`SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`, [key]);
-        if (!rows[0].locked) return null;
+        if (!rows[0].locked) {
+          this.reportForeign(await advisoryLockHolders(clientExecutor(c), key));
+          return null;
+        }
       }
       // Transaction-scoped (PgBouncer transaction mode keeps no session state).
       await c.query(`SELECT set_config('lock_timeout', $1, true)`, [`${lockTimeoutMs}ms`]);
@@ -61,9 +76,20 @@ export class HistoryLock {
     } catch (err) {
       if ((err as { code?: string }).code === '55P03') {
         result.lockTimeouts++;
+        // Waited in vain (boot): the transaction is over, another connection asks who holds it.
+        if (waitMs !== undefined)
+          this.reportForeign(await advisoryLockHolders(poolExecutor(this.pool), this.key).catch(() => []));
         return null;
       }
       throw err;
     }
+  }
+
+  private reportForeign(holders: Parameters<ForeignLockWarnings['report']>[1]): void {
+    this.foreignLocks.report(
+      'history',
+      holders,
+      'the history partition upkeep (partitions created ahead, dropped past retention)',
+    );
   }
 }

@@ -1,5 +1,6 @@
 import { escapeIdentifier } from 'pg';
 import type { PgPool, PgPoolClient } from '../../core/pg-types';
+import { ForeignLockWarnings } from '../lock-holders';
 import { LegacyHistory, type LegacyStep } from './legacy';
 import { HistoryLock } from './lock';
 import { missingRanges, partitionName, type HistoryPartition } from './ranges';
@@ -40,8 +41,10 @@ export class HistoryPartitions {
     private readonly pool: PgPool,
     schema: string,
     private readonly intervalMs: number,
+    /** Where a warning goes when a session that is not a node of this app holds the history lock. @default none */
+    warn: (message: string) => void = () => undefined,
   ) {
-    this.lock = new HistoryLock(pool, schema);
+    this.lock = new HistoryLock(pool, schema, new ForeignLockWarnings(warn));
     this.legacy = new LegacyHistory(pool, this.lock, intervalMs);
   }
 
