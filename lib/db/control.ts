@@ -33,7 +33,7 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
         FROM target t WHERE j.id = t.id AND t.state = 'active' RETURNING j.id
-      ), wake AS (SELECT pg_notify($3, '!cancel|' || id) FROM running)
+      ), wake AS (SELECT pg_notify($3, '!cancel|' || id::text) FROM running)
       SELECT (SELECT count(*) FROM archived)::int AS cancelled, (SELECT count(*) FROM running)::int AS cancelling,
              (SELECT count(*) FROM wake)::int AS notified`,
 
