@@ -38,11 +38,11 @@ export function limitedClaimStatements({ s, jobs }: SchemaSql) {
       WITH q AS (
         SELECT coalesce((SELECT recent_starts FROM ${s}.queues WHERE name = $1), '{}') AS starts
       ), win AS (
-        SELECT t FROM q, unnest(q.starts) t WHERE $2::bigint IS NOT NULL AND t > now() - $2::bigint * interval '1 millisecond'
+        SELECT t FROM q, unnest(q.starts) t WHERE $2::bigint IS NOT NULL AND t > now() - $2::bigint::float8 * interval '1 millisecond'
       )
       SELECT (SELECT count(*) FROM ${jobs} WHERE queue = $1 AND state = 'active')::int AS active,
              (SELECT count(*) FROM win)::int AS recent,
-             (SELECT extract(epoch FROM min(t) + $2::bigint * interval '1 millisecond' - now()) * 1000 FROM win)::float8 AS next_free_ms`,
+             (SELECT extract(epoch FROM min(t) + $2::bigint::float8 * interval '1 millisecond' - now())::float8 * 1000::float8 FROM win) AS next_free_ms`,
 
     /** Records $2 starts of a rate-limited queue, keeping the newest $4 within the window. $1 queue $3 window ms */
     recordStarts: `
@@ -50,7 +50,7 @@ export function limitedClaimStatements({ s, jobs }: SchemaSql) {
       ON CONFLICT (name) DO UPDATE SET recent_starts = (
         SELECT coalesce(array_agg(t ORDER BY t), '{}') FROM (
           SELECT t FROM unnest(q.recent_starts || array_fill(now(), ARRAY[$2::int])) t
-          WHERE t > now() - $3::bigint * interval '1 millisecond'
+          WHERE t > now() - $3::bigint::float8 * interval '1 millisecond'
           ORDER BY t DESC LIMIT $4) newest)`,
   };
 }

@@ -44,7 +44,7 @@ export function claimStatements({ s, jobs, ack }: SchemaSql) {
     claim: `
       UPDATE ${jobs} j
       SET state = 'active', attempt = least(j.attempt, 2147483646) + 1, locked_by = $3,
-          locked_until = now() + $4 * interval '1 millisecond', started_at = now()
+          locked_until = now() + $4::float8 * interval '1 millisecond', started_at = now()
       WHERE j.id = ANY(ARRAY(
         SELECT id FROM ${jobs}
         WHERE state = 'waiting' AND queue = $1 AND run_at <= now()
@@ -54,9 +54,9 @@ export function claimStatements({ s, jobs, ack }: SchemaSql) {
         FOR UPDATE SKIP LOCKED)) ${ack}
       RETURNING j.id, j.name, j.payload, j.priority, j.attempt, j.max_attempts, j.backoff, j.timeout_ms,
                 nullif(j.errors, '[]') AS errors, CASE WHEN j.cancel_requested_at IS NOT NULL THEN true END AS cancel_requested,
-                extract(epoch FROM j.run_at)::float8 * 1000 AS run_at_ms,
-                extract(epoch FROM j.created_at)::float8 * 1000 AS created_at_ms,
-                extract(epoch FROM j.started_at)::float8 * 1000 AS started_at_ms, j.progress, j.trace`,
+                extract(epoch FROM j.run_at)::float8 * 1000::float8 AS run_at_ms,
+                extract(epoch FROM j.created_at)::float8 * 1000::float8 AS created_at_ms,
+                extract(epoch FROM j.started_at)::float8 * 1000::float8 AS started_at_ms, j.progress, j.trace`,
 
     /**
      * The claim within a window, for while vacuum is held back (issue 13; the worker's
@@ -104,7 +104,7 @@ export function claimStatements({ s, jobs, ack }: SchemaSql) {
                 ORDER BY j.priority LIMIT 1)
         FROM p WHERE p.priority IS NOT NULL
       )
-      SELECT (extract(epoch FROM min(n.run_at) - now()) * 1000)::float8 AS due_in_ms
+      SELECT extract(epoch FROM min(n.run_at) - now())::float8 * 1000::float8 AS due_in_ms
       FROM p CROSS JOIN LATERAL (
         SELECT j.run_at FROM ${jobs} j
         WHERE j.queue = $1 AND j.state = 'waiting' AND j.priority = p.priority AND j.run_at > now()
@@ -126,7 +126,7 @@ const CLAIM_DUE = 'AND run_at <= now()';
 export function withClaimWindow(claim: string, side: 'inside' | 'outside'): string {
   const parts = claim.split(CLAIM_DUE);
   if (parts.length !== 2) throw new Error(`claimSince: the claim must contain '${CLAIM_DUE}' exactly once`);
-  const from = `now() - $6::bigint * interval '1 millisecond'`;
+  const from = `now() - $6::bigint::float8 * interval '1 millisecond'`;
   const cond =
     side === 'inside'
       ? `(priority, run_at) >= ($5::int, ${from}) AND run_at >= ${from}`

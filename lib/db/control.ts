@@ -33,7 +33,7 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
         FROM target t WHERE j.id = t.id AND t.state = 'active' RETURNING j.id
-      ), wake AS (SELECT pg_notify($3, '!cancel|' || id) FROM running)
+      ), wake AS (SELECT pg_notify($3, '!cancel|' || id::text) FROM running)
       SELECT (SELECT count(*) FROM archived)::int AS cancelled, (SELECT count(*) FROM running)::int AS cancelling,
              (SELECT count(*) FROM wake)::int AS notified`,
 
@@ -47,6 +47,13 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
         DO UPDATE SET paused = EXCLUDED.paused, updated_at = now() RETURNING name
       )
       SELECT pg_notify($3, CASE WHEN $2 THEN '!pause|' || name ELSE name || '|0' END) FROM up`,
+
+    /**
+     * Which of these jobs the database says were asked to cancel: a '!cancel|id' notification is
+     * only a hint (any role that can connect may send one), so the worker acts on what this reads.
+     * One primary-key probe per id. $1 id[]
+     */
+    cancelRequested: `SELECT id::text AS id FROM ${jobs} WHERE id = ANY($1::bigint[]) AND cancel_requested_at IS NOT NULL`,
 
     /** $1 queue */
     isPaused: `SELECT coalesce((SELECT paused FROM ${s}.queues WHERE name = $1), false) AS paused`,
@@ -127,6 +134,13 @@ export class Control {
 
   async setPaused(queue: string, paused: boolean): Promise<void> {
     await this.ctx.db.query(this.q.setPaused, [queue, paused, this.ctx.channel]);
+  }
+
+  /** The ids among `ids` (decimal strings) whose cancellation was asked in the database. */
+  async cancelRequested(ids: readonly string[]): Promise<string[]> {
+    if (ids.length === 0) return [];
+    const rows = await this.ctx.db.query<{ id: string }>(this.q.cancelRequested, [ids]);
+    return rows.map((r) => r.id);
   }
 
   async isPaused(queue: string): Promise<boolean> {

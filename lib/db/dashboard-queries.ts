@@ -241,7 +241,7 @@ export function buildDashboardQueries(schema: string) {
       )
       SELECT n.id, n.host, n.pid, n.started_at, n.last_seen_at, n.heartbeat_ms, n.queues, coalesce(r.n, 0) AS running
       FROM ${s}.nodes n LEFT JOIN running r ON r.locked_by = n.id
-      WHERE n.last_seen_at > now() - 3 * n.heartbeat_ms * interval '1 millisecond'
+      WHERE n.last_seen_at > now() - (3 * n.heartbeat_ms)::float8 * interval '1 millisecond'
       ORDER BY n.host, n.pid, n.id LIMIT ${MAX_ROWS}`,
 
     /** Every schedule's last tick (one row per queue and job name that ever ticked), the first MAX_ROWS by key. No parameters. */

@@ -82,7 +82,7 @@ export function buildFlowInsert(schema: string, durable: boolean): string {
                              pending_dependencies, has_dependents, has_dependencies, trace)
       OVERRIDING SYSTEM VALUE
       SELECT id, queue, name, payload::jsonb, CASE WHEN pending > 0 THEN 'waiting-children' ELSE 'waiting' END,
-             priority, coalesce(run_at, now() + delay_ms * interval '1 millisecond'), max_attempts, backoff::jsonb,
+             priority, coalesce(run_at, now() + delay_ms::float8 * interval '1 millisecond'), max_attempts, backoff::jsonb,
              timeout_ms, pending, parent > 0, has_dependencies, trace::jsonb
       FROM input ORDER BY ord
       RETURNING id, queue, run_at, state
@@ -95,7 +95,7 @@ export function buildFlowInsert(schema: string, durable: boolean): string {
       JOIN input p ON p.ord = e.parent
       RETURNING 1
     ), wake AS (
-      SELECT pg_notify($18, queue || '|' || greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
+      SELECT pg_notify($18, queue || '|' || greatest(0, ceil(extract(epoch FROM min(run_at) - now())::float8 * 1000::float8))::bigint::text)
       FROM ins WHERE state = 'waiting' GROUP BY queue
     )
     SELECT (SELECT coalesce(array_agg(id::text ORDER BY ord), '{}') FROM input) AS ids,

@@ -33,14 +33,14 @@ export function buildUniqueInsert(schema: string, replaceWaiting: boolean, durab
       SELECT * FROM unnest(${arrays.join(', ')}) WITH ORDINALITY AS t(${names.join(', ')}, ord)
     ), ins AS (
       INSERT INTO ${escapeIdentifier(schema)}.jobs AS j (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace, unique_key)
-      SELECT queue, name, payload::jsonb, priority, coalesce(run_at, now() + delay_ms * interval '1 millisecond'),
+      SELECT queue, name, payload::jsonb, priority, coalesce(run_at, now() + delay_ms::float8 * interval '1 millisecond'),
              max_attempts, backoff::jsonb, timeout_ms, trace::jsonb, unique_key
       FROM input ${durable ? `WHERE ${DURABLE}` : ''} ORDER BY ord
       ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL ${conflict}
       RETURNING j.id, j.queue, j.unique_key, j.run_at, j.xmax = 0 AS inserted
     ), wake AS (
       SELECT pg_notify($${channel}, queue || '|' ||
-               greatest(0, ceil(extract(epoch FROM min(run_at) - now()) * 1000))::bigint)
+               greatest(0, ceil(extract(epoch FROM min(run_at) - now())::float8 * 1000::float8))::bigint::text)
       FROM ins GROUP BY queue
     )
     SELECT coalesce(json_agg(json_build_array(id::text, unique_key, inserted) ORDER BY id), '[]') AS rows, now() AS now,

@@ -76,12 +76,12 @@ export function buildInsert(
       expr[col] = `${p}::${type}`;
     }
   });
-  const runAt = `coalesce(${expr.run_at}, now() + ${expr.delay_ms} * interval '1 millisecond')`;
+  const runAt = `coalesce(${expr.run_at}, now() + ${expr.delay_ms}::float8 * interval '1 millisecond')`;
   // One queue and one due time for the whole call (addBulk at its defaults, say): the wake-up
   // is worked out once from the parameters, not grouped from every inserted row (measured:
   // 0.1-0.2 ms less per 1,000 jobs, EXPLAIN ANALYZE on PostgreSQL 15).
   const oneWake = !arrays[0] && !arrays[3] && !arrays[4];
-  const due = (at: string) => `greatest(0, ceil(extract(epoch FROM ${at} - now()) * 1000))::bigint`;
+  const due = (at: string) => `greatest(0, ceil(extract(epoch FROM ${at} - now())::float8 * 1000::float8))::bigint::text`;
   const channel = `$${INSERT_PARAMS.insert.channel}`;
   return `
     WITH ins AS (

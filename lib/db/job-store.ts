@@ -231,6 +231,11 @@ export class JobStore {
     return this.control.isPaused(queue);
   }
 
+  /** The ids among `ids` whose cancellation was asked in the database (a notification's confirmation). */
+  cancelRequested(ids: readonly string[]): Promise<string[]> {
+    return this.control.cancelRequested(ids);
+  }
+
   // Upkeep (maintenance.ts, vacuum.ts)
 
   /** One maintenance pass, on one node at a time; null when another node has it. */

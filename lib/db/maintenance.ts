@@ -14,7 +14,7 @@ const LEASE_ERROR = `jsonb_build_array(jsonb_build_object(
   'attempt', j.attempt, 'name', 'LeaseExpiredError', 'at', now(), 'worker', j.locked_by,
   'message', CASE WHEN j.locked_until IS NULL
     THEN 'Job was active without a lease (locked_until is NULL, so no worker renews it); handed back to the queue.'
-    ELSE 'Lease expired at ' || j.locked_until || ' while worker ' || coalesce(j.locked_by, '?') ||
+    ELSE 'Lease expired at ' || j.locked_until::text || ' while worker ' || coalesce(j.locked_by, '?') ||
          ' held the job (it died, was killed, or stalled longer than leaseMs).' END))`;
 
 /** The batched retention delete on one table of the history (`prune` and its variants). */
@@ -22,9 +22,9 @@ function pruneSql(table: string): string {
   return `
       DELETE FROM ${table} WHERE id IN (
         SELECT id FROM ${table}
-        WHERE (state = 'completed' AND finished_at < now() - $1::bigint * interval '1 millisecond')
-           OR (state = 'cancelled' AND finished_at < now() - $3::bigint * interval '1 millisecond')
-           OR (state = 'failed' AND finished_at < now() - $4::bigint * interval '1 millisecond')
+        WHERE (state = 'completed' AND finished_at < now() - $1::bigint::float8 * interval '1 millisecond')
+           OR (state = 'cancelled' AND finished_at < now() - $3::bigint::float8 * interval '1 millisecond')
+           OR (state = 'failed' AND finished_at < now() - $4::bigint::float8 * interval '1 millisecond')
         LIMIT $2)`;
 }
 
@@ -88,7 +88,7 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
      * Maintenance: drops nodes not seen for 10 of their own heartbeat intervals (killed, or cut
      * off from the database). The dashboard already hides them after 3. No parameters.
      */
-    pruneNodes: `DELETE FROM ${s}.nodes WHERE last_seen_at < now() - 10 * heartbeat_ms * interval '1 millisecond'`,
+    pruneNodes: `DELETE FROM ${s}.nodes WHERE last_seen_at < now() - (10 * heartbeat_ms)::float8 * interval '1 millisecond'`,
 
     /**
      * Maintenance: the edges of parents that finished longer ago than the shortest retention
@@ -98,7 +98,7 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
     pruneDependencies: `
       DELETE FROM ${deps} WHERE (child_id, parent_id) IN (
         SELECT d.child_id, d.parent_id FROM ${deps} d
-        WHERE d.parent_finished_at < now() - $1::bigint * interval '1 millisecond'
+        WHERE d.parent_finished_at < now() - $1::bigint::float8 * interval '1 millisecond'
           AND NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.id = d.parent_id)
           AND NOT EXISTS (SELECT 1 FROM ${history} h WHERE h.id = d.parent_id)
         ORDER BY d.parent_finished_at

@@ -115,7 +115,7 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
      */
     retry: `
       UPDATE ${jobs} j
-      SET state = 'waiting', run_at = now() + ($4::bigint[])[${at}] * interval '1 millisecond',
+      SET state = 'waiting', run_at = now() + ($4::bigint[])[${at}]::float8 * interval '1 millisecond',
           locked_by = NULL, locked_until = NULL,
           errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb ||
             jsonb_build_object('worker', $5::text, 'startedAt', j.started_at, 'endedAt', now()))
@@ -146,7 +146,7 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
      */
     snooze: `
       UPDATE ${jobs} j
-      SET state = 'waiting', run_at = now() + ($3::bigint[])[${at}] * interval '1 millisecond',
+      SET state = 'waiting', run_at = now() + ($3::bigint[])[${at}]::float8 * interval '1 millisecond',
           locked_by = NULL, locked_until = NULL, attempt = greatest(j.attempt - 1, 0)
       WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
       RETURNING j.id`,

@@ -34,7 +34,7 @@ export function liveCountsSql(jobs: string, queueParam: string): string {
       FROM waiting_queues w WHERE w.queue IS NOT NULL
     )
     SELECT queue, sum(waiting)::bigint AS waiting, sum(delayed)::bigint AS delayed, sum(active)::bigint AS active,
-           sum(stalled)::bigint AS stalled, extract(epoch FROM now() - min(oldest))::float8 * 1000 AS oldest_waiting_age_ms
+           sum(stalled)::bigint AS stalled, extract(epoch FROM now() - min(oldest))::float8 * 1000::float8 AS oldest_waiting_age_ms
     FROM (
       SELECT w.queue, c.waiting, c.delayed, 0 AS active, 0 AS stalled, c.oldest
       FROM waiting_queues w CROSS JOIN LATERAL (

@@ -37,7 +37,7 @@ export function runningStatements({ s, jobs, ack }: SchemaSql) {
         VALUES ($2, $4, $5, $6, now(), $7, $8::jsonb)
         ON CONFLICT (id) DO UPDATE SET last_seen_at = now(), heartbeat_ms = EXCLUDED.heartbeat_ms, queues = EXCLUDED.queues
       )
-      UPDATE ${jobs} SET locked_until = now() + $3 * interval '1 millisecond'
+      UPDATE ${jobs} SET locked_until = now() + $3::float8 * interval '1 millisecond'
       WHERE id = ANY($1::bigint[]) AND locked_by = $2 ${ack}
       RETURNING id, cancel_requested_at IS NOT NULL AS cancel`,
 
@@ -45,7 +45,7 @@ export function runningStatements({ s, jobs, ack }: SchemaSql) {
     removeNode: `DELETE FROM ${s}.nodes WHERE id = $1`,
 
     /** Nodes seen within 3 of their own heartbeat intervals (as the dashboard lists them), for health and metrics. */
-    liveNodeIds: `SELECT id FROM ${s}.nodes WHERE last_seen_at > now() - 3 * heartbeat_ms * interval '1 millisecond'`,
+    liveNodeIds: `SELECT id FROM ${s}.nodes WHERE last_seen_at > now() - (3 * heartbeat_ms)::float8 * interval '1 millisecond'`,
 
     /**
      * Shutdown: hands unfinished jobs back without counting the interrupted attempt, and rings

@@ -9,9 +9,12 @@ export interface ListenerOptions {
   readonly channel: string;
   /** Called for each notification: the queue, and how many ms until its earliest new job is due. */
   readonly onWake: (queue: string, dueInMs: number) => void;
-  /** `queue.cancel(id)` was called for a running job (possibly one this process runs). */
+  /**
+   * `queue.cancel(id)` was called for a running job (possibly one this process runs). A hint
+   * only: any role that can connect may send it; confirm in the database before acting.
+   */
   readonly onCancel: (id: string) => void;
-  /** A queue was paused: workers hand back the jobs they prefetched. */
+  /** A queue was paused: workers hand back the jobs they prefetched. A hint only, like `onCancel`. */
   readonly onPause: (queue: string) => void;
   /** Called after every (re)connection, so workers poll once to catch what was missed meanwhile. */
   readonly onConnected: () => void;

@@ -8,6 +8,7 @@ import { PgQueueError } from '../core/errors';
 import type { JobHandler } from '../core/job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/options/resolved';
 import { Completer } from './completer';
+import { hintsForWorkers, type ControlHints } from './control-hints';
 import { Listener, type ScheduledReconnect } from './listener';
 import type { EngineLogger } from './logger';
 import { QueueWorker, type WorkerEvents } from './queue-worker';
@@ -48,6 +49,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private readonly rescuer: Rescuer;
   private cron: CronScheduler | null = null;
   private listener: Listener | null = null;
+  private hints: ControlHints | null = null;
   private started = false;
   /** This process in the nodes registry. */
   private readonly nodeRow: NodeRow;
@@ -224,13 +226,15 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       return;
     }
     if (this.workers.size > 0 && this.listenConnection) {
+      // A cancel or pause notification is a hint: acted on once the database confirms it.
+      const hints = (this.hints = hintsForWorkers(this.store, this.workers, (err) => this.emit('error', err)));
       this.listener = new Listener({
         connection: this.listenConnection,
         channel: this.store.channel,
         logger: this.logger,
         onWake: (queue, dueInMs) => this.workers.get(queue)?.wake(dueInMs),
-        onCancel: (id) => this.workers.forEach((w) => w.cancel(id)),
-        onPause: (queue) => this.workers.get(queue)?.paused(),
+        onCancel: (id) => hints.cancelHint(id),
+        onPause: (queue) => hints.pauseHint(queue),
         onConnected: () => this.workers.forEach((w) => w.catchUp()),
       });
       // Do not wait for the listener: if it cannot connect, polling carries the load meanwhile.
@@ -288,7 +292,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     // closes after stop() returns, and a pass that outlived it logged "Cannot use a pool after
     // calling end on the pool" (seen in the scale benchmark's shutdowns).
     // Bounded too: a pass stuck on a database that does not answer must not hold shutdown.
-    await withTimeout(Promise.all([beats, passes, history]), PASS_WAIT_MS);
+    await withTimeout(Promise.all([beats, passes, history, this.hints?.settled()]), PASS_WAIT_MS);
     // Last: handlers still ran until the jobs were abandoned above.
     if (this.catchingRejections) process.off('unhandledRejection', this.onUnhandledRejection);
     this.catchingRejections = false;

@@ -106,13 +106,19 @@ describe('claimSince and claimOutside: the claim with the window conditions adde
     const q = claimStatements(schemaSql('pgqueue'));
     const since = q.claimSince;
     expect(
-      q.claimOutside.replace(/ AND \(priority < \$5::int OR run_at < now\(\) - \$6::bigint \* interval '1 millisecond'\)/, ''),
+      q.claimOutside.replace(
+        / AND \(priority < \$5::int OR run_at < now\(\) - \$6::bigint::float8 \* interval '1 millisecond'\)/,
+        '',
+      ),
     ).toBe(q.claim);
     expect(since).toContain(
-      "AND run_at <= now() AND (priority, run_at) >= ($5::int, now() - $6::bigint * interval '1 millisecond')",
+      "AND run_at <= now() AND (priority, run_at) >= ($5::int, now() - $6::bigint::float8 * interval '1 millisecond')",
     );
     expect(
-      since.replace(/ AND \(priority, run_at\) >= .*? AND run_at >= now\(\) - \$6::bigint \* interval '1 millisecond'/, ''),
+      since.replace(
+        / AND \(priority, run_at\) >= .*? AND run_at >= now\(\) - \$6::bigint::float8 \* interval '1 millisecond'/,
+        '',
+      ),
     ).toBe(q.claim);
   });
 

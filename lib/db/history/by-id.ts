@@ -109,7 +109,7 @@ export class HistoryLayoutCache {
   async closedPartitions(): Promise<ClosedPartition[]> {
     if (this.closed && Date.now() - this.closed.at < BOUNDS_TTL_MS) return this.closed.list;
     const rows = await this.db.query<{ lo: number; hi: number; min_id: string | null; max_id: string | null }>(
-      `SELECT extract(epoch FROM lo)::float8 * 1000 AS lo, extract(epoch FROM hi)::float8 * 1000 AS hi, min_id, max_id
+      `SELECT extract(epoch FROM lo)::float8 * 1000::float8 AS lo, extract(epoch FROM hi)::float8 * 1000::float8 AS hi, min_id, max_id
        FROM ${escapeIdentifier(this.schema)}.job_history_id_bounds`,
       [],
     );

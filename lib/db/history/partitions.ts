@@ -56,7 +56,7 @@ export class HistoryPartitions {
   async layout(): Promise<{ current: boolean; legacy: boolean; bounds: boolean; now: number }> {
     const { rows } = await this.pool.query<{ current: boolean; legacy: boolean; bounds: boolean; now: number }>(
       `SELECT to_regclass($1) IS NOT NULL AS current, to_regclass($2) IS NOT NULL AS legacy,
-              to_regclass($3) IS NOT NULL AS bounds, extract(epoch FROM now())::float8 * 1000 AS now`,
+              to_regclass($3) IS NOT NULL AS bounds, extract(epoch FROM now())::float8 * 1000::float8 AS now`,
       [this.t('job_history_current'), this.t('job_history_legacy'), this.t('job_history_id_bounds')],
     );
     return rows[0];
@@ -67,8 +67,8 @@ export class HistoryPartitions {
     const bound = (side: string) => `(regexp_match(pg_get_expr(c.relpartbound, c.oid), '${side} \\(''([^'']+)''\\)'))[1]`;
     const { rows } = await this.pool.query<{ name: string; lo: number | null; hi: number | null; parent: string }>(
       `SELECT c.relname AS name, p.relname AS parent,
-              extract(epoch FROM ${bound('FROM')}::timestamptz)::float8 * 1000 AS lo,
-              extract(epoch FROM ${bound('TO')}::timestamptz)::float8 * 1000 AS hi
+              extract(epoch FROM ${bound('FROM')}::timestamptz)::float8 * 1000::float8 AS lo,
+              extract(epoch FROM ${bound('TO')}::timestamptz)::float8 * 1000::float8 AS hi
        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
        WHERE i.inhparent IN ($1::regclass, $2::regclass)`,
       [this.t('job_history_done'), this.t('job_history')],
@@ -135,7 +135,7 @@ export class HistoryPartitions {
       (await this.pool.query<{ partition: string }>(`SELECT partition FROM ${bounds}`)).rows.map((r) => r.partition),
     );
     const { rows } = await this.pool.query<{ oldest: number | null }>(
-      `SELECT extract(epoch FROM min(xact_start))::float8 * 1000 AS oldest FROM pg_stat_activity
+      `SELECT extract(epoch FROM min(xact_start))::float8 * 1000::float8 AS oldest FROM pg_stat_activity
        WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
          AND xact_start IS NOT NULL`,
     );
