@@ -91,7 +91,11 @@ export function resolveConnection(
     );
   }
   // A named connection says its name in pg_stat_activity, so its sessions can be told apart.
-  pool.application_name ??= name === 'default' ? 'nestjs-pg-queue' : `nestjs-pg-queue:${name}`;
+  const ours = name === 'default' ? 'nestjs-pg-queue' : `nestjs-pg-queue:${name}`;
+  // A DataSource's applicationName names the app's own pool: the queue's sessions keep it as a
+  // prefix, so they show whose they are and stay told apart from the app's.
+  if (options.connection === undefined && pool.application_name) pool.application_name += `:${ours}`;
+  pool.application_name ??= ours;
   const listen: PgClientConfig =
     options.listenConnection !== undefined
       ? fromConnection(options.listenConnection)

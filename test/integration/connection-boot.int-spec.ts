@@ -126,7 +126,7 @@ describe('a reused DataSource gives the queue every connection setting TypeORM u
       const stored = await admin.query(`SELECT queue FROM pgqueue.jobs WHERE id = $1`, [job.id]);
       expect(stored.rows).toEqual([{ queue: 'replicated' }]);
       const sessions = await admin.query(
-        `SELECT DISTINCT datname FROM pg_stat_activity WHERE application_name = 'p1-replicated-app'`,
+        `SELECT DISTINCT datname FROM pg_stat_activity WHERE application_name = 'p1-replicated-app:nestjs-pg-queue'`,
       );
       expect(sessions.rows).toEqual([{ datname: db.name }]);
     } finally {

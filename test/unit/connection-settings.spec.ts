@@ -78,8 +78,13 @@ describe('fromDataSource: every connection setting TypeORM passes to pg', () => 
     expect(fromDataSource(ds({ driver: { Client }, host: 'db' }))).toEqual({ host: 'db' });
   });
 
-  it("resolveConnection names the queue's sessions only when the DataSource does not", () => {
-    expect(resolveConnection({}, ds({ host: 'db', applicationName: 'shop' })).pool.application_name).toBe('shop');
+  it("resolveConnection names the queue's sessions after the DataSource's, told apart from the app's", () => {
+    const named = resolveConnection({}, ds({ host: 'db', applicationName: 'shop' }), 'bulk');
+    expect([named.pool.application_name, named.listen.application_name]).toEqual([
+      'shop:nestjs-pg-queue:bulk',
+      'shop:nestjs-pg-queue:bulk:listen',
+    ]);
+    expect(resolveConnection({ connection: { application_name: 'mine' } }, undefined).pool.application_name).toBe('mine');
     const { pool, listen } = resolveConnection({}, ds({ host: 'db' }));
     expect([pool.application_name, listen.application_name]).toEqual(['nestjs-pg-queue', 'nestjs-pg-queue:listen']);
   });
