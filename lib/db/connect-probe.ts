@@ -42,6 +42,9 @@ export function connectTarget(config: PgClientConfig): ConnectTarget {
   return { host: host.replace(/^\[(.*)\]$/, '$1'), port: Number(port) };
 }
 
+/** The longest the probe after a failed connection waits. */
+const PROBE_MAX_MS = 3000;
+
 /** The bytes of PostgreSQL's SSLRequest: length 8, code 80877103. */
 const SSL_REQUEST = Buffer.from([0, 0, 0, 8, 4, 210, 22, 47]);
 
@@ -93,8 +96,8 @@ export function isServerError(err: unknown): boolean {
 }
 
 /**
- * The sentence for a connection that could not be opened: where, what answered there (probed
- * again, for at most `timeoutMs`), and what to change. `pgMessage` is what pg said.
+ * The sentence for a connection that could not be opened within `timeoutMs`: where, what
+ * answered there (probed once more), and what to change. `pgMessage` is what pg said.
  */
 export async function explainConnectFailure(config: PgClientConfig, timeoutMs: number, pgMessage: string): Promise<string> {
   const t = connectTarget(config);
@@ -105,7 +108,9 @@ export async function explainConnectFailure(config: PgClientConfig, timeoutMs: n
   if (t.host.startsWith('/')) {
     return `nestjs-pg-queue cannot connect to PostgreSQL through the socket in ${t.host} (port ${t.port}): ${pgMessage}. ${fix}`;
   }
-  const found = await probePostgres(t, timeoutMs);
+  // The failed connection already waited timeoutMs; the probe only tells what is there, and a
+  // PostgreSQL server answers its 8 bytes at once, so it waits at most 3 s more.
+  const found = await probePostgres(t, Math.min(timeoutMs, PROBE_MAX_MS));
   const what: Record<ProbeFinding['kind'], string> = {
     postgres: `PostgreSQL answers there, but opening a connection failed (${pgMessage}) within ${timeoutMs} ms`,
     refused: 'nothing listens there (connection refused)',
