@@ -17,6 +17,7 @@ const CONNECTION_KEYS = [
   'migrate',
   'listen',
   'poolSize',
+  'connectTimeoutMs',
   'preparedStatements',
 ] as const;
 /** Where a database is: given per connection, never inherited from the top level by another one. */

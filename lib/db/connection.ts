@@ -1,3 +1,4 @@
+import { Client, type ClientConfig, type PoolConfig } from 'pg';
 import type { PgClientConfig, PgPoolConfig } from '../core/pg-types';
 import { PgQueueConfigError } from '../core/errors';
 import type { DataSourceLike, PgQueueModuleOptions } from '../core/options/types';
@@ -18,7 +19,14 @@ function fromConnection(c: string | PgPoolConfig): PgPoolConfig {
   throw new PgQueueConfigError('connection must be a connection string or a pg PoolConfig object.');
 }
 
-/** The connection settings of a TypeORM postgres DataSource, for the queue's own pool. */
+/**
+ * The connection settings of a TypeORM postgres DataSource, for the queue's own pool: exactly what
+ * TypeORM's PostgresDriver.createPool (typeorm 0.3) gives pg. The credentials are the top level's,
+ * or `replication.master`'s (the queue writes, so never a replica's); then `connectTimeoutMS`,
+ * `applicationName` (top level, else the credentials'), and `extra` over all of them (pg gets
+ * `extra.ssl`, `extra.options`, keepAlive, statement_timeout... as TypeORM passes them). Only the
+ * pool's size is the queue's own (poolSize). A custom `driver` cannot be carried over: refused.
+ */
 export function fromDataSource(ds: DataSourceLike): PgPoolConfig {
   const o = ds.options as { readonly type: string } & Record<string, unknown>;
   if (o.type !== 'postgres') {
@@ -27,17 +35,40 @@ export function fromDataSource(ds: DataSourceLike): PgPoolConfig {
         `Pass a postgres DataSource, or a connection string as "connection".`,
     );
   }
-  const config: PgPoolConfig = {
-    connectionString: o.url as string | undefined,
-    host: o.host as string | undefined,
-    port: o.port as number | undefined,
-    user: o.username as string | undefined,
-    password: o.password as PgPoolConfig['password'],
-    database: o.database as string | undefined,
-    ssl: o.ssl as PgPoolConfig['ssl'],
-  };
-  for (const k of Object.keys(config) as (keyof PgPoolConfig)[]) if (config[k] === undefined) delete config[k];
-  return config;
+  if (o.driver !== undefined && o.driver !== null && (o.driver as { Client?: unknown }).Client !== Client) {
+    throw new PgQueueConfigError(
+      "The DataSource sets `driver` (its own pg module), which the queue's pool cannot use: it connects with the " +
+        "'pg' package. Pass the queue a connection of its own: forRoot({ connection: 'postgres://...' }) or a pg PoolConfig.",
+    );
+  }
+  const replication = o.replication as { master?: unknown } | undefined;
+  if (replication !== undefined && (typeof replication.master !== 'object' || replication.master === null)) {
+    throw new PgQueueConfigError(
+      'The DataSource has `replication` without a `master`: the queue writes, so it needs the primary. Give ' +
+        'replication.master, or pass the queue its own connection: forRoot({ connection: ... }).',
+    );
+  }
+  const c = (replication ? replication.master : o) as Record<string, unknown>;
+  const extra = o.extra;
+  if (extra !== undefined && (typeof extra !== 'object' || extra === null)) {
+    throw new PgQueueConfigError(`The DataSource's extra is ${typeof extra}; TypeORM passes it to pg as an object.`);
+  }
+  const config = {
+    connectionString: c.url,
+    host: c.host,
+    user: c.username,
+    password: c.password,
+    database: c.database,
+    port: c.port,
+    ssl: c.ssl,
+    connectionTimeoutMillis: o.connectTimeoutMS,
+    application_name: o.applicationName ?? c.applicationName,
+    ...(extra as Record<string, unknown> | undefined),
+  } as Record<string, unknown>;
+  // The app's pool size is the app's: the queue's pool has its own (poolSize).
+  delete config.max;
+  for (const k of Object.keys(config)) if (config[k] === undefined) delete config[k];
+  return config as PgPoolConfig;
 }
 
 /**
@@ -60,11 +91,39 @@ export function resolveConnection(
     );
   }
   // A named connection says its name in pg_stat_activity, so its sessions can be told apart.
-  pool.application_name ??= name === 'default' ? 'nestjs-pg-queue' : `nestjs-pg-queue:${name}`;
+  const ours = name === 'default' ? 'nestjs-pg-queue' : `nestjs-pg-queue:${name}`;
+  // A DataSource's applicationName names the app's own pool: the queue's sessions keep it as a
+  // prefix, so they show whose they are and stay told apart from the app's.
+  if (options.connection === undefined && pool.application_name) pool.application_name += `:${ours}`;
+  pool.application_name ??= ours;
   const listen: PgClientConfig =
     options.listenConnection !== undefined
       ? fromConnection(options.listenConnection)
       : { ...pool, application_name: `${pool.application_name}:listen` };
   listen.application_name ??= 'nestjs-pg-queue:listen';
   return { pool, listen };
+}
+
+/**
+ * What the queue's pg Pool is built with: the resolved settings, the queue's pool size, and a
+ * connect timeout (`connectTimeoutMs`) where the settings set none. The timeout is given to each
+ * client, not to the pool: pg's pool-level connectionTimeoutMillis would also fail a query that
+ * waits that long for a free connection of a busy pool, which is only slow, not broken.
+ */
+export function queuePoolConfig(pool: PgPoolConfig, o: { poolSize: number; connectTimeoutMs: number }): PoolConfig {
+  const config: PoolConfig = { ...pool, Client: pool.Client as PoolConfig['Client'], max: o.poolSize };
+  if (pool.connectionTimeoutMillis !== undefined) return config;
+  const Base = (config.Client ?? Client) as typeof Client;
+  const ms = o.connectTimeoutMs;
+  config.Client = class extends Base {
+    constructor(c?: string | ClientConfig) {
+      super(typeof c === 'string' ? { connectionString: c, connectionTimeoutMillis: ms } : { ...c, connectionTimeoutMillis: ms });
+    }
+  };
+  return config;
+}
+
+/** The LISTEN connection's settings, with the connect timeout where they set none. */
+export function listenClientConfig(listen: PgClientConfig, connectTimeoutMs: number): PgClientConfig {
+  return { ...listen, connectionTimeoutMillis: listen.connectionTimeoutMillis ?? connectTimeoutMs };
 }

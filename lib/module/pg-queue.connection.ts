@@ -1,4 +1,6 @@
-import { Pool, type PoolConfig } from 'pg';
+import { Pool } from 'pg';
+import { listenClientConfig, queuePoolConfig } from '../db/connection';
+import { explainConnectFailure, isServerError } from '../db/connect-probe';
 import { JobStore } from '../db/job-store';
 import { poolExecutor } from '../db/executor';
 import { databaseIdentity } from '../db/identity';
@@ -57,9 +59,7 @@ export class PgQueueConnection {
   ): Promise<PgQueueConnection> {
     // What a named connection's pool, listener and workers log says which database it is about.
     if (name !== 'default') logger = onConnection(logger, name);
-    // PgPoolConfig mirrors pg's PoolConfig field by field (checked here), but types the client
-    // class a custom `Client` must construct by the little this package calls on it.
-    const pool = new Pool({ ...conn.pool, Client: conn.pool.Client as PoolConfig['Client'], max: options.poolSize });
+    const pool = new Pool(queuePoolConfig(conn.pool, options));
     // An idle connection that the server drops (restart, pg_terminate_backend) must not crash
     // the process: the pool discards it and opens a new one on the next query.
     pool.on('error', (err) => logger.warn(`pg-queue pool: idle connection lost (${err.message})`));
@@ -93,6 +93,13 @@ export class PgQueueConnection {
     } catch (err) {
       await pool.end().catch(() => undefined);
       if (err instanceof PgQueueError) throw err;
+      // Not reached (nothing answered in time, or something that is not PostgreSQL did): say
+      // which, at which host and port, instead of pg's "timeout expired".
+      if (!isServerError(err)) {
+        const timeoutMs = conn.pool.connectionTimeoutMillis || options.connectTimeoutMs;
+        const message = await explainConnectFailure(conn.pool, timeoutMs, (err as Error).message);
+        throw new PgQueueConfigError(`${message}${on}`, { cause: err });
+      }
       const where =
         conn.pool.connectionString ?? `${conn.pool.host ?? 'localhost'}:${conn.pool.port ?? 5432}/${conn.pool.database ?? ''}`;
       throw new PgQueueError(
@@ -100,7 +107,8 @@ export class PgQueueConnection {
         { cause: err },
       );
     }
-    return new PgQueueConnection(name, options, pool, identity, options.listen ? conn.listen : null, logger, manual);
+    const listen = options.listen ? listenClientConfig(conn.listen, options.connectTimeoutMs) : null;
+    return new PgQueueConnection(name, options, pool, identity, listen, logger, manual);
   }
 
   /** Stops the workers (gracefully), then closes the pool. */

@@ -1,5 +1,5 @@
 import { Logger, type Provider } from '@nestjs/common';
-import { ModuleRef } from '@nestjs/core';
+import { ModuleRef, ModulesContainer } from '@nestjs/core';
 import { isDataSourceLike, resolveConnection } from '../db/connection';
 import { PgQueueConfigError } from '../core/errors';
 import { DEFAULT_CONNECTION, planConnections } from '../core/connections';
@@ -24,40 +24,66 @@ export const runtimeProvider: Provider = {
   inject: [
     PG_QUEUE_MODULE_OPTIONS,
     ModuleRef,
+    ModulesContainer,
     { token: defaultDataSourceToken() as string, optional: true },
     { token: PG_QUEUE_TESTING, optional: true },
   ],
-  useFactory: (
+  useFactory: async (
     options: PgQueueModuleOptions,
     moduleRef: ModuleRef,
+    modules: ModulesContainer,
     defaultDataSource?: DataSourceLike,
     testMode?: PgQueueTestMode,
-  ): Promise<PgQueueRuntime> =>
-    PgQueueRuntime.create(connectionsToOpen(options, moduleRef, defaultDataSource, testMode), {
+  ): Promise<PgQueueRuntime> => {
+    const runtime = await PgQueueRuntime.create(connectionsToOpen(options, moduleRef, defaultDataSource, testMode), {
       logger: new Logger('PgQueue'),
       ambientTransaction: clsTransaction(moduleRef),
       manual: Boolean(testMode),
-    }),
+    });
+    try {
+      runtime.declareQueues(registrationsIn(modules));
+    } catch (err) {
+      await runtime.close();
+      throw err;
+    }
+    return runtime;
+  },
 };
+
+/** The options of each queue provider's factory (see registrationsIn). */
+const registrationOf = new WeakMap<object, RegisterQueueOptions>();
+
+/**
+ * Every registerQueue(...) of this app (its module container), found by its provider's factory
+ * before any queue provider runs: the runtime is their dependency, so it is built first.
+ */
+function registrationsIn(modules: ModulesContainer): RegisterQueueOptions[] {
+  const found: RegisterQueueOptions[] = [];
+  for (const m of modules.values()) {
+    for (const wrapper of m.providers.values()) {
+      const q = typeof wrapper.metatype === 'function' ? registrationOf.get(wrapper.metatype) : undefined;
+      if (q) found.push(q);
+    }
+  }
+  return found;
+}
 
 /** The providers of `registerQueue(...queues)`: each queue injectable with `@InjectQueue(name)`. */
 export function queueProviders(queues: readonly RegisterQueueOptions[]): Provider[] {
   return queues.map((q) => {
     // Validate now, when the module graph is declared, so a typo fails with its own message.
     const name = resolveQueueOptions(q, DEFAULTS.job).name;
-    return {
-      provide: getQueueToken(name),
-      inject: [PG_QUEUE_RUNTIME],
-      useFactory: async (runtime: PgQueueRuntime) => {
-        try {
-          return runtime.registerQueue(q);
-        } catch (err) {
-          // A failed boot (say, an undeclared connection) must not leave the pools open behind it.
-          await runtime.close();
-          throw err;
-        }
-      },
+    const useFactory = async (runtime: PgQueueRuntime) => {
+      try {
+        return runtime.registerQueue(q);
+      } catch (err) {
+        // A failed boot (say, an undeclared connection) must not leave the pools open behind it.
+        await runtime.close();
+        throw err;
+      }
     };
+    registrationOf.set(useFactory, q);
+    return { provide: getQueueToken(name), inject: [PG_QUEUE_RUNTIME], useFactory };
   });
 }
 

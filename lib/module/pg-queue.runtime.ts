@@ -12,6 +12,7 @@ import { validateQueueName } from '../core/names';
 import type { RegisterQueueOptions } from '../core/options/types';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/options/resolved';
 import { resolveQueueOptions } from '../core/options/module-checks';
+import { isBareRegistration, mergeRegistrations, sameRegistration } from '../core/options/queue-registrations';
 import type { PgQueueReadApi } from '../core/read-api';
 import { PgQueueConnection } from './pg-queue.connection';
 
@@ -142,19 +143,33 @@ export class PgQueueRuntime implements PgQueueReadApi {
     return new PgQueueRuntime(open, setup.ambientTransaction);
   }
 
-  /** Registers a queue (from `registerQueue`); the same name twice must mean the same options. */
+  /**
+   * Declares every registration of the app at once (pg-queue.providers.ts finds them all before
+   * any queue is built), so a bare registerQueue({ name }) takes the options of the full one
+   * whatever the order the modules are created in. Throws, naming the option, on a mismatch.
+   */
+  declareQueues(all: readonly RegisterQueueOptions[]): void {
+    for (const [name, resolved] of mergeRegistrations(all, this.options.defaultJobOptions)) {
+      if (!this.byName.has(resolved.connection)) {
+        throw new PgQueueConfigError(unknownConnectionMessage(name, resolved.connection, [...this.byName.keys()]));
+      }
+      this.registered.set(name, resolved);
+    }
+  }
+
+  /**
+   * Registers a queue (from `registerQueue`). A full registration of a name already registered
+   * must say the same (the message names the option that differs); a bare one takes its options.
+   */
   registerQueue(opts: RegisterQueueOptions): Queue {
     const resolved = resolveQueueOptions(opts, this.options.defaultJobOptions);
     if (!this.byName.has(resolved.connection)) {
       throw new PgQueueConfigError(unknownConnectionMessage(resolved.name, resolved.connection, [...this.byName.keys()]));
     }
     const prev = this.registered.get(resolved.name);
-    if (prev && JSON.stringify(prev) !== JSON.stringify(resolved)) {
-      throw new PgQueueConfigError(
-        `Queue "${resolved.name}" is registered twice with different options; register it once, or with the same options.`,
-      );
-    }
     if (!prev) this.registered.set(resolved.name, resolved);
+    else if (!isBareRegistration(opts)) sameRegistration(prev, resolved);
+    else if (opts.connection !== undefined) sameRegistration(prev, { ...prev, connection: resolved.connection });
     return this.queue(resolved.name);
   }
 

@@ -65,8 +65,8 @@ describe('connections', () => {
     const samples = (async () => {
       while (sampling) {
         const { rows } = await sampler.query<{ pool: number; listen: number }>(
-          `SELECT count(*) FILTER (WHERE application_name = 'nestjs-pg-queue')::int AS pool,
-                  count(*) FILTER (WHERE application_name = 'nestjs-pg-queue:listen')::int AS listen
+          `SELECT count(*) FILTER (WHERE application_name = 'the-app:nestjs-pg-queue')::int AS pool,
+                  count(*) FILTER (WHERE application_name = 'the-app:nestjs-pg-queue:listen')::int AS listen
            FROM pg_stat_activity WHERE datname = current_database()`,
         );
         most.pool = Math.max(most.pool, rows[0].pool);
@@ -94,12 +94,12 @@ describe('connections', () => {
     expect(most).toEqual({ pool: POOL_SIZE, listen: 1, together: POOL_SIZE + 1 });
     const writers = async () =>
       (await t.pool.query<{ app: string }>('SELECT app FROM writer_apps ORDER BY app')).rows.map((r) => r.app);
-    expect(await writers()).toEqual(['nestjs-pg-queue']);
+    expect(await writers()).toEqual(['the-app:nestjs-pg-queue']);
 
     // The check sees the app's connections when they do write: an enqueue with { manager } runs
     // on the app's transaction, as documented.
     const ds = app.get(DataSource);
     await ds.transaction((manager) => app.get(QueueService).add('load', 'x', { i: 0 }, { manager }));
-    expect(await writers()).toEqual(['nestjs-pg-queue', 'the-app']);
+    expect(await writers()).toEqual(['the-app', 'the-app:nestjs-pg-queue']);
   });
 });

@@ -13,6 +13,7 @@ export const DEFAULTS = {
   vacuumAtDeadTuples: 10_000,
   cronCatchUpMs: 3_600_000,
   shutdownTimeoutMs: 10_000,
+  connectTimeoutMs: 10_000,
   poolSize: 4,
   maxPayloadBytes: 1_048_576,
   progressIntervalMs: 500,

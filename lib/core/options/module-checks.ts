@@ -28,6 +28,7 @@ const KNOWN_MODULE_KEYS = [
   'vacuumAtDeadTuples',
   'cronCatchUpMs',
   'shutdownTimeoutMs',
+  'connectTimeoutMs',
   'poolSize',
   'maxPayloadBytes',
   'progressIntervalMs',
@@ -61,6 +62,9 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
   refuseUnknownKeys('PgQueueModule options', o, KNOWN_MODULE_KEYS, {
     removeOnComplete: 'retention.completedMs',
     removeOnFail: 'retention.failedMs',
+    connectTimeout: 'connectTimeoutMs (milliseconds)',
+    connectTimeoutMS: 'connectTimeoutMs',
+    connectionTimeoutMillis: 'connectTimeoutMs, or connection: { ..., connectionTimeoutMillis }',
   });
   if (o.retention !== undefined) {
     if (typeof o.retention !== 'object' || o.retention === null) {
@@ -89,6 +93,7 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     vacuumAtDeadTuples: int('vacuumAtDeadTuples', o.vacuumAtDeadTuples, DEFAULTS.vacuumAtDeadTuples, 0),
     cronCatchUpMs: int('cronCatchUpMs', o.cronCatchUpMs, DEFAULTS.cronCatchUpMs, 0, 31 * 86_400_000),
     shutdownTimeoutMs: int('shutdownTimeoutMs', o.shutdownTimeoutMs, DEFAULTS.shutdownTimeoutMs, 0),
+    connectTimeoutMs: int('connectTimeoutMs', o.connectTimeoutMs, DEFAULTS.connectTimeoutMs, 100, 600_000),
     poolSize: int('poolSize', o.poolSize, DEFAULTS.poolSize, 1, 100),
     maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, DEFAULTS.maxPayloadBytes, 1, 256 * 1_048_576),
     progressIntervalMs: int('progressIntervalMs', o.progressIntervalMs, DEFAULTS.progressIntervalMs, 10, 3_600_000),

@@ -32,6 +32,7 @@ export interface ResolvedPgQueueOptions {
   readonly vacuumAtDeadTuples: number;
   readonly cronCatchUpMs: number;
   readonly shutdownTimeoutMs: number;
+  readonly connectTimeoutMs: number;
   readonly poolSize: number;
   readonly maxPayloadBytes: number;
   readonly progressIntervalMs: number;

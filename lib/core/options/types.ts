@@ -55,6 +55,15 @@ export interface PgQueueModuleOptions {
   /** How long `app.close()` waits for running jobs before handing them back. @default 10_000 */
   shutdownTimeoutMs?: number;
   /**
+   * How long opening one connection (pool or LISTEN) may take before it fails: a host that drops
+   * packets, or a port where something other than PostgreSQL answers, then fails the boot with a
+   * message naming host and port instead of hanging it. Used where the connection's own settings
+   * set none (pg's `connectionTimeoutMillis`, TypeORM's `connectTimeoutMS`); unlike those, it does
+   * not limit how long a query waits for a free pool connection. From 100 to 600000.
+   * @default 10_000
+   */
+  connectTimeoutMs?: number;
+  /**
    * The node that runs maintenance vacuums the jobs table once it holds this many dead tuples
    * (or a tenth of its live rows, if more). Every job leaves two or three dead row versions
    * there, and autovacuum visits a database only once a minute by default: at 300 jobs/s that
@@ -166,6 +175,8 @@ export interface PgQueueConnectionOptions {
   listen?: boolean;
   /** Maximum connections of this database's pool. */
   poolSize?: number;
+  /** How long opening a connection to this database may take (see the top-level option). */
+  connectTimeoutMs?: number;
   /** Prepare the hot statements on this database's connections. */
   preparedStatements?: boolean;
 }
