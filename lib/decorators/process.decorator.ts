@@ -33,7 +33,9 @@ export function Process(nameOrOptions?: string | ProcessOptions): MethodDecorato
     if (k !== 'name' && k !== 'cron' && k !== 'tz') {
       throw new PgQueueConfigError(
         `@Process(): unknown option ${quote(k)}` +
-          `${k === 'concurrency' ? ' (concurrency is per queue: registerQueue({ concurrency }) or @Processor({ name, concurrency }))' : ''}. ` +
+          `${k === 'concurrency' ? ' (concurrency is per queue: registerQueue({ concurrency }) or @Processor({ name, concurrency }))' : ''}` +
+          `${k === 'timezone' || k === 'timeZone' ? " (use tz, an IANA name such as 'Europe/Berlin')" : ''}` +
+          `${k === 'pattern' ? ' (use cron)' : ''}. ` +
           'Use @Process(name) or @Process({ name, cron?, tz? }).',
       );
     }

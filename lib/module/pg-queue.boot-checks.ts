@@ -1,5 +1,7 @@
 import { PgQueueConfigError } from '../core/errors';
-import type { FoundInjection } from '../discovery/pg-queue.explorer';
+import { quote } from '../core/input-text';
+import type { ResolvedSchedule } from '../core/cron-schedule';
+import type { FoundInjection, FoundListener, FoundProcessor } from '../discovery/pg-queue.explorer';
 import { notRegisteredMessage, type PgQueueRuntime } from './pg-queue.runtime';
 
 // What the boot checks once every provider exists, before anything runs: each misuse fails the
@@ -49,5 +51,49 @@ export function checkDeadLetterQueues(runtime: PgQueueRuntime): void {
           '(a dead-letter queue per database).',
       );
     }
+  }
+}
+
+/**
+ * Every `@OnQueueEvent(event, { queue })` must name a registered queue: a typo ('emial') would
+ * subscribe to nothing, for ever, without a word.
+ */
+export function checkListenerQueues(runtime: PgQueueRuntime, listeners: readonly FoundListener[]): void {
+  const registered = runtime.registeredQueues.map((q) => q.name);
+  for (const l of listeners) {
+    if (l.queue === undefined || runtime.queueOptions(l.queue)) continue;
+    throw new PgQueueConfigError(
+      notRegisteredMessage(l.queue, registered, `@OnQueueEvent('${l.event}', { queue }) on ${l.where}`) +
+        ' Name a registered queue, or leave queue out to hear every queue.',
+    );
+  }
+}
+
+/**
+ * Warns (the boot goes on: another process may run these jobs) about what this app's workers
+ * will not run: a registered queue with no `@Processor`, a schedule whose job no `@Process`
+ * handles. Both are usual in an app split in processes, and a typo in one.
+ */
+export function warnUnhandled(
+  runtime: PgQueueRuntime,
+  found: ReadonlyMap<string, FoundProcessor>,
+  schedules: readonly ResolvedSchedule[],
+  logger: { warn(message: string): void },
+): void {
+  const idle = runtime.registeredQueues.filter((q) => !found.has(q.name)).map((q) => `"${q.name}"`);
+  if (idle.length) {
+    logger.warn(
+      `Queue(s) ${idle.join(', ')} registered with workers on, but no @Processor of this app handles them: their jobs ` +
+        `wait until another process runs them. Add a @Processor('name') class to a module's providers, or set ` +
+        `workers: false in an app that only adds jobs.`,
+    );
+  }
+  for (const s of schedules) {
+    const f = found.get(s.queue);
+    if (f && (f.handlers.has(s.name) || f.catchAll)) continue;
+    logger.warn(
+      `Recurring job ${quote(s.name)} of queue "${s.queue}" (${s.cron}) has no @Process('${s.name}') in a worker of this ` +
+        `app: each tick adds a job that only another process can run. Add the handler, or fix the job name.`,
+    );
   }
 }

@@ -13,7 +13,7 @@ import { resolveQueueOptions } from '../core/options/module-checks';
 import { PgQueueExplorer, type FoundListener, type FoundProcessor } from '../discovery/pg-queue.explorer';
 import { buildJobRow } from '../producer/enqueue';
 import type { CronEntry } from '../worker/cron';
-import { checkDeadLetterQueues, checkInjectedQueues } from './pg-queue.boot-checks';
+import { checkDeadLetterQueues, checkInjectedQueues, checkListenerQueues, warnUnhandled } from './pg-queue.boot-checks';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import type { PgQueueRuntime } from './pg-queue.runtime';
 
@@ -50,7 +50,9 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
       // the first add(): loading that package cost the first enqueue tens of milliseconds (bench/).
       this.runtime.ambientTransaction();
       found = this.explorer.findProcessors((queue) => this.runtime.queueOptions(queue) !== undefined);
-      this.subscribe(this.explorer.findEventListeners());
+      const listeners = this.explorer.findEventListeners();
+      checkListenerQueues(this.runtime, listeners);
+      this.subscribe(listeners);
     } catch (err) {
       // A failed boot must not leave the pool's connections open behind it.
       await this.runtime.close();
@@ -60,6 +62,12 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
     try {
       // Each database elects its own cron scheduler: a schedule runs where its queue lives.
       const entries = this.cronEntries(found);
+      warnUnhandled(
+        this.runtime,
+        found,
+        entries.map((e) => e.schedule),
+        this.logger,
+      );
       for (const c of this.runtime.connections) {
         c.supervisor.setCron(entries.filter((e) => this.runtime.connectionOf(e.schedule.queue) === c));
       }

@@ -31,6 +31,15 @@ export interface WorkersShutdown {
  * worker takes it at once (its interrupted attempt is not counted).
  */
 export async function stopWorkers(workers: readonly QueueWorker[], s: WorkersShutdown, deadline: number): Promise<void> {
+  const began = Date.now();
+  // Said at once: a SIGTERM that seems to hang (or ends fast) shows in the log what it waits for.
+  const running = workers.reduce((n, w) => n + w.runningCount, 0);
+  if (workers.length) {
+    s.logger.log(
+      `Stopping workers: ${running} job(s) running, waiting up to ${Math.max(0, deadline - began)} ms ` +
+        '(shutdownTimeoutMs) for them to finish',
+    );
+  }
   // A claim stuck on an unreachable database must not hold shutdown past its deadline.
   await withTimeout(Promise.all(workers.map((w) => w.stopClaiming())), s.shutdownTimeoutMs);
   // Prefetched jobs that never started go back first, so other workers can take them now.
@@ -44,6 +53,7 @@ export async function stopWorkers(workers: readonly QueueWorker[], s: WorkersShu
   }
   await withTimeout(Promise.all(workers.map((w) => w.idle())), Math.max(0, deadline - Date.now()));
   const abandoned = workers.flatMap((w) => w.abandon(new ShutdownError()));
+  const waited = Date.now() - began;
   // Outcomes get at least a couple of seconds even when the grace period is spent: losing
   // them means running those jobs again.
   const left = await s.completer.drain(Math.max(deadline, Date.now() + 2000));
@@ -57,6 +67,13 @@ export async function stopWorkers(workers: readonly QueueWorker[], s: WorkersShu
         `Handing back ${abandoned.length} job(s) failed (${(err as Error).message}); the rescuer will after their lease`,
       );
     }
+  }
+  if (workers.length) {
+    const interrupted = abandoned.length ? `${abandoned.length} job(s) interrupted at the deadline` : 'every job finished';
+    const prefetched = unstarted.length ? `, ${unstarted.length} prefetched job(s) handed back unstarted` : '';
+    s.logger.log(
+      `Workers stopped after ${Date.now() - began} ms (waited ${waited} ms for running jobs: ${interrupted}${prefetched})`,
+    );
   }
 }
 

@@ -89,7 +89,7 @@ describe('counts and lifecycle events', () => {
   it('@OnQueueEvent methods hear active, completed, retrying, failed and stalled, filtered by queue', async () => {
     const app = await bootApp({
       options: { connection: t.db.url, schema: 'events', rescueIntervalMs: 100, pollIntervalMs: 100 },
-      queues: [{ name: 'ev', defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10 } } }],
+      queues: [{ name: 'ev', defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10 } } }, { name: 'other' }],
       providers: [EvProcessor, Listeners],
     });
     try {

@@ -161,11 +161,32 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
   };
 }
 
+const REPEAT_KEYS = ['name', 'cron', 'tz', 'payload'] as const;
+/** BullMQ's repeat options (and the usual spellings of a time zone), and what they are here. */
+const REPEAT_HINTS: Readonly<Record<string, string>> = {
+  timezone: "tz (an IANA name such as 'Europe/Berlin')",
+  timeZone: "tz (an IANA name such as 'Europe/Berlin')",
+  tz_name: 'tz',
+  pattern: "cron (such as '0 3 * * *')",
+  every: "cron: an interval is a cron expression here, such as '*/5 * * * *' (every 5 minutes)",
+  data: 'payload',
+  jobName: 'name',
+  startDate: 'nothing: a schedule starts with its next tick after the boot',
+  endDate: 'nothing: remove the schedule to stop it',
+  limit: 'nothing: remove the schedule to stop it',
+  immediately: 'nothing: a schedule starts with its next tick after the boot',
+  utc: "tz: 'UTC' (the default)",
+};
+
 function resolveRepeat(name: string, repeat: unknown): ResolvedSchedule[] {
   if (repeat === undefined) return [];
   if (!Array.isArray(repeat))
     throw new PgQueueConfigError(`queue "${name}" repeat must be an array of { name, cron, tz?, payload? }.`);
-  const out = repeat.map((r: RepeatOptions, i) => resolveSchedule(name, r, `queue "${name}" repeat[${i}]`));
+  const out = repeat.map((r: RepeatOptions, i) => {
+    const where = `queue "${name}" repeat[${i}]`;
+    if (typeof r === 'object' && r !== null) refuseUnknownKeys(where, r, REPEAT_KEYS, REPEAT_HINTS);
+    return resolveSchedule(name, r, where);
+  });
   const names = out.map((r) => r.name);
   const twice = names.find((n, i) => names.indexOf(n) !== i);
   if (twice) throw new PgQueueConfigError(`queue "${name}" repeat schedules job "${twice}" twice; one schedule per job name.`);
