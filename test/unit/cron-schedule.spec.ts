@@ -1,6 +1,6 @@
 import { PgQueueConfigError, Process } from '../../lib';
 import { resolveSchedule, type ResolvedSchedule } from '../../lib/core/cron-schedule';
-import { resolveModuleOptions, resolveQueueOptions } from '../../lib/core/pg-queue.options';
+import { resolveModuleOptions, resolveQueueOptions } from '../../lib/core/options/module-checks';
 
 // Recurring jobs in a time zone: each wall-clock tick once, across daylight-saving changes, from
 // wherever the scheduler asks (it asks again from "now" every hour while a timer waits, and the
