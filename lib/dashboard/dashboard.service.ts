@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
-import type { JobAttemptError, JobOptions } from '../core/job';
+import type { JobOptions } from '../core/job';
 import { PgQueueError } from '../core/errors';
 import type { DashboardFlow, DashboardJob, DashboardReads } from '../core/dashboard-reads';
 import { createDashboardReads } from '../module/dashboard-reads';
@@ -11,29 +11,10 @@ import { PG_QUEUE_DASHBOARD_OPTIONS, type ResolvedDashboardOptions } from './das
 import { MinuteCounts, sumByMinute } from './dashboard-throughput';
 import { timeline, type TimelineEntry } from './job-timeline';
 import { RecentNames } from './recent-names';
+import { summary, type JobSummary } from './job-summary';
 
 export { timeline, type TimelineEntry } from './job-timeline';
-
-/** A job in a list: what the table shows, without the payload (a 200-character preview) or stacks. */
-export interface JobSummary {
-  readonly id: string;
-  readonly queue: string;
-  readonly name: string;
-  readonly state: string;
-  readonly priority: number;
-  readonly attempt: number;
-  readonly maxAttempts: number;
-  readonly runAt: Date;
-  readonly createdAt: Date;
-  readonly startedAt: Date | null;
-  readonly finishedAt: Date | null;
-  readonly uniqueKey: string | null;
-  readonly lockedBy: string | null;
-  readonly payloadPreview: string;
-  readonly lastError: { readonly name: string; readonly message: string; readonly at: string } | null;
-}
-
-const PREVIEW_CHARS = 200;
+export type { JobSummary } from './job-summary';
 
 /**
  * Builds every dashboard answer from the queue runtime (its connections' pools and stores, and
@@ -354,25 +335,4 @@ export class DashboardService implements OnApplicationBootstrap {
       throw err;
     }
   }
-}
-
-function summary(j: DashboardJob): JobSummary {
-  const last: JobAttemptError | undefined = j.errors[j.errors.length - 1];
-  return {
-    id: j.id,
-    queue: j.queue,
-    name: j.name,
-    state: j.state,
-    priority: j.priority,
-    attempt: j.attempt,
-    maxAttempts: j.maxAttempts,
-    runAt: j.runAt,
-    createdAt: j.createdAt,
-    startedAt: j.startedAt,
-    finishedAt: j.finishedAt,
-    uniqueKey: j.uniqueKey,
-    lockedBy: j.lockedBy,
-    payloadPreview: (JSON.stringify(j.payload) ?? 'null').slice(0, PREVIEW_CHARS),
-    lastError: last ? { name: last.name, message: last.message, at: last.at } : null,
-  };
 }
