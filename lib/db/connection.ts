@@ -117,10 +117,21 @@ export function queuePoolConfig(pool: PgPoolConfig, o: { poolSize: number; conne
   const ms = o.connectTimeoutMs;
   config.Client = class extends Base {
     constructor(c?: string | ClientConfig) {
-      super(typeof c === 'string' ? { connectionString: c, connectionTimeoutMillis: ms } : { ...c, connectionTimeoutMillis: ms });
+      super(typeof c === 'string' ? { connectionString: c, connectionTimeoutMillis: ms } : withTimeout(c, ms));
     }
   };
   return config;
+}
+
+/**
+ * A client's settings with the connect timeout. pg-pool hands each client its options with the
+ * password defined non-enumerable (so it never shows in a log), which a spread leaves out: copied
+ * by name, or every server that asks for a password refuses the queue's connections.
+ */
+function withTimeout(c: ClientConfig | undefined, ms: number): ClientConfig {
+  const out: ClientConfig = { ...c, connectionTimeoutMillis: ms };
+  if (c?.password !== undefined) out.password = c.password;
+  return out;
 }
 
 /** The LISTEN connection's settings, with the connect timeout where they set none. */

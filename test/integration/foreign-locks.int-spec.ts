@@ -24,14 +24,15 @@ describe('advisory locks held by a session of another role', () => {
   beforeAll(async () => {
     admin = new Client({ connectionString: testAdminUrl() });
     await admin.connect();
-    await admin.query(`CREATE ROLE ${role} LOGIN`);
+    // A password, for a server that asks for one (the embedded one, SCRAM).
+    await admin.query(`CREATE ROLE ${role} LOGIN PASSWORD '${role}'`);
     pool = testPool(t.db.url, 4);
     await migrate(pool, 'pgqueue');
   });
   beforeEach(async () => {
     const u = new URL(t.db.url);
     u.username = role;
-    u.password = '';
+    u.password = role;
     neighbour = new Client({ connectionString: u.toString(), application_name: 'nosy-script' });
     neighbour.on('error', () => undefined);
     await neighbour.connect();

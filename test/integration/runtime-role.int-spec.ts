@@ -56,19 +56,21 @@ describe('a non-superuser runtime role with the documented grants, migrations ru
   const tag = randomBytes(4).toString('hex');
   const mig = `pgq_migrator_${tag}`;
   const run = `pgq_runtime_${tag}`;
+  const PASSWORD = `pw_${tag}`;
   let admin: Client;
   const urlAs = (role: string) => {
     const u = new URL(t.db.url);
     u.username = role;
-    u.password = '';
+    // A server that asks for passwords (the embedded one, SCRAM) gets the role's own.
+    u.password = PASSWORD;
     return u.toString();
   };
 
   beforeAll(async () => {
     admin = new Client({ connectionString: testAdminUrl() });
     await admin.connect();
-    await admin.query(`CREATE ROLE ${mig} LOGIN`);
-    await admin.query(`CREATE ROLE ${run} LOGIN`);
+    await admin.query(`CREATE ROLE ${mig} LOGIN PASSWORD '${PASSWORD}'`);
+    await admin.query(`CREATE ROLE ${run} LOGIN PASSWORD '${PASSWORD}'`);
     await admin.query(`GRANT CREATE ON DATABASE ${t.db.name} TO ${mig}`);
     // The migration role: migrations as the library runs them (migrate: true, or pgQueueMigrations()).
     const migPool = testPool(urlAs(mig), 1);

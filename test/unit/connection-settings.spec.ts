@@ -116,6 +116,15 @@ describe('connectTimeoutMs', () => {
     expect(listenClientConfig({ host: 'db' }, 700).connectionTimeoutMillis).toBe(700);
   });
 
+  it('keeps the password pg-pool hands each client non-enumerable (a spread dropped it: SCRAM servers refused)', () => {
+    const config = queuePoolConfig({ host: 'db', user: 'u', password: 'pw' }, { poolSize: 3, connectTimeoutMs: 700 });
+    // What pg-pool does to its options before it builds each client.
+    const options: Record<string, unknown> = { ...config };
+    Object.defineProperty(options, 'password', { enumerable: false, value: 'pw' });
+    const client = new (config.Client as unknown as typeof Client)(options) as unknown as { password: string };
+    expect(client.password).toBe('pw');
+  });
+
   it("the connection's own timeout (pg's connectionTimeoutMillis, TypeORM's connectTimeoutMS) is kept", () => {
     const config = queuePoolConfig({ host: 'db', connectionTimeoutMillis: 2000 }, { poolSize: 3, connectTimeoutMs: 700 });
     expect(config.connectionTimeoutMillis).toBe(2000);
