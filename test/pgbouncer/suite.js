@@ -34,8 +34,16 @@ const notRouted = {
 /** Files that cannot pass through PgBouncer in a mode by nature, with the reason. */
 /** @type {Record<'direct-listen' | 'poll-only', Record<string, string>>} */
 const byNature = {
-  'direct-listen': {},
+  'direct-listen': {
+    'runtime-role.int-spec.ts':
+      "it logs in as a migration role and a runtime role it creates during the test, which the run's PgBouncer cannot authenticate (its auth file lists the suite's own user); its subject is privileges, run in the plain suite",
+  },
   'poll-only': {
+    'spoofed-notify.int-spec.ts': 'it tests what a forged NOTIFY can do to a listening node; poll-only has no listener',
+    'search-path.int-spec.ts':
+      "it waits for the node's listener before it runs the statements; run in the plain suite and through PgBouncer with LISTEN direct",
+    'runtime-role.int-spec.ts':
+      "it logs in as a migration role and a runtime role it creates during the test, which the run's PgBouncer cannot authenticate (its auth file lists the suite's own user); its subject is privileges, run in the plain suite",
     'wakeup.int-spec.ts':
       'it tests the LISTEN/NOTIFY wake-up itself (60 s polls); poll-only has its own test in it, run in the plain suite',
     'delayed-wakeup.int-spec.ts':
