@@ -21,7 +21,8 @@
 //   <!-- check: none (why) -->    not checked, and why.
 //
 // Compared after normalising what changes between runs: Nest's pid and date, `+12ms`, the
-// worker id (host:pid:random), ports, ISO timestamps, and the temp data dir (shown as .data).
+// worker id (host:pid:random), ports, ISO timestamps, the shutdown log's measured waits, and the
+// temp data dir (shown as .data).
 // Also checked: the page's table of sample files names every file in sample/.
 
 import { execFile } from 'node:child_process';
@@ -46,13 +47,17 @@ const TRIMMABLE = /^\[Nest\] .*\bLOG \[(InstanceLoader|RoutesResolver|RouterExpl
 
 /** Turns the parts that differ between runs into placeholders. */
 function normalise(line) {
-  return line
-    .replace(/^\[Nest\] \d+ +- \d\d\/\d\d\/\d{4}, \d{1,2}:\d\d:\d\d [AP]M +/, '[Nest] <pid> - <date> ')
-    .replace(/ \+\d+ms$/, ' +<n>ms')
-    .replace(/\([^()\s:]+:\d+:[0-9a-f]{6,}\)/g, '(<worker id>)')
-    .replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:<port>')
-    .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<timestamp>')
-    .trimEnd();
+  return (
+    line
+      .replace(/^\[Nest\] \d+ +- \d\d\/\d\d\/\d{4}, \d{1,2}:\d\d:\d\d [AP]M +/, '[Nest] <pid> - <date> ')
+      .replace(/ \+\d+ms$/, ' +<n>ms')
+      .replace(/\([^()\s:]+:\d+:[0-9a-f]{6,}\)/g, '(<worker id>)')
+      .replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:<port>')
+      .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<timestamp>')
+      // The shutdown log's measured waits ("Workers stopped after 1 ms (waited 1 ms ...").
+      .replace(/\b(after|waited) \d+ ms\b/g, '$1 <n> ms')
+      .trimEnd()
+  );
 }
 
 /** The page's fenced blocks, with the marker before each. */
