@@ -190,7 +190,7 @@ export function reachableBinaries(
 ): { binDir: string; note?: string } {
   const blocked = unreachableAncestor(nativeDir, ids);
   if (!blocked) return { binDir: nativeDir };
-  const because = `the OS user "${POSTGRES_OS_USER}" (the server's, as tests run as root) cannot traverse ${blocked.dir} (mode ${blocked.mode})`;
+  const because = `the OS user "${POSTGRES_OS_USER}" (PostgreSQL refuses to run as root, so the server runs as that user) cannot traverse ${blocked.dir} (mode ${blocked.mode})`;
   const tmpBlocked = unreachableAncestor(tmp, ids);
   if (tmpBlocked) {
     throw new PgQueueConfigError(
