@@ -23,7 +23,7 @@ export function limitedClaimStatements({ s, jobs }: SchemaSql) {
      * full-page images included; the claim writes WAL anyway, but not that much more per claim). It stays for the transaction (the
      * rate window's upsert on the queues row waits under the same bound). $2 lock_timeout
      */
-    lockQueueClaims: `SELECT set_config('lock_timeout', $2, true), pg_advisory_xact_lock($1::bigint)`,
+    lockQueueClaims: `SELECT pg_catalog.set_config('lock_timeout', $2, true), pg_catalog.pg_advisory_xact_lock($1::bigint)`,
 
     /**
      * What the limits allow now: jobs of the queue running anywhere, starts within the rate
@@ -38,18 +38,22 @@ export function limitedClaimStatements({ s, jobs }: SchemaSql) {
       WITH q AS (
         SELECT coalesce((SELECT recent_starts FROM ${s}.queues WHERE name = $1), '{}') AS starts
       ), win AS (
-        SELECT t FROM q, unnest(q.starts) t WHERE $2::bigint IS NOT NULL AND t > now() - $2::bigint::float8 * interval '1 millisecond'
+        SELECT t FROM q, pg_catalog.unnest(q.starts) t WHERE $2::bigint IS NOT NULL AND t > now() - $2::bigint::float8 * interval '1 millisecond'
       )
       SELECT (SELECT count(*) FROM ${jobs} WHERE queue = $1 AND state = 'active')::int AS active,
              (SELECT count(*) FROM win)::int AS recent,
-             (SELECT extract(epoch FROM min(t) + $2::bigint::float8 * interval '1 millisecond' - now())::float8 * 1000::float8 FROM win) AS next_free_ms`,
+             (SELECT extract(epoch FROM pg_catalog.min(t) + $2::bigint::float8 * interval '1 millisecond' - now())::float8 * 1000::float8 FROM win) AS next_free_ms`,
 
-    /** Records $2 starts of a rate-limited queue, keeping the newest $4 within the window. $1 queue $3 window ms */
+    /**
+     * Records $2 starts of a rate-limited queue, keeping the newest $4 within the window. $1 queue $3 window ms
+     * array_cat, not ||: pg_catalog's array || array is polymorphic (anycompatiblearray), so an
+     * operator ||(timestamptz[], timestamptz[]) planted on the search_path was chosen over it.
+     */
     recordStarts: `
-      INSERT INTO ${s}.queues AS q (name, recent_starts) VALUES ($1, array_fill(now(), ARRAY[$2::int]))
+      INSERT INTO ${s}.queues AS q (name, recent_starts) VALUES ($1, pg_catalog.array_fill(now(), ARRAY[$2::int]))
       ON CONFLICT (name) DO UPDATE SET recent_starts = (
-        SELECT coalesce(array_agg(t ORDER BY t), '{}') FROM (
-          SELECT t FROM unnest(q.recent_starts || array_fill(now(), ARRAY[$2::int])) t
+        SELECT coalesce(pg_catalog.array_agg(t ORDER BY t), '{}') FROM (
+          SELECT t FROM pg_catalog.unnest(pg_catalog.array_cat(q.recent_starts, pg_catalog.array_fill(now(), ARRAY[$2::int]))) t
           WHERE t > now() - $3::bigint::float8 * interval '1 millisecond'
           ORDER BY t DESC LIMIT $4) newest)`,
   };

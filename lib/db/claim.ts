@@ -104,7 +104,7 @@ export function claimStatements({ s, jobs, ack }: SchemaSql) {
                 ORDER BY j.priority LIMIT 1)
         FROM p WHERE p.priority IS NOT NULL
       )
-      SELECT extract(epoch FROM min(n.run_at) - now())::float8 * 1000::float8 AS due_in_ms
+      SELECT extract(epoch FROM pg_catalog.min(n.run_at) - now())::float8 * 1000::float8 AS due_in_ms
       FROM p CROSS JOIN LATERAL (
         SELECT j.run_at FROM ${jobs} j
         WHERE j.queue = $1 AND j.state = 'waiting' AND j.priority = p.priority AND j.run_at > now()

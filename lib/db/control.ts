@@ -26,14 +26,14 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
-               timeout_ms, errors || jsonb_build_array(jsonb_build_object('attempt', attempt, 'name', 'CancelJobError',
+               timeout_ms, errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('attempt', attempt, 'name', 'CancelJobError',
                  'message', 'Cancelled by queue.cancel() while waiting.', 'at', now())),
                NULL, created_at, started_at, now(), locked_by, progress, trace
         FROM waiting RETURNING id
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
         FROM target t WHERE j.id = t.id AND t.state = 'active' RETURNING j.id
-      ), wake AS (SELECT pg_notify($3, '!cancel|' || id::text) FROM running)
+      ), wake AS (SELECT pg_catalog.pg_notify($3, '!cancel|' || id::text) FROM running)
       SELECT (SELECT count(*) FROM archived)::int AS cancelled, (SELECT count(*) FROM running)::int AS cancelling,
              (SELECT count(*) FROM wake)::int AS notified`,
 
@@ -46,7 +46,7 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
         INSERT INTO ${s}.queues (name, paused) VALUES ($1, $2) ON CONFLICT (name)
         DO UPDATE SET paused = EXCLUDED.paused, updated_at = now() RETURNING name
       )
-      SELECT pg_notify($3, CASE WHEN $2 THEN '!pause|' || name ELSE name || '|0' END) FROM up`,
+      SELECT pg_catalog.pg_notify($3, CASE WHEN $2 THEN '!pause|' || name ELSE name || '|0' END) FROM up`,
 
     /**
      * Which of these jobs the database says were asked to cancel: a '!cancel|id' notification is
@@ -77,7 +77,7 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
         OVERRIDING SYSTEM VALUE
         SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace FROM h
         RETURNING id
-      ), wake AS (SELECT pg_notify($4, $2 || '|0') WHERE EXISTS (SELECT 1 FROM back))
+      ), wake AS (SELECT pg_catalog.pg_notify($4, $2 || '|0') WHERE EXISTS (SELECT 1 FROM back))
       SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,
 
     /**
@@ -91,7 +91,7 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
       WITH live AS (DELETE FROM ${jobs} WHERE id = $1 AND queue = $2 AND state IN ('waiting', 'waiting-children') RETURNING id),
            done AS (DELETE FROM ${history} WHERE id = $1 AND queue = $2 RETURNING id)
       SELECT (SELECT count(*) FROM live) + (SELECT count(*) FROM done) AS n,
-             set_config('pgqueue.removing_job', $1::text, true) IS NOT NULL AS marked`,
+             pg_catalog.set_config('pgqueue.removing_job', $1::text, true) IS NOT NULL AS marked`,
   };
 }
 

@@ -20,7 +20,7 @@ export function cronStatements({ s, jobs }: SchemaSql) {
         INSERT INTO ${jobs} (queue, name, payload, run_at, max_attempts, backoff, timeout_ms, priority)
         SELECT $3, $4, $5::jsonb, $2, $6, $7::jsonb, $8, $9 FROM moved WHERE ${DURABLE}
         RETURNING id
-      ), wake AS (SELECT pg_notify($10, $3 || '|0') FROM ins)
+      ), wake AS (SELECT pg_catalog.pg_notify($10, $3 || '|0') FROM ins)
       SELECT (SELECT count(*) FROM ins)::int AS inserted, (SELECT count(*) FROM wake)::int AS woken`,
 
     /** $1 key */

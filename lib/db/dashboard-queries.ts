@@ -14,7 +14,7 @@ export const MAX_ROWS = 1000;
 export const FILTER_SCAN_LIMIT = 5000;
 
 /** `run_at` as the text a claim-order cursor carries: UTC, microseconds, parsed back exactly. */
-const RUN_AT_KEY = `to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')`;
+const RUN_AT_KEY = `pg_catalog.to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US')`;
 
 /**
  * One page of a queue's jobs in one state, by keyset (never OFFSET). Built from a fixed
@@ -90,7 +90,7 @@ export function buildJobList(
       ORDER BY ${order} LIMIT ${limit}
     ), e AS (
       SELECT (SELECT count(*) FROM scan)::int AS scanned,
-             (SELECT json_build_object('id', id::text${claimOrder ? `, 'priority', priority, 'runAt', ${RUN_AT_KEY}` : ''})
+             (SELECT pg_catalog.json_build_object('id', id::text${claimOrder ? `, 'priority', priority, 'runAt', ${RUN_AT_KEY}` : ''})
               FROM scan ORDER BY ${reverse} LIMIT 1) AS scan_end
     )
     SELECT page.*, e.scanned, e.scan_end FROM e LEFT JOIN page ON true ORDER BY ${pageOrder}`;
@@ -118,7 +118,7 @@ export function buildDashboardQueries(schema: string) {
       ), names AS (
         SELECT queue FROM live UNION SELECT queue FROM parents
         UNION SELECT name FROM ${s}.queues WHERE $2::text IS NULL OR name = $2
-        UNION SELECT n FROM unnest($1::text[]) n WHERE $2::text IS NULL OR n = $2
+        UNION SELECT n FROM pg_catalog.unnest($1::text[]) n WHERE $2::text IS NULL OR n = $2
       )
       SELECT n.queue AS name, coalesce(l.waiting, 0)::int AS waiting, coalesce(l.delayed, 0)::int AS delayed,
              coalesce(l.active, 0)::int AS active, coalesce(l.stalled, 0)::int AS stalled,
@@ -169,7 +169,7 @@ export function buildDashboardQueries(schema: string) {
                (SELECT count(*) FROM ${history} WHERE state = 'failed'
                   AND finished_at >= greatest(m.minute, $1::timestamptz) AND finished_at < m.minute + interval '1 minute') END::int AS failed,
              now() AS now
-      FROM generate_series(date_trunc('minute', now()) - interval '59 minutes', date_trunc('minute', now()), interval '1 minute') m(minute)
+      FROM pg_catalog.generate_series(pg_catalog.date_trunc('minute', now()) - interval '59 minutes', pg_catalog.date_trunc('minute', now()), interval '1 minute') m(minute)
       ORDER BY m.minute`,
 
     /**
@@ -261,7 +261,7 @@ export function buildDashboardQueries(schema: string) {
         OVERRIDING SYSTEM VALUE
         SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace FROM h
         RETURNING id, queue
-      ), wake AS (SELECT pg_notify($2, queue || '|0') FROM back GROUP BY queue)
+      ), wake AS (SELECT pg_catalog.pg_notify($2, queue || '|0') FROM back GROUP BY queue)
       SELECT id::text AS id, (SELECT count(*) FROM wake) AS woken FROM back`,
 
     /**
@@ -280,7 +280,7 @@ export function buildDashboardQueries(schema: string) {
         OVERRIDING SYSTEM VALUE
         SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace FROM h
         RETURNING id
-      ), wake AS (SELECT pg_notify($4, $1 || '|0') WHERE EXISTS (SELECT 1 FROM back))
+      ), wake AS (SELECT pg_catalog.pg_notify($4, $1 || '|0') WHERE EXISTS (SELECT 1 FROM back))
       SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,
   };
 }

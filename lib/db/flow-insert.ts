@@ -54,6 +54,24 @@ export function flowInsertStatements({ jobs, history }: SchemaSql) {
   };
 }
 
+/** The flow insert's node arrays, zipped in order (ROWS FROM, one pg_catalog.unnest per array). */
+const FLOW_ARRAYS = [
+  '$1::text[]',
+  '$2::text[]',
+  '$3::text[]',
+  '$4::int[]',
+  '$5::timestamptz[]',
+  '$6::bigint[]',
+  '$7::int[]',
+  '$8::text[]',
+  '$9::int[]',
+  '$10::int[]',
+  '$11::text[]',
+  '$12::int[]',
+  '$13::boolean[]',
+  '$19::text[]',
+];
+
 /**
  * The flow insert: every job of a tree (or one job with dependencies on existing jobs) in one
  * statement, whatever its size. Ids are drawn from the identity's sequence first, so each
@@ -71,9 +89,8 @@ export function buildFlowInsert(schema: string, durable: boolean): string {
   const s = escapeIdentifier(schema);
   return `
     WITH input AS MATERIALIZED (
-      SELECT t.*, nextval(pg_get_serial_sequence('${s}.jobs', 'id')) AS id
-      FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::timestamptz[], $6::bigint[], $7::int[],
-                  $8::text[], $9::int[], $10::int[], $11::text[], $12::int[], $13::boolean[], $19::text[])
+      SELECT t.*, pg_catalog.nextval(pg_catalog.pg_get_serial_sequence('${s}.jobs', 'id')) AS id
+      FROM ROWS FROM (${FLOW_ARRAYS.map((a) => `pg_catalog.unnest(${a})`).join(', ')})
            WITH ORDINALITY AS t(payload, queue, name, priority, run_at, delay_ms, max_attempts, backoff, timeout_ms,
                                 parent, on_failure, pending, has_dependencies, trace, ord)
       ${durable ? `WHERE ${DURABLE}` : ''}
@@ -91,14 +108,15 @@ export function buildFlowInsert(schema: string, durable: boolean): string {
       SELECT c.id, p.id, c.on_failure, NULL, NULL FROM input c JOIN input p ON p.ord = c.parent
       UNION ALL
       SELECT e.child_id, p.id, e.on_failure, e.state, CASE WHEN e.state IS NULL THEN NULL ELSE now() END
-      FROM unnest($14::int[], $15::bigint[], $16::text[], $17::text[]) AS e(parent, child_id, on_failure, state)
+      FROM ROWS FROM (pg_catalog.unnest($14::int[]), pg_catalog.unnest($15::bigint[]), pg_catalog.unnest($16::text[]),
+                      pg_catalog.unnest($17::text[])) AS e(parent, child_id, on_failure, state)
       JOIN input p ON p.ord = e.parent
       RETURNING 1
     ), wake AS (
-      SELECT pg_notify($18, queue || '|' || greatest(0, ceil(extract(epoch FROM min(run_at) - now())::float8 * 1000::float8))::bigint::text)
+      SELECT pg_catalog.pg_notify($18, queue || '|' || greatest(0, pg_catalog.ceil(extract(epoch FROM pg_catalog.min(run_at) - now())::float8 * 1000::float8))::bigint::text)
       FROM ins WHERE state = 'waiting' GROUP BY queue
     )
-    SELECT (SELECT coalesce(array_agg(id::text ORDER BY ord), '{}') FROM input) AS ids,
+    SELECT (SELECT coalesce(pg_catalog.array_agg(id::text ORDER BY ord), '{}') FROM input) AS ids,
            now() AS now,
            (SELECT count(*) FROM edges)::int AS edges, (SELECT count(*) FROM wake)::int AS woken`;
 }

@@ -40,10 +40,10 @@ export function buildFlowQueries(schema: string) {
      * (how many, how many still pending, the first 100 pending ids). Four index probes. $1 id
      */
     flowOf: `
-      SELECT (SELECT coalesce(array_agg(parent_id::text ORDER BY parent_id), '{}') FROM ${deps} WHERE child_id = $1) AS parent_ids,
+      SELECT (SELECT coalesce(pg_catalog.array_agg(parent_id::text ORDER BY parent_id), '{}') FROM ${deps} WHERE child_id = $1) AS parent_ids,
              (SELECT count(*) FROM ${deps} WHERE parent_id = $1)::int AS dependencies,
              (SELECT count(*) FROM ${deps} WHERE parent_id = $1 AND state IS NULL)::int AS pending,
-             (SELECT coalesce(array_agg(child_id::text ORDER BY child_id), '{}') FROM (
+             (SELECT coalesce(pg_catalog.array_agg(child_id::text ORDER BY child_id), '{}') FROM (
                 SELECT child_id FROM ${deps} WHERE parent_id = $1 AND state IS NULL ORDER BY child_id LIMIT 100) p
              ) AS pending_ids`,
   };

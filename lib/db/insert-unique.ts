@@ -30,7 +30,7 @@ export function buildUniqueInsert(schema: string, replaceWaiting: boolean, durab
     : 'DO NOTHING';
   return `
     WITH input AS (
-      SELECT * FROM unnest(${arrays.join(', ')}) WITH ORDINALITY AS t(${names.join(', ')}, ord)
+      SELECT * FROM ROWS FROM (${arrays.map((a) => `pg_catalog.unnest(${a})`).join(', ')}) WITH ORDINALITY AS t(${names.join(', ')}, ord)
     ), ins AS (
       INSERT INTO ${escapeIdentifier(schema)}.jobs AS j (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace, unique_key)
       SELECT queue, name, payload::jsonb, priority, coalesce(run_at, now() + delay_ms::float8 * interval '1 millisecond'),
@@ -39,11 +39,11 @@ export function buildUniqueInsert(schema: string, replaceWaiting: boolean, durab
       ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL ${conflict}
       RETURNING j.id, j.queue, j.unique_key, j.run_at, j.xmax = 0 AS inserted
     ), wake AS (
-      SELECT pg_notify($${channel}, queue || '|' ||
-               greatest(0, ceil(extract(epoch FROM min(run_at) - now())::float8 * 1000::float8))::bigint::text)
+      SELECT pg_catalog.pg_notify($${channel}, queue || '|' ||
+               greatest(0, pg_catalog.ceil(extract(epoch FROM pg_catalog.min(run_at) - now())::float8 * 1000::float8))::bigint::text)
       FROM ins GROUP BY queue
     )
-    SELECT coalesce(json_agg(json_build_array(id::text, unique_key, inserted) ORDER BY id), '[]') AS rows, now() AS now,
+    SELECT coalesce(pg_catalog.json_agg(pg_catalog.json_build_array(id::text, unique_key, inserted) ORDER BY id), '[]') AS rows, now() AS now,
            (SELECT count(*) FROM wake) AS woken
     FROM ins`;
 }
@@ -56,7 +56,7 @@ export class UniqueInserts {
   constructor(private readonly ctx: StoreContext) {
     this.liveByUniqueKey = `
       SELECT ${LIVE_COLS}, unique_key FROM ${ctx.sql.jobs}
-      WHERE (queue, unique_key) IN (SELECT * FROM unnest($1::text[], $2::text[]))`;
+      WHERE (queue, unique_key) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])))`;
   }
 
   /**

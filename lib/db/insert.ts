@@ -63,13 +63,13 @@ export function buildInsert(
   durable: boolean,
   payloads: 'jsonb' | 'text[]' = 'jsonb',
 ): string {
-  const from = [payloads === 'jsonb' ? 'jsonb_array_elements($1::jsonb)' : 'unnest($1::text[])'];
+  const from = [payloads === 'jsonb' ? 'pg_catalog.jsonb_array_elements($1::jsonb)' : 'pg_catalog.unnest($1::text[])'];
   const alias = ['payload'];
   const expr: Record<string, string> = {};
   INSERT_COLUMNS.forEach(([col, type], i) => {
     const p = `$${i + 2}`;
     if (arrays[i]) {
-      from.push(`unnest(${p}::${type}[])`);
+      from.push(`pg_catalog.unnest(${p}::${type}[])`);
       alias.push(col);
       expr[col] = `t.${col}`;
     } else {
@@ -81,7 +81,8 @@ export function buildInsert(
   // is worked out once from the parameters, not grouped from every inserted row (measured:
   // 0.1-0.2 ms less per 1,000 jobs, EXPLAIN ANALYZE on PostgreSQL 15).
   const oneWake = !arrays[0] && !arrays[3] && !arrays[4];
-  const due = (at: string) => `greatest(0, ceil(extract(epoch FROM ${at} - now())::float8 * 1000::float8))::bigint::text`;
+  const due = (at: string) =>
+    `greatest(0, pg_catalog.ceil(extract(epoch FROM ${at} - now())::float8 * 1000::float8))::bigint::text`;
   const channel = `$${INSERT_PARAMS.insert.channel}`;
   return `
     WITH ins AS (
@@ -93,9 +94,9 @@ export function buildInsert(
     ), wake AS (${
       oneWake
         ? `
-      SELECT pg_notify(${channel}, ${expr.queue} || '|' || ${due(runAt)})`
+      SELECT pg_catalog.pg_notify(${channel}, ${expr.queue} || '|' || ${due(runAt)})`
         : `
-      SELECT pg_notify(${channel}, queue || '|' || ${due('min(run_at)')})
+      SELECT pg_catalog.pg_notify(${channel}, queue || '|' || ${due('pg_catalog.min(run_at)')})
       FROM ins GROUP BY queue`
     }
     )
@@ -103,7 +104,7 @@ export function buildInsert(
     -- than the insert itself. Identity values are assigned in input order. The ids travel as the
     -- text of a bigint[], '{1,2,3}', which the client splits natively (pg would parse a bigint[]
     -- element by element in JavaScript, 0.1 ms per 1,000; string_agg cost the server more).
-    SELECT array_agg(id ORDER BY id)::text AS ids, now() AS now, (SELECT count(*) FROM wake) AS woken
+    SELECT pg_catalog.array_agg(id ORDER BY id)::text AS ids, now() AS now, (SELECT count(*) FROM wake) AS woken
     FROM ins`;
 }
 

@@ -28,7 +28,7 @@ const HOLDERS_SQL = `
   SELECT a.pid, coalesce(a.usename::text, '?') AS role, coalesce(a.application_name, '') AS application,
          coalesce(a.xact_start, a.backend_start) AS since,
          (a.usename IS DISTINCT FROM current_user::name
-           OR a.application_name IS DISTINCT FROM current_setting('application_name')) AS is_foreign
+           OR a.application_name IS DISTINCT FROM pg_catalog.current_setting('application_name')) AS is_foreign
   FROM pg_catalog.pg_locks l JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
   WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
     AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = pg_catalog.current_database())
@@ -94,7 +94,7 @@ export class ForeignLockWarnings {
     this.warn(
       `pg-queue: the ${lock} lock is held by ${foreign.map(describeHolder).join(', ')}, a session that is not a node of ` +
         `this app (another role or application_name), so ${skipped} is skipped while it holds it. End that session ` +
-        `(SELECT pg_terminate_backend(pid)) and find out why it takes the queue's advisory locks (docs/security.md).`,
+        `(SELECT pg_catalog.pg_terminate_backend(pid)) and find out why it takes the queue's advisory locks (docs/security.md).`,
     );
     return true;
   }

@@ -10,7 +10,7 @@ import { lockKey } from './transaction';
  * The error recorded when a lease runs out: the worker died, or its event loop stalled. (An
  * active row without a lease was written by hand: the library sets both in one statement.)
  */
-const LEASE_ERROR = `jsonb_build_array(jsonb_build_object(
+const LEASE_ERROR = `pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
   'attempt', j.attempt, 'name', 'LeaseExpiredError', 'at', now(), 'worker', j.locked_by,
   'message', CASE WHEN j.locked_until IS NULL
     THEN 'Job was active without a lease (locked_until is NULL, so no worker renews it); handed back to the queue.'
@@ -33,7 +33,7 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
   const deps = `${s}.job_dependencies`;
   return {
     /** Maintenance runs on one node at a time: this transaction-scoped lock elects it. $1 key */
-    tryMaintenanceLock: `SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`,
+    tryMaintenanceLock: `SELECT pg_catalog.pg_try_advisory_xact_lock($1::bigint) AS locked`,
 
     /**
      * The rescuer: jobs whose lease expired go back to waiting (the attempt counts) or, after
@@ -60,7 +60,7 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
         SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
                timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace
         FROM dead RETURNING id, queue, name, attempt
-      ), wake AS (SELECT pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
+      ), wake AS (SELECT pg_catalog.pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
       SELECT id, queue, name, attempt, true AS retried, (SELECT count(*) FROM wake) AS woken FROM retried
       UNION ALL
       SELECT id, queue, name, attempt, false, 0 FROM archived`,
@@ -81,8 +81,8 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
     pruneDoneDefault: pruneSql(`${s}.job_history_done_default`),
     /** Which partitioned layout the history has (migrations/0010_history_partitions.sql). No parameters. */
     historyLayout: `
-      SELECT to_regclass('${s}.job_history_current') IS NOT NULL AS current,
-             to_regclass('${s}.job_history_legacy') IS NOT NULL AS legacy`,
+      SELECT pg_catalog.to_regclass('${s}.job_history_current') IS NOT NULL AS current,
+             pg_catalog.to_regclass('${s}.job_history_legacy') IS NOT NULL AS legacy`,
 
     /**
      * Maintenance: drops nodes not seen for 10 of their own heartbeat intervals (killed, or cut

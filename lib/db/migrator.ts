@@ -25,7 +25,7 @@ export function latestVersion(): number {
 
 /** A stable 64-bit advisory lock key per schema, so two apps with two schemas never wait on each other. */
 function lockSql(): string {
-  return `SELECT pg_advisory_xact_lock(('x' || substr(md5('nestjs-pg-queue:migrate:' || $1), 1, 15))::bit(60)::bigint)`;
+  return `SELECT pg_catalog.pg_advisory_xact_lock(('x' || pg_catalog.substr(pg_catalog.md5('nestjs-pg-queue:migrate:' || $1), 1, 15))::bit(60)::bigint)`;
 }
 
 /**
@@ -46,7 +46,7 @@ class MigrationLockTimeout extends Error {}
  */
 async function takeMigrationLock(db: SqlExecutor, schema: string, timeoutMs: number): Promise<void> {
   const [{ prev }] = await db.query<{ prev: string }>(
-    `SELECT current_setting('lock_timeout') AS prev, set_config('lock_timeout', $1, true)`,
+    `SELECT pg_catalog.current_setting('lock_timeout') AS prev, pg_catalog.set_config('lock_timeout', $1, true)`,
     [`${timeoutMs}ms`],
   );
   try {
@@ -55,13 +55,13 @@ async function takeMigrationLock(db: SqlExecutor, schema: string, timeoutMs: num
     if ((err as { code?: string }).code === '55P03') throw new MigrationLockTimeout('migration lock timeout', { cause: err });
     throw err;
   }
-  await db.query(`SELECT set_config('lock_timeout', $1, true)`, [prev]);
+  await db.query(`SELECT pg_catalog.set_config('lock_timeout', $1, true)`, [prev]);
 }
 
 function lockTimeoutMessage(schema: string, timeoutMs: number, holders: string): string {
   return (
     `Migrating schema "${schema}": the migration lock was not had within ${timeoutMs} ms; it is held by ${holders}. ` +
-    'Another node migrating holds it for seconds at most: end that session (SELECT pg_terminate_backend(pid)) ' +
+    'Another node migrating holds it for seconds at most: end that session (SELECT pg_catalog.pg_terminate_backend(pid)) ' +
     "if it is not one of this app's nodes, then boot again (docs/security.md)."
   );
 }
@@ -97,10 +97,10 @@ export async function applyMigration(
   if (done.length) return false;
   // The SQL files name no schema: point search_path at ours for the step, then put the caller's
   // back, since a TypeORM migration run goes on in this transaction with unqualified names.
-  const [{ path }] = await db.query<{ path: string }>(`SELECT current_setting('search_path') AS path`, []);
-  await db.query(`SELECT set_config('search_path', $1, true)`, [s]);
+  const [{ path }] = await db.query<{ path: string }>(`SELECT pg_catalog.current_setting('search_path') AS path`, []);
+  await db.query(`SELECT pg_catalog.set_config('search_path', $1, true)`, [s]);
   await db.query(m.sql, []);
-  await db.query(`SELECT set_config('search_path', $1, true)`, [path]);
+  await db.query(`SELECT pg_catalog.set_config('search_path', $1, true)`, [path]);
   await db.query(`INSERT INTO ${s}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
   return true;
 }
@@ -133,10 +133,12 @@ export async function migrate(pool: Pool, schema: string, lockTimeoutMs = MIGRAT
 
 /** The schema version recorded in the database (0 when the schema does not exist). */
 export async function currentVersion(pool: Pool, schema: string): Promise<number> {
-  const { rows } = await pool.query<{ exists: boolean }>(`SELECT to_regclass($1) IS NOT NULL AS exists`, [
+  const { rows } = await pool.query<{ exists: boolean }>(`SELECT pg_catalog.to_regclass($1) IS NOT NULL AS exists`, [
     `${escapeIdentifier(schema)}.migrations`,
   ]);
   if (!rows[0].exists) return 0;
-  const v = await pool.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${escapeIdentifier(schema)}.migrations`);
+  const v = await pool.query<{ v: number | null }>(
+    `SELECT pg_catalog.max(version) AS v FROM ${escapeIdentifier(schema)}.migrations`,
+  );
   return v.rows[0].v ?? 0;
 }

@@ -24,7 +24,7 @@ const ARCHIVE_SOURCE = `j.id, j.queue, j.name, j.payload, j.priority, j.run_at, 
  * else NULL. `cte` names the CTE whose RETURNING id lists the rows written.
  */
 function writtenRowSql(cte: string): string {
-  return `SELECT count(*)::int AS n, CASE WHEN count(*) < cardinality($1::bigint[]) THEN coalesce(array_agg(id), '{}') END AS ids
+  return `SELECT count(*)::int AS n, CASE WHEN count(*) < pg_catalog.cardinality($1::bigint[]) THEN coalesce(pg_catalog.array_agg(id), '{}') END AS ids
       FROM ${cte}`;
 }
 
@@ -103,7 +103,7 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
   // Batch statements look up each row's values by its position in the id array. A join with
   // unnest(...) planned, as a prepared statement, a nested loop re-reading the whole unnest for
   // every row: 61 ms for 450 jobs, quadratic (measured); array_position is a tight loop in C.
-  const at = 'array_position($1::bigint[], j.id)';
+  const at = 'pg_catalog.array_position($1::bigint[], j.id)';
   // Each appended error carries its attempt's start and end on the database's clock (startedAt,
   // endedAt): the row keeps only the latest attempt's started_at, so the dashboard's timeline
   // knew an earlier attempt only from the worker's own `at` (lib/dashboard/job-timeline.ts).
@@ -117,8 +117,8 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
       UPDATE ${jobs} j
       SET state = 'waiting', run_at = now() + ($4::bigint[])[${at}]::float8 * interval '1 millisecond',
           locked_by = NULL, locked_until = NULL,
-          errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb ||
-            jsonb_build_object('worker', $5::text, 'startedAt', j.started_at, 'endedAt', now()))
+          errors = j.errors || pg_catalog.jsonb_build_array((($3::text[])[${at}])::jsonb ||
+            pg_catalog.jsonb_build_object('worker', $5::text, 'startedAt', j.started_at, 'endedAt', now()))
       WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $5 AND j.attempt = ($2::int[])[${at}] ${ack}
       RETURNING j.id`,
 
@@ -134,8 +134,8 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
       )
       INSERT INTO ${history} (${ARCHIVE_COLS})
       SELECT id, queue, name, payload, $5::text, priority, run_at, attempt, max_attempts, backoff,
-             timeout_ms, errors || jsonb_build_array(err::jsonb ||
-               jsonb_build_object('worker', $4::text, 'startedAt', started_at, 'endedAt', now())), NULL, created_at,
+             timeout_ms, errors || pg_catalog.jsonb_build_array(err::jsonb ||
+               pg_catalog.jsonb_build_object('worker', $4::text, 'startedAt', started_at, 'endedAt', now())), NULL, created_at,
              started_at, now(), locked_by, progress, trace
       FROM failed
       RETURNING id`,
@@ -161,11 +161,11 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
         UPDATE ${jobs} j
         SET queue = $5, state = 'waiting', attempt = 0, run_at = now(), locked_by = NULL, locked_until = NULL,
             unique_key = NULL, cancel_requested_at = NULL,
-            errors = j.errors || jsonb_build_array((($3::text[])[${at}])::jsonb ||
-              jsonb_build_object('worker', $4::text, 'startedAt', j.started_at, 'endedAt', now()))
+            errors = j.errors || pg_catalog.jsonb_build_array((($3::text[])[${at}])::jsonb ||
+              pg_catalog.jsonb_build_object('worker', $4::text, 'startedAt', j.started_at, 'endedAt', now()))
         WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
         RETURNING j.id
-      ), wake AS (SELECT pg_notify($6, $5 || '|0') WHERE EXISTS (SELECT 1 FROM moved))
+      ), wake AS (SELECT pg_catalog.pg_notify($6, $5 || '|0') WHERE EXISTS (SELECT 1 FROM moved))
       SELECT id, (SELECT count(*) FROM wake) AS woken FROM moved`,
   };
 }

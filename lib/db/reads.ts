@@ -27,19 +27,19 @@ import { schemaSql, type StoreContext } from './store-context';
 export function liveCountsSql(jobs: string, queueParam: string): string {
   return `
     WITH RECURSIVE waiting_queues AS (
-      SELECT coalesce(${queueParam}::text, (SELECT min(queue) FROM ${jobs} WHERE state = 'waiting')) AS queue
+      SELECT coalesce(${queueParam}::text, (SELECT pg_catalog.min(queue) FROM ${jobs} WHERE state = 'waiting')) AS queue
       UNION ALL
       SELECT (SELECT j.queue FROM ${jobs} j WHERE j.state = 'waiting' AND j.queue > w.queue AND ${queueParam}::text IS NULL
               ORDER BY j.queue LIMIT 1)
       FROM waiting_queues w WHERE w.queue IS NOT NULL
     )
-    SELECT queue, sum(waiting)::bigint AS waiting, sum(delayed)::bigint AS delayed, sum(active)::bigint AS active,
-           sum(stalled)::bigint AS stalled, extract(epoch FROM now() - min(oldest))::float8 * 1000::float8 AS oldest_waiting_age_ms
+    SELECT queue, pg_catalog.sum(waiting)::bigint AS waiting, pg_catalog.sum(delayed)::bigint AS delayed, pg_catalog.sum(active)::bigint AS active,
+           pg_catalog.sum(stalled)::bigint AS stalled, extract(epoch FROM now() - pg_catalog.min(oldest))::float8 * 1000::float8 AS oldest_waiting_age_ms
     FROM (
       SELECT w.queue, c.waiting, c.delayed, 0 AS active, 0 AS stalled, c.oldest
       FROM waiting_queues w CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE run_at <= now()) AS waiting, count(*) FILTER (WHERE run_at > now()) AS delayed,
-               min(run_at) FILTER (WHERE run_at <= now()) AS oldest
+               pg_catalog.min(run_at) FILTER (WHERE run_at <= now()) AS oldest
         FROM ${jobs} WHERE state = 'waiting' AND queue = w.queue) c
       WHERE w.queue IS NOT NULL
       UNION ALL

@@ -61,7 +61,7 @@ export function runningStatements({ s, jobs, ack }: SchemaSql) {
                attempt = greatest(attempt - 1, 0)
         WHERE id = ANY($1::bigint[]) AND locked_by = $2 AND state = 'active'
         RETURNING id, queue
-      ), wake AS (SELECT pg_notify($3, queue || '|-1') FROM back GROUP BY queue)
+      ), wake AS (SELECT pg_catalog.pg_notify($3, queue || '|-1') FROM back GROUP BY queue)
       SELECT id, (SELECT count(*) FROM wake) AS woken FROM back`,
   };
 }

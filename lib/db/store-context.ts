@@ -34,7 +34,7 @@ export function schemaSql(schema: string, asyncCommit = true): SchemaSql {
     // Claims, outcomes and heartbeats may commit without waiting for the WAL flush: a claim of 50
     // jobs took 4.6 ms with it and about 1 ms without (bench/). Losing one in a server crash only
     // means the job runs again, which at-least-once allows; enqueues always commit durably.
-    ack: asyncCommit ? `AND (SELECT set_config('synchronous_commit', 'off', true)) = 'off'` : '',
+    ack: asyncCommit ? `AND (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) = 'off'` : '',
   };
 }
 
@@ -44,7 +44,7 @@ export function schemaSql(schema: string, asyncCommit = true): SchemaSql {
  * for the statement's own transaction, in the same round trip (an InitPlan, evaluated once). An
  * enqueue in the caller's transaction never carries it: the caller owns that commit.
  */
-export const DURABLE = `(SELECT set_config('synchronous_commit', 'on', true)) = 'on'`;
+export const DURABLE = `(SELECT pg_catalog.set_config('synchronous_commit', 'on', true)) = 'on'`;
 
 /** The store's options, as the module resolved them. */
 export interface StoreOptions {

@@ -9,5 +9,5 @@ export const testDatabaseSql = {
   /** WITH (FORCE): the connections an app left open do not stop it (PostgreSQL 13+). */
   drop: (name: string) => `DROP DATABASE IF EXISTS ${escapeIdentifier(name)} WITH (FORCE)`,
   /** $1 prefix */
-  namesWithPrefix: 'SELECT datname FROM pg_database WHERE left(datname, length($1)) = $1',
+  namesWithPrefix: 'SELECT datname FROM pg_database WHERE pg_catalog.left(datname, pg_catalog.length($1)) = $1',
 } as const;

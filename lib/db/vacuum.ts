@@ -20,7 +20,7 @@ export function vacuumStatements({ jobs }: SchemaSql) {
      */
     jobsTableTuples: `
       SELECT s.n_dead_tup::float8 AS dead, s.n_live_tup::float8 AS live,
-             (pg_relation_size(s.relid) / current_setting('block_size')::int)::float8 AS pages,
+             (pg_catalog.pg_relation_size(s.relid) / pg_catalog.current_setting('block_size')::int)::float8 AS pages,
              c.relpages::float8 AS recorded_pages
       FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = $1::regclass`,
 

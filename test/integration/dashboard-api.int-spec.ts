@@ -883,6 +883,37 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       expect(last()).toEqual({ action: 'read', queue: null, queues: [], ids: [], connection: null, filter: null });
     });
 
+    it('authorize can refuse retry-all and the bulk actions by their names alone; the one-job actions still pass', async () => {
+      const ctx = await boot({
+        path: '/bulk',
+        authorize: (_req, action) => action !== 'retry-all' && !action.endsWith('-bulk'),
+      });
+      const act = (url: string, body: unknown) => request(ctx.getHttpServer()).post(url).set(HDR).send(JSON.stringify(body));
+      const [a, b] = await seedHistory(M, 'failed', 2, { name: 'bulk-names' });
+      const where = async (id: string) =>
+        (
+          await sql.query<{ place: string }>(
+            `SELECT 'jobs:' || state AS place FROM pgqueue.jobs WHERE id = $1
+             UNION ALL SELECT 'history:' || state FROM pgqueue.job_history WHERE id = $1`,
+            [id],
+          )
+        ).rows.map((r) => r.place);
+
+      expect((await act(`/bulk/api/queues/${M}/retry-failed`, { name: 'bulk-names' })).status).toBe(403);
+      for (const kind of ['retry', 'cancel', 'remove']) {
+        expect([kind, (await act(`/bulk/api/jobs/${kind}`, { ids: [a, b] })).status]).toEqual([kind, 403]);
+      }
+      expect([await where(a), await where(b)]).toEqual([['history:failed'], ['history:failed']]);
+
+      expect((await act('/bulk/api/jobs/retry', { ids: [a] })).status).toBe(200);
+      expect(await where(a)).toEqual(['jobs:waiting']);
+      expect((await act('/bulk/api/jobs/cancel', { ids: [a] })).status).toBe(200);
+      expect(await where(a)).toEqual(['history:cancelled']);
+      expect((await act('/bulk/api/jobs/remove', { ids: [a] })).status).toBe(200);
+      expect((await act('/bulk/api/jobs/remove', { ids: [b] })).status).toBe(200);
+      expect([await where(a), await where(b)]).toEqual([[], []]);
+    });
+
     it('warns at boot when the dashboard is public (no guards, no authorize), and only then', async () => {
       const warn = jest.spyOn(Logger.prototype, 'warn');
       try {

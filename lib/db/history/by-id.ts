@@ -88,9 +88,9 @@ export class HistoryLayoutCache {
     if (this.layout && (this.layout !== 'flat' || Date.now() - this.askedAt < FLAT_RECHECK_MS)) return this.layout;
     const s = escapeIdentifier(this.schema);
     const [r] = await this.db.query<{ current: boolean; legacy: boolean; bounds: boolean }>(
-      `SELECT to_regclass('${s}.job_history_current') IS NOT NULL AS current,
-              to_regclass('${s}.job_history_legacy') IS NOT NULL AS legacy,
-              to_regclass('${s}.job_history_id_bounds') IS NOT NULL AS bounds`,
+      `SELECT pg_catalog.to_regclass('${s}.job_history_current') IS NOT NULL AS current,
+              pg_catalog.to_regclass('${s}.job_history_legacy') IS NOT NULL AS legacy,
+              pg_catalog.to_regclass('${s}.job_history_id_bounds') IS NOT NULL AS bounds`,
       [],
     );
     this.layout = !r.current || !r.bounds ? 'flat' : r.legacy ? 'partitioned-legacy' : 'partitioned';

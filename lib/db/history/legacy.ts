@@ -57,7 +57,7 @@ export class LegacyHistory {
   async legacyBound(): Promise<{ valid: boolean; bound: number } | null> {
     const { rows } = await this.pool.query<{ valid: boolean; bound: number }>(
       `SELECT convalidated AS valid,
-              extract(epoch FROM (regexp_match(pg_get_constraintdef(oid), '''([^'']+)'''))[1]::timestamptz)::float8 * 1000::float8 AS bound
+              extract(epoch FROM (pg_catalog.regexp_match(pg_catalog.pg_get_constraintdef(oid), '''([^'']+)'''))[1]::timestamptz)::float8 * 1000::float8 AS bound
        FROM pg_constraint WHERE conrelid = $1::regclass AND conname = 'job_history_legacy_bound'`,
       [this.lock.t('job_history_legacy')],
     );
@@ -73,9 +73,9 @@ export class LegacyHistory {
     const legacy = this.lock.t('job_history_legacy');
     const { rows } = await this.pool.query<{ m: number | null }>(
       `SELECT extract(epoch FROM greatest(
-          (SELECT max(finished_at) FROM ${legacy} WHERE state = 'completed'),
-          (SELECT max(finished_at) FROM ${legacy} WHERE state = 'failed'),
-          (SELECT max(finished_at) FROM ${legacy} WHERE state = 'cancelled')))::float8 * 1000::float8 AS m`,
+          (SELECT pg_catalog.max(finished_at) FROM ${legacy} WHERE state = 'completed'),
+          (SELECT pg_catalog.max(finished_at) FROM ${legacy} WHERE state = 'failed'),
+          (SELECT pg_catalog.max(finished_at) FROM ${legacy} WHERE state = 'cancelled')))::float8 * 1000::float8 AS m`,
     );
     const after = Math.max(now + LEGACY_BOUND_AHEAD_MS, (rows[0].m ?? 0) + 1);
     const t0 = new Date(Math.ceil(after / this.intervalMs) * this.intervalMs).toISOString();

@@ -51,17 +51,19 @@ export class HistoryLock {
     return inTransaction(this.pool, async (c) => {
       const key = this.key;
       if (waitMs !== undefined) {
-        await c.query(`SELECT set_config('lock_timeout', $1, true)`, [`${waitMs}ms`]);
-        await c.query(`SELECT pg_advisory_xact_lock($1::bigint)`, [key]);
+        await c.query(`SELECT pg_catalog.set_config('lock_timeout', $1, true)`, [`${waitMs}ms`]);
+        await c.query(`SELECT pg_catalog.pg_advisory_xact_lock($1::bigint)`, [key]);
       } else {
-        const { rows } = await c.query<{ locked: boolean }>(`SELECT pg_try_advisory_xact_lock($1::bigint) AS locked`, [key]);
+        const { rows } = await c.query<{ locked: boolean }>(`SELECT pg_catalog.pg_try_advisory_xact_lock($1::bigint) AS locked`, [
+          key,
+        ]);
         if (!rows[0].locked) {
           this.reportForeign(await advisoryLockHolders(clientExecutor(c), key));
           return null;
         }
       }
       // Transaction-scoped (PgBouncer transaction mode keeps no session state).
-      await c.query(`SELECT set_config('lock_timeout', $1, true)`, [`${lockTimeoutMs}ms`]);
+      await c.query(`SELECT pg_catalog.set_config('lock_timeout', $1, true)`, [`${lockTimeoutMs}ms`]);
       return fn(c);
     });
   }

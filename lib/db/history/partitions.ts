@@ -55,8 +55,8 @@ export class HistoryPartitions {
   /** Which layout the schema has now. */
   async layout(): Promise<{ current: boolean; legacy: boolean; bounds: boolean; now: number }> {
     const { rows } = await this.pool.query<{ current: boolean; legacy: boolean; bounds: boolean; now: number }>(
-      `SELECT to_regclass($1) IS NOT NULL AS current, to_regclass($2) IS NOT NULL AS legacy,
-              to_regclass($3) IS NOT NULL AS bounds, extract(epoch FROM now())::float8 * 1000::float8 AS now`,
+      `SELECT pg_catalog.to_regclass($1) IS NOT NULL AS current, pg_catalog.to_regclass($2) IS NOT NULL AS legacy,
+              pg_catalog.to_regclass($3) IS NOT NULL AS bounds, extract(epoch FROM now())::float8 * 1000::float8 AS now`,
       [this.t('job_history_current'), this.t('job_history_legacy'), this.t('job_history_id_bounds')],
     );
     return rows[0];
@@ -64,7 +64,8 @@ export class HistoryPartitions {
 
   /** The ranged partitions of job_history_done, and the lower bound of job_history_current. */
   async partitions(): Promise<{ floor: number; list: HistoryPartition[] }> {
-    const bound = (side: string) => `(regexp_match(pg_get_expr(c.relpartbound, c.oid), '${side} \\(''([^'']+)''\\)'))[1]`;
+    const bound = (side: string) =>
+      `(pg_catalog.regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid), '${side} \\(''([^'']+)''\\)'))[1]`;
     const { rows } = await this.pool.query<{ name: string; lo: number | null; hi: number | null; parent: string }>(
       `SELECT c.relname AS name, p.relname AS parent,
               extract(epoch FROM ${bound('FROM')}::timestamptz)::float8 * 1000::float8 AS lo,
@@ -135,7 +136,7 @@ export class HistoryPartitions {
       (await this.pool.query<{ partition: string }>(`SELECT partition FROM ${bounds}`)).rows.map((r) => r.partition),
     );
     const { rows } = await this.pool.query<{ oldest: number | null }>(
-      `SELECT extract(epoch FROM min(xact_start))::float8 * 1000::float8 AS oldest FROM pg_stat_activity
+      `SELECT extract(epoch FROM pg_catalog.min(xact_start))::float8 * 1000::float8 AS oldest FROM pg_stat_activity
        WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
          AND xact_start IS NOT NULL`,
     );
@@ -147,7 +148,7 @@ export class HistoryPartitions {
         await c.query(`LOCK TABLE ${this.t(p.name)} IN SHARE MODE`);
         await c.query(
           `INSERT INTO ${bounds} (partition, lo, hi, min_id, max_id)
-           SELECT $1, $2::timestamptz, $3::timestamptz, min(id), max(id) FROM ${this.t(p.name)}
+           SELECT $1, $2::timestamptz, $3::timestamptz, pg_catalog.min(id), pg_catalog.max(id) FROM ${this.t(p.name)}
            ON CONFLICT (partition) DO NOTHING`,
           [p.name, new Date(p.lo).toISOString(), new Date(p.hi).toISOString()],
         );
@@ -207,7 +208,7 @@ export class HistoryPartitions {
     const run = async (c: PgPoolClient): Promise<boolean> => {
       const p = this.t(name);
       // Another node (booting at the same moment) may have created it since the list was read.
-      const exists = await c.query<{ r: string | null }>(`SELECT to_regclass($1) AS r`, [p]);
+      const exists = await c.query<{ r: string | null }>(`SELECT pg_catalog.to_regclass($1) AS r`, [p]);
       if (exists.rows[0].r !== null) return false;
       const from = new Date(lo).toISOString();
       const to = new Date(hi).toISOString();
