@@ -73,10 +73,8 @@ describe('the example app across pages', () => {
   it('reads README.md and every page of docs/', () => {
     const sources = docSources();
     expect(sources[0]).toBe('README.md');
-    expect(sources).toEqual(expect.arrayContaining(['docs/getting-started.md', 'docs/dashboard-api.md']));
-    expect([...new Set(readmeBlocks().map((b) => b.source))]).toEqual(
-      expect.arrayContaining(['README.md', 'docs/getting-started.md']),
-    );
+    expect(sources).toEqual(expect.arrayContaining(['docs/getting-started.md', 'docs/testing.md', 'docs/configuration.md']));
+    expect(new Set(readmeBlocks().map((b) => b.source)).size).toBeGreaterThan(5);
   });
 
   it('a file shown on two pages with different text fails, naming both places', () => {
@@ -85,6 +83,29 @@ describe('the example app across pages', () => {
     const other = blocksOf('docs/b.md', '```ts\n// src/main.ts\nconst a = 2;\n```\n', () => ++n);
     expect(() => exampleAppFiles([...one, ...other])).toThrow(/src\/main\.ts .* docs\/a\.md:3 and docs\/b\.md:2/);
     expect(exampleAppFiles([...one, ...one])).toHaveLength(1);
+  });
+
+  it('the README shows files of the example app with the same text as getting-started.md', () => {
+    const readme = readmeBlocks(['README.md']).filter((b) => b.file);
+    expect(readme.length).toBeGreaterThan(0);
+    const started = new Map(readmeBlocks(['docs/getting-started.md']).map((b) => [b.file, b.code]));
+    for (const b of readme) expect([b.file, started.get(b.file)]).toEqual([b.file, b.code]);
+  });
+});
+
+describe('the README', () => {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const lines = readme.split('\n');
+
+  it('stays short: at most 300 lines (the pages of docs/ hold the rest)', () => {
+    expect(lines.length).toBeLessThanOrEqual(300);
+  });
+
+  it('puts the install and the pointer for @nestjs/bullmq users on its first screen', () => {
+    const firstScreen = lines.slice(0, 60).join('\n');
+    expect(firstScreen).toContain('npm install nestjs-pg-queue');
+    expect(firstScreen).toContain('/docs/migrating-from-bullmq.md');
+    expect(firstScreen).toContain('## Requirements');
   });
 });
 
