@@ -162,10 +162,8 @@ export async function startPostgres({
   try {
     const ids = isRoot() ? ensurePostgresUser() : null;
     if (ids) assertReachable(parent, ids);
-    const binaries = await resolveBinaries(ids);
-    const { binDir, copiedBecause } = binaries;
-    const binariesNote = copiedBecause && `PostgreSQL binaries in ${binDir}, copied from node_modules/ because ${copiedBecause}`;
-    const EmbeddedServer = embeddedServerClass(EmbeddedPostgres, { ...binaries, ids });
+    const { binDir, note: binariesNote } = resolveBinaries(ids);
+    const EmbeddedServer = embeddedServerClass(EmbeddedPostgres, { binDir, ids });
 
     const initialised = fs.existsSync(path.join(dataDir, 'PG_VERSION'));
     if (initialised && !persistent) {

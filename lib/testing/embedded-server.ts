@@ -88,7 +88,8 @@ export async function loadEmbeddedPostgres(
 }
 export const importEmbeddedPostgres = (pkg: string): Promise<unknown> => importEsm(pkg);
 
-function packageVersion(entry: string): string {
+/** The version in the package.json nearest above `entry`, or '?'. */
+export function packageVersion(entry: string): string {
   for (let d = path.dirname(entry); path.dirname(d) !== d; d = path.dirname(d)) {
     const file = path.join(d, 'package.json');
     if (fs.existsSync(file)) return (JSON.parse(fs.readFileSync(file, 'utf8')) as { version?: string }).version ?? '?';
@@ -96,13 +97,15 @@ function packageVersion(entry: string): string {
   return '?';
 }
 
-const POSTGRES_OS_USER = 'postgres';
-interface Ids {
+export const POSTGRES_OS_USER = 'postgres';
+/** uid/gid of an OS user. */
+export interface Ids {
   uid: number;
   gid: number;
 }
 
-function postgresUserIds(): Ids | null {
+/** The uid/gid of the OS user `postgres`, or null when it does not exist. */
+export function postgresUserIds(): Ids | null {
   try {
     const id = (flag: string): number =>
       Number(execFileSync('id', [flag, POSTGRES_OS_USER], { stdio: ['ignore', 'pipe', 'ignore'], encoding: 'utf8' }));
@@ -113,7 +116,7 @@ function postgresUserIds(): Ids | null {
 }
 
 /** As root: the OS user `postgres`, created when missing (as the package's createPostgresUser does). */
-function ensurePostgresUser(): Ids {
+export function ensurePostgresUser(): Ids {
   const found = postgresUserIds();
   if (found) return found;
   try {
@@ -187,7 +190,7 @@ export function reachableBinaries(
 ): { binDir: string; note?: string } {
   const blocked = unreachableAncestor(nativeDir, ids);
   if (!blocked) return { binDir: nativeDir };
-  const because = `the OS user "${POSTGRES_OS_USER}" (the server's, as tests run as root) cannot traverse ${blocked.dir} (mode ${blocked.mode})`;
+  const because = `the OS user "${POSTGRES_OS_USER}" (PostgreSQL refuses to run as root, so the server runs as that user) cannot traverse ${blocked.dir} (mode ${blocked.mode})`;
   const tmpBlocked = unreachableAncestor(tmp, ids);
   if (tmpBlocked) {
     throw new PgQueueConfigError(
@@ -223,31 +226,45 @@ export function reachableBinaries(
   return { binDir, note: `PostgreSQL binaries in ${binDir}, copied from node_modules/ because ${because}` };
 }
 
-function spawnChecked(file: string, args: string[], ids: Ids, onError: (e: Error) => void): ChildProcess {
-  const child = spawn(file, args, { ...ids, env: { LC_MESSAGES: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
+function spawnChecked(file: string, args: string[], ids: Ids | null, onError: (e: Error) => void): ChildProcess {
+  // Server messages are parsed (the "ready" line): keep them in English.
+  const child = spawn(file, args, { ...(ids ?? {}), env: { LC_MESSAGES: 'C' }, stdio: ['ignore', 'pipe', 'pipe'] });
   // The package spawns without an 'error' handler: an unreachable binary crashed the process.
-  child.once('error', (err) =>
-    onError(new PgQueueError(`could not run ${file} as "${POSTGRES_OS_USER}": ${err.message}`, { cause: err })),
-  );
+  const who = ids ? ` as "${POSTGRES_OS_USER}"` : '';
+  child.once('error', (err) => onError(new PgQueueError(`could not run ${file}${who}: ${err.message}`, { cause: err })));
   return child;
 }
 
+/** r-x for everyone, as the package ensures (only when missing: the binaries may sit on a read-only file system). */
+function ensureExecutable(file: string): void {
+  let mode: number;
+  try {
+    mode = fs.statSync(file).mode;
+  } catch {
+    return; // missing: spawnChecked says so
+  }
+  if ((mode & 0o555) !== 0o555) fs.chmodSync(file, mode | 0o555);
+}
+
 /**
- * The package's class, running `initdb` and `postgres` from `binDir` as the OS user of `ids`.
- * Same options and `process` field as the package, so its stop() and exit hook keep working.
+ * The package's class, running `initdb` and `postgres` from `binDir` as the OS user of `ids` (null:
+ * the current user), and turning a spawn failure into an Error instead of a crash. Same options and
+ * `process` field as the package, so its stop() and exit hook keep working. scripts/pg-server.mjs
+ * runs the suite's own servers with it too.
  */
-export function serverFromBinaries(Base: EmbeddedPostgresClass, binDir: string, ids: Ids): EmbeddedPostgresClass {
+export function serverFromBinaries(Base: EmbeddedPostgresClass, binDir: string, ids: Ids | null): EmbeddedPostgresClass {
   const initdb = path.join(binDir, 'bin', 'initdb');
   const postgres = path.join(binDir, 'bin', 'postgres');
   return class FromBinaries extends Base {
     override async initialise(): Promise<void> {
       const { databaseDir, user, password, authMethod, initdbFlags, onLog } = this.options;
       fs.mkdirSync(databaseDir, { recursive: true });
-      fs.chownSync(databaseDir, ids.uid, ids.gid);
+      if (ids) fs.chownSync(databaseDir, ids.uid, ids.gid);
       const pwFile = path.join(path.dirname(databaseDir), `.pwfile-${randomBytes(6).toString('hex')}`);
       fs.writeFileSync(pwFile, `${password}\n`, { mode: 0o600 });
       try {
-        fs.chownSync(pwFile, ids.uid, ids.gid);
+        if (ids) fs.chownSync(pwFile, ids.uid, ids.gid);
+        ensureExecutable(initdb);
         const args = [
           `--pgdata=${databaseDir}`,
           `--auth=${authMethod ?? 'password'}`,
@@ -270,6 +287,7 @@ export function serverFromBinaries(Base: EmbeddedPostgresClass, binDir: string, 
 
     override start(): Promise<void> {
       const { databaseDir, port, postgresFlags, onLog } = this.options;
+      ensureExecutable(postgres);
       return new Promise((resolve, reject) => {
         const child = spawnChecked(postgres, ['-D', databaseDir, '-p', String(port), ...postgresFlags], ids, reject);
         this.process = child;

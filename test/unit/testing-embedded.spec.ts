@@ -100,7 +100,7 @@ describe('nestjs-pg-queue/testing: the embedded server', () => {
     expect(path.dirname(first.binDir)).toBe(tmp);
     expect(first.note).toBe(
       `PostgreSQL binaries in ${first.binDir}, copied from node_modules/ because the OS user "postgres" ` +
-        `(the server's, as tests run as root) cannot traverse ${project} (mode 700)`,
+        `(PostgreSQL refuses to run as root, so the server runs as that user) cannot traverse ${project} (mode 700)`,
     );
     expect(unreachableAncestor(path.join(first.binDir, 'bin', 'postgres'), nobody)).toBeNull();
     expect(statSync(path.join(first.binDir, 'bin', 'postgres')).mode & 0o777).toBe(0o755);
