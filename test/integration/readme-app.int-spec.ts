@@ -5,15 +5,15 @@ import { NestFactory } from '@nestjs/core';
 import * as ts from 'typescript';
 import { assertBuilt } from '../support/built';
 import { useTestDatabase, waitFor } from '../support/database';
-import { COMPILER_OPTIONS, readmeBlocks, ROOT } from '../support/readme';
+import { COMPILER_OPTIONS, exampleAppFiles, ROOT } from '../support/readme';
 
 /**
- * The README's "Install into an existing Nest app" files, run as a user would run them: written
- * to a folder as they stand, compiled, with `nestjs-pg-queue` resolving to this package (its
- * build in dist/, through a node_modules link), booted on a real PostgreSQL. Placing an order
- * must send its email through the queue.
+ * The example app of docs/getting-started.md (the README shows two of its files), run as a user
+ * would run it: its files written to a folder as they stand, compiled, with `nestjs-pg-queue`
+ * resolving to this package (its build in dist/, through a node_modules link), booted on a real
+ * PostgreSQL. Placing an order must send its email through the queue.
  */
-describe('the README install example, run', () => {
+describe('the getting-started example app, run', () => {
   const ctx = useTestDatabase();
   let dir = '';
   let app: INestApplicationContext | undefined;
@@ -24,7 +24,7 @@ describe('the README install example, run', () => {
     dir = mkdtempSync(join(ROOT, 'test', '.readme-app-'));
     mkdirSync(join(dir, 'node_modules'));
     symlinkSync(ROOT, join(dir, 'node_modules', 'nestjs-pg-queue'), 'dir');
-    const files = readmeBlocks().filter((b) => b.file);
+    const files = exampleAppFiles();
     for (const b of files) {
       const out = ts.transpileModule(b.code, { compilerOptions: { ...COMPILER_OPTIONS, noEmit: false, paths: undefined } });
       const path = join(dir, b.file!.replace(/\.ts$/, '.js'));

@@ -4,15 +4,15 @@ import { join } from 'node:path';
 import * as ts from 'typescript';
 import { assertBuilt } from '../support/built';
 import { testAdminUrl } from '../support/database';
-import { COMPILER_OPTIONS, readmeBlocks, ROOT } from '../support/readme';
+import { COMPILER_OPTIONS, exampleAppFiles, ROOT } from '../support/readme';
 
 /**
- * The README's "Testing your app" files, run as a user runs them: the install example's src/ and
+ * The docs/testing.md example, run as a user runs it: the getting-started example's src/ and
  * the test/ files written to a folder as they stand, compiled, `nestjs-pg-queue` resolving to
  * this package's build (a node_modules link), then jest on them in a child process, with the
- * README's globalSetup/globalTeardown. Its tests must pass.
+ * page's globalSetup/globalTeardown. Its tests must pass.
  */
-describe('the README "Testing your app" example, run with jest', () => {
+describe('the docs/testing.md example, run with jest', () => {
   let dir = '';
 
   beforeAll(() => {
@@ -20,13 +20,13 @@ describe('the README "Testing your app" example, run with jest', () => {
     dir = mkdtempSync(join(ROOT, 'test', '.readme-testing-'));
     mkdirSync(join(dir, 'node_modules'));
     symlinkSync(ROOT, join(dir, 'node_modules', 'nestjs-pg-queue'), 'dir');
-    for (const b of readmeBlocks().filter((x) => x.file)) {
+    for (const b of exampleAppFiles()) {
       const out = ts.transpileModule(b.code, { compilerOptions: { ...COMPILER_OPTIONS, noEmit: false, paths: undefined } });
       const path = join(dir, b.file!.replace(/\.ts$/, '.js'));
       mkdirSync(join(path, '..'), { recursive: true });
       writeFileSync(path, out.outputText);
     }
-    // The README's jest.config.js, for the compiled files (ts-jest has nothing left to do).
+    // The page's jest.config.js, for the compiled files (ts-jest has nothing left to do).
     writeFileSync(
       join(dir, 'jest.config.js'),
       `module.exports = { rootDir: __dirname, testEnvironment: 'node', testMatch: ['<rootDir>/test/**/*.spec.js'],
@@ -41,7 +41,7 @@ describe('the README "Testing your app" example, run with jest', () => {
 
   it('its tests pass', async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: testAdminUrl() };
-    delete env.PGQUEUE_TEST_URL; // the README's globalSetup sets it
+    delete env.PGQUEUE_TEST_URL; // the page's globalSetup sets it
     const jest = require.resolve('jest/bin/jest');
     const { code, output } = await new Promise<{ code: number; output: string }>((resolve) =>
       execFile(

@@ -1,28 +1,67 @@
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import * as ts from 'typescript';
 
 export const ROOT = join(__dirname, '..', '..');
 
 /**
- * A ```ts block of the README. `file` is set when its first line names one (`// src/app.module.ts`,
- * or `// test/orders.spec.ts` for the "Testing your app" files, which import the app's).
+ * A ```ts block of README.md or of a page of docs/. `file` is set when its first line names one
+ * (`// src/app.module.ts`, or `// test/orders.spec.ts` for the "Testing your app" files, which
+ * import the app's): such blocks are the files of the one example app, assembled across pages.
  */
 export interface ReadmeBlock {
   readonly index: number;
+  /** Where it is written: `README.md` or `docs/<page>.md`. */
+  readonly source: string;
   readonly line: number;
   readonly code: string;
   readonly file: string | null;
 }
 
-export function readmeBlocks(): ReadmeBlock[] {
-  const md = readFileSync(join(ROOT, 'README.md'), 'utf8');
-  return [...md.matchAll(/```ts\n([\s\S]*?)```/g)].map((m, i) => ({
-    index: i + 1,
+/** The Markdown files whose ```ts blocks are compiled: README.md, then docs/*.md by name (not docs/api/). */
+export function docSources(): string[] {
+  const pages = readdirSync(join(ROOT, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .sort()
+    .map((f) => `docs/${f}`);
+  return ['README.md', ...pages];
+}
+
+/** Every ```ts block of `sources` (default: README.md and docs/*.md), numbered across them. */
+export function readmeBlocks(sources: readonly string[] = docSources()): ReadmeBlock[] {
+  let index = 0;
+  return sources.flatMap((source) => blocksOf(source, readFileSync(join(ROOT, source), 'utf8'), () => ++index));
+}
+
+export function blocksOf(source: string, md: string, next: () => number): ReadmeBlock[] {
+  return [...md.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => ({
+    index: next(),
+    source,
     line: md.slice(0, m.index).split('\n').length + 1,
     code: m[1],
     file: /^\/\/ ((?:src|test)\/[\w.-]+\.ts)\b/.exec(m[1])?.[1] ?? null,
   }));
+}
+
+/**
+ * The example app's files, one block per file name. A file may be shown on several pages (the
+ * README shows two of getting-started.md's), but only with the same text: a difference throws,
+ * naming both places, since a reader would copy one of them and the tests would run the other.
+ */
+export function exampleAppFiles(blocks: readonly ReadmeBlock[] = readmeBlocks()): ReadmeBlock[] {
+  const byFile = new Map<string, ReadmeBlock>();
+  for (const b of blocks) {
+    if (!b.file) continue;
+    const first = byFile.get(b.file);
+    if (!first) byFile.set(b.file, b);
+    else if (first.code !== b.code) {
+      throw new Error(
+        `${b.file} is shown with different text in ${first.source}:${first.line} and ${b.source}:${b.line}; ` +
+          'the example app is one app: make both blocks the same.',
+      );
+    }
+  }
+  return [...byFile.values()];
 }
 
 /**

@@ -1,11 +1,22 @@
 import { readFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
-import { APP_STUBS, COMPILER_OPTIONS, NEST_NEW_COMPILER_OPTIONS, readmeBlocks, ROOT, typeCheck } from '../support/readme';
+import {
+  APP_STUBS,
+  blocksOf,
+  COMPILER_OPTIONS,
+  docSources,
+  exampleAppFiles,
+  NEST_NEW_COMPILER_OPTIONS,
+  readmeBlocks,
+  ROOT,
+  typeCheck,
+} from '../support/readme';
 
 /**
- * Every ```ts block of the README must type-check against the library with nothing but its own
- * imports, so a reader can copy it as it stands. The blocks that name a file (`// src/...`) form
- * one app and are checked together; test/integration/readme-app.int-spec.ts also runs that app.
+ * Every ```ts block of README.md and of every page of docs/ must type-check against the library
+ * with nothing but its own imports, so a reader can copy it as it stands. The blocks that name a
+ * file (`// src/...`, `// test/...`) form one app, assembled across pages, and are checked
+ * together; test/integration/readme-app.int-spec.ts and readme-testing.int-spec.ts also run it.
  */
 const dir = join(ROOT, 'test', 'unit', '__readme__');
 const stubs = Object.fromEntries(Object.entries(APP_STUBS).map(([f, code]) => [join(dir, f), code]));
@@ -13,14 +24,14 @@ const stubs = Object.fromEntries(Object.entries(APP_STUBS).map(([f, code]) => [j
 describe.each([
   ['classic settings (module commonjs, moduleResolution node10)', COMPILER_OPTIONS],
   ['the settings `nest new` writes today (nodenext, isolatedModules)', NEST_NEW_COMPILER_OPTIONS],
-])('README examples under %s', (_settings, options) => {
+])('README and docs/ examples under %s', (_settings, options) => {
   const blocks = readmeBlocks();
-  const app = blocks.filter((b) => b.file);
+  const app = exampleAppFiles(blocks);
   const alone = blocks.filter((b) => !b.file);
 
   it('has examples to check, and a complete app among them', () => {
     expect(alone.length).toBeGreaterThanOrEqual(5);
-    expect(app.map((b) => b.file)).toEqual(expect.arrayContaining(['src/app.module.ts', 'src/main.ts']));
+    expect(app.map((b) => b.file)).toEqual(expect.arrayContaining(['src/app.module.ts', 'src/main.ts', 'test/orders.spec.ts']));
   });
 
   // One program for every block (each is a module of its own), so the library is parsed once.
@@ -28,7 +39,10 @@ describe.each([
   const fileOf = (b: (typeof blocks)[number]) => b.file ?? `block-${b.index}.ts`;
   let errors: string[] = [];
   beforeAll(() => {
-    errors = typeCheck({ ...stubs, ...Object.fromEntries(blocks.map((b) => [join(dir, fileOf(b)), b.code])) }, options);
+    errors = typeCheck(
+      { ...stubs, ...Object.fromEntries([...app, ...alone].map((b) => [join(dir, fileOf(b)), b.code])) },
+      options,
+    );
   });
 
   it('the app files type-check together', () => {
@@ -36,9 +50,12 @@ describe.each([
     expect(errors.filter((e) => names.has(e.split(':')[0]))).toEqual([]);
   });
 
-  it.each(alone.map((b) => [b.index, b.line, b]))('block %i (README line %i) type-checks with its own imports', (_i, _l, b) => {
-    expect(errors.filter((e) => e.startsWith(`${fileOf(b)}:`))).toEqual([]);
-  });
+  it.each(alone.map((b) => [b.index, `${b.source}:${b.line}`, b]))(
+    'block %i (%s) type-checks with its own imports',
+    (_i, _at, b) => {
+      expect(errors.filter((e) => e.startsWith(`${fileOf(b)}:`))).toEqual([]);
+    },
+  );
 
   it('nothing else fails to compile', () => {
     expect(errors.filter((e) => !e.startsWith('block-') && !app.some((b) => e.startsWith(`${basename(fileOf(b))}:`)))).toEqual(
@@ -52,15 +69,57 @@ describe.each([
   });
 });
 
-describe('README install lines', () => {
-  it('pins @nestjs/testing to the Nest major the examples are tested with (a plain install takes the next major, which npm refuses)', () => {
-    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+describe('the example app across pages', () => {
+  it('reads README.md and every page of docs/', () => {
+    const sources = docSources();
+    expect(sources[0]).toBe('README.md');
+    expect(sources).toEqual(expect.arrayContaining(['docs/getting-started.md', 'docs/testing.md', 'docs/configuration.md']));
+    expect(new Set(readmeBlocks().map((b) => b.source)).size).toBeGreaterThan(5);
+  });
+
+  it('a file shown on two pages with different text fails, naming both places', () => {
+    let n = 0;
+    const one = blocksOf('docs/a.md', 'x\n```ts\n// src/main.ts\nconst a = 1;\n```\n', () => ++n);
+    const other = blocksOf('docs/b.md', '```ts\n// src/main.ts\nconst a = 2;\n```\n', () => ++n);
+    expect(() => exampleAppFiles([...one, ...other])).toThrow(/src\/main\.ts .* docs\/a\.md:3 and docs\/b\.md:2/);
+    expect(exampleAppFiles([...one, ...one])).toHaveLength(1);
+  });
+
+  it('the README shows files of the example app with the same text as getting-started.md', () => {
+    const readme = readmeBlocks(['README.md']).filter((b) => b.file);
+    expect(readme.length).toBeGreaterThan(0);
+    const started = new Map(readmeBlocks(['docs/getting-started.md']).map((b) => [b.file, b.code]));
+    for (const b of readme) expect([b.file, started.get(b.file)]).toEqual([b.file, b.code]);
+  });
+});
+
+describe('the README', () => {
+  const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+  const lines = readme.split('\n');
+
+  it('stays short: at most 300 lines (the pages of docs/ hold the rest)', () => {
+    expect(lines.length).toBeLessThanOrEqual(300);
+  });
+
+  it('puts the install and the pointer for @nestjs/bullmq users on its first screen', () => {
+    const firstScreen = lines.slice(0, 60).join('\n');
+    expect(firstScreen).toContain('npm install nestjs-pg-queue');
+    expect(firstScreen).toContain('/docs/migrating-from-bullmq.md');
+    expect(firstScreen).toContain('## Requirements');
+  });
+});
+
+describe('install lines', () => {
+  it('pin @nestjs/testing to the Nest major the examples are tested with (a plain install takes the next major, which npm refuses)', () => {
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> };
-    const installs = [...readme.matchAll(/^npm install --save-dev (.*)$/gm)].map((m) => m[1]);
+    const installs = docSources()
+      .flatMap((f) => [...readFileSync(join(ROOT, f), 'utf8').matchAll(/^npm install --save-dev (.*)$/gm)])
+      .map((m) => m[1]);
     const testing = installs
       .map((line) => line.split('#')[0].trim().split(/\s+/))
       .flat()
       .filter((w) => w.startsWith('@nestjs/testing'));
-    expect(testing).toEqual([`@nestjs/testing@${pkg.devDependencies['@nestjs/common'].split('.')[0]}`]);
+    expect(testing.length).toBeGreaterThan(0);
+    expect(new Set(testing)).toEqual(new Set([`@nestjs/testing@${pkg.devDependencies['@nestjs/common'].split('.')[0]}`]));
   });
 });

@@ -127,9 +127,14 @@ export interface PgQueueModuleOptions {
    */
   logJobFailures?: JobFailureLogging;
   /**
-   * How long finished jobs stay in the history table before the maintenance node deletes them,
-   * a thousand at a time. `completedMs: 0` keeps no history of completed jobs at all. Failed
-   * jobs are kept until retried or removed unless `failedMs` is set.
+   * How long finished jobs stay in the history table. Completed and cancelled jobs live in
+   * partitions of `historyPartitionMs` by finish time, and the maintenance node drops a whole
+   * partition once all of it is past retention (no row deleted, so no dead tuples): a job stays
+   * between its retention and its retention plus one partition. A state whose retention is
+   * shorter than a partition is deleted row by row instead, a thousand at a time, and so are
+   * failed jobs under `failedMs` (they have a partition of their own, never dropped).
+   * `completedMs: 0` keeps no history of completed jobs at all. Failed jobs are kept until
+   * retried or removed unless `failedMs` is set.
    * @default { completedMs: 86_400_000, cancelledMs: 86_400_000 } (one day; failed: for ever)
    */
   retention?: { completedMs?: number; cancelledMs?: number; failedMs?: number };
@@ -149,8 +154,8 @@ export interface PgQueueModuleOptions {
    * on one. Each gets its own pool, LISTEN connection, migrations and maintenance. The `default`
    * entry, if given, replaces the top-level `connection`/`dataSource`/`listenConnection`; the
    * other fields of an entry (schema, poolSize, ...) default to the top-level ones. A queue on
-   * another database than the app's data loses atomic enqueue with that data: see the README,
-   * "Queues on more than one database". @default {} (every queue on the default connection)
+   * another database than the app's data loses atomic enqueue with that data: see
+   * docs/multiple-databases.md. @default {} (every queue on the default connection)
    */
   connections?: Readonly<Record<string, PgQueueConnectionOptions>>;
 }
