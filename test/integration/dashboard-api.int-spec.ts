@@ -241,14 +241,19 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
     it('throughput: earlier minutes keep their counts from one poll to the next (the service recounts only the last two)', async () => {
       const tp = await boot({ public: true, path: '/tp' });
       const ids = await seedHistory(`tp-${platform}`, 'completed', 3);
-      await sql.query(`UPDATE pgqueue.job_history SET finished_at = now() - interval '10 minutes' WHERE id = ANY($1::bigint[])`, [
-        ids,
-      ]);
+      // One statement fixes the minute and puts the jobs in it (mid-minute), from the database's
+      // clock: two reads of now() could straddle a minute boundary and name different minutes.
       const {
         rows: [{ minute }],
-      } = await sql.query(`SELECT date_trunc('minute', now() - interval '10 minutes') AS minute`);
+      } = await sql.query<{ minute: Date }>(
+        `WITH m AS (SELECT date_trunc('minute', now()) - interval '10 minutes' AS minute),
+              moved AS (UPDATE pgqueue.job_history SET finished_at = (SELECT minute FROM m) + interval '30 seconds'
+                        WHERE id = ANY($1::bigint[]))
+         SELECT minute FROM m`,
+        [ids],
+      );
       const at = (body: { throughput: { minutes: string[]; completed: number[] } }) =>
-        body.throughput.completed[body.throughput.minutes.indexOf((minute as Date).toISOString())];
+        body.throughput.completed[body.throughput.minutes.indexOf(minute.toISOString())];
       const first = (await request(tp.getHttpServer()).get('/tp/api/overview')).body;
       const second = (await request(tp.getHttpServer()).get('/tp/api/overview')).body;
       expect(at(first)).toBeGreaterThanOrEqual(3);

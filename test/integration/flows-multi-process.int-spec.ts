@@ -60,8 +60,12 @@ async function untilReady(w: Worker): Promise<void> {
   );
 }
 
-/** Short leases and passes, so a killed worker's job is rescued within about two seconds. */
-const FAST = { PGQ_LEASE_MS: 1500, PGQ_HEARTBEAT_MS: 400, PGQ_RESCUE_MS: 300, PGQ_POLL_MS: 300 };
+/**
+ * Short passes, so a killed worker's job is rescued within about four seconds. The lease is 10
+ * heartbeats: on a loaded 2-core machine a heartbeat can come over a second late, and a live
+ * job's lease running out would be a second run the exact run counts below do not expect.
+ */
+const FAST = { PGQ_LEASE_MS: 4000, PGQ_HEARTBEAT_MS: 400, PGQ_RESCUE_MS: 300, PGQ_POLL_MS: 300 };
 
 describe('flows across worker processes', () => {
   let db: TestDatabase | undefined;
@@ -119,11 +123,24 @@ describe('flows across worker processes', () => {
       name: `part-${i}`,
       payload: {},
     }));
-    // Due after the others have run: this is the last child to finish.
-    children.push({ queue: 'stock', name: 'last', payload: { dieAfterAttempt: 1 }, opts: { delayMs: 1500 } });
+    // Delayed until the test makes it due, once the others completed: the last child to run, and
+    // the only job its worker holds when it dies, however slow the machine.
+    children.push({ queue: 'stock', name: 'last', payload: { dieAfterAttempt: 1 }, opts: { delayMs: 3_600_000 } });
     const flow = await queues.addFlow({ queue: 'orders', name: 'ship', payload: {}, children });
     const parent = flow.job.id;
     const last = flow.children[20].job.id;
+    const others = flow.children.slice(0, 20).map((c) => c.job.id);
+    await waitFor(
+      async () =>
+        (
+          await q<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pgqueue.job_history WHERE id = ANY($1::bigint[]) AND state = 'completed'`,
+            [others],
+          )
+        )[0].n === 20,
+      { timeoutMs: 20_000, message: async () => `the 20 other children to complete; ${await describeState()}` },
+    );
+    await sql!.query(`UPDATE pgqueue.jobs SET run_at = now() WHERE id = $1`, [last]);
 
     await waitFor(() => workers.some((w) => w.exit?.signal === 'SIGKILL'), {
       timeoutMs: 20_000,
@@ -217,7 +234,7 @@ describe('flows across worker processes', () => {
         async () =>
           (await q(`SELECT 1 FROM pgqueue.job_history WHERE id = $1 AND state = 'completed'`, [flow.job.id])).length > 0,
         {
-          timeoutMs: 45_000,
+          timeoutMs: 75_000,
           intervalMs: 100,
           message: async () => `the order's parent job to complete; ${await describeState()}`,
         },
@@ -251,7 +268,7 @@ describe('flows across worker processes', () => {
     } finally {
       await ds.destroy();
     }
-  }, 90_000);
+  }, 120_000);
 
   it('a 10,000-child fan-in releases its parent, which runs once and sees every child', async () => {
     const workers = [1, 2].map((i) => startWorker(`worker-${i}`, db!.url, { PGQ_POLL_MS: 500, PGQ_CONCURRENCY: 50 }));

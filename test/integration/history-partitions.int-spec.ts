@@ -82,7 +82,9 @@ describe('history partitions', () => {
     expect(await whereIs(t.pool, 'fresh', failed)).toBe('fresh.job_history_failed');
 
     const parts = new HistoryPartitions(t.pool, 'fresh', D);
-    const r = await parts.runOnce(D);
+    // At the instant the rows finished, not the database's clock of the pass: a run across
+    // midnight would otherwise create tomorrow's partitions and leave today's rows in the default.
+    const r = await parts.runOnce(D, now.getTime());
     expect(r.created).toHaveLength(3);
     const today = `fresh.job_history_p${now.toISOString().slice(0, 10).replace(/-/g, '')}t0000`;
     expect(await whereIs(t.pool, 'fresh', done)).toBe(today);
@@ -103,7 +105,7 @@ describe('history partitions', () => {
         "brin (finished_at) WITH (autosummarize='on')",
       ].sort(),
     );
-    expect((await parts.runOnce(D)).created).toEqual([]);
+    expect((await parts.runOnce(D, now.getTime())).created).toEqual([]);
   });
 
   it('retention drops whole partitions past it; failed jobs of those days stay; a reader makes the drop give up after lock_timeout', async () => {
@@ -217,7 +219,7 @@ describe('history partitions', () => {
 
     // Dropping a partition past retention forgets its range.
     const dayStart = Math.floor(now / D) * D;
-    const dropped = await parts.runOnce(now - (dayStart - 5 * D));
+    const dropped = await parts.runOnce(now - (dayStart - 5 * D), now);
     expect(dropped.dropped).toEqual([leaf(6)]);
     const left = await t.pool.query(`SELECT partition FROM bounds.job_history_id_bounds`);
     expect(left.rows.map((r) => r.partition)).not.toContain(bounds[0].partition);
@@ -258,12 +260,14 @@ describe('history partitions', () => {
     // Two nodes booting at once once each skipped the step the other held and left a partition
     // between them uncreated: at boot the lock is waited for, not tried.
     const { parts } = await historyIn(t.pool, 'wait_parts');
+    // One instant for both calls: the second must find nothing missing even if midnight passed.
+    const now = await dbNow(t.pool);
     const holder = await t.pool.connect();
     try {
       await holder.query('BEGIN');
       await holder.query(`SELECT pg_advisory_xact_lock($1::bigint)`, [lockKey('nestjs-pg-queue:history:wait_parts')]);
       let answered = false;
-      const boot = parts.ensureAhead().finally(() => (answered = true));
+      const boot = parts.ensureAhead(now).finally(() => (answered = true));
       // A session waits on the advisory lock: a try-lock never waits (it answers []). Asked on a
       // connection of its own: the holder and the boot may have taken the pool's.
       const waitsOnLock = async () =>
@@ -286,7 +290,7 @@ describe('history partitions', () => {
       `SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'wait_parts.job_history_done'::regclass`,
     );
     expect(rows[0].n).toBe(4);
-    expect(await parts.ensureAhead()).toEqual([]);
+    expect(await parts.ensureAhead(now)).toEqual([]);
   });
 
   it('every boot creates the partitions for now and ahead before it answers, even with no workers; at once on two nodes', async () => {
@@ -294,17 +298,30 @@ describe('history partitions', () => {
     // failed its partition check in the default partition: at boot nothing must route there.
     const boot = () =>
       bootApp({ options: { connection: t.db.url, schema: 'boot_parts', workers: false }, queues: [{ name: 'parts' }] });
+    const before = await dbNow(t.pool);
     const apps = await Promise.all([boot(), boot()]);
     try {
-      const { rows } = await t.pool.query(
-        `SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'boot_parts.job_history_done'::regclass`,
+      const after = await dbNow(t.pool);
+      const { rows } = await t.pool.query<{ name: string }>(
+        `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+         WHERE i.inhparent = 'boot_parts.job_history_done'::regclass ORDER BY 1`,
       );
-      expect(rows[0].n).toBe(4); // three ranged partitions and the default, no wait for a pass
+      const names = rows.map((r) => r.name);
+      // No wait for a pass: the default partition, and each boot's day (by the database's clock
+      // when it booted, between before and after) with the two after it. Two boots either side
+      // of midnight may have made four days; any run makes at least these three.
+      const dayOf = (ms: number) => `job_history_p${new Date(ms).toISOString().slice(0, 10).replace(/-/g, '')}t0000`;
+      const ranged = names.filter((n) => n !== 'job_history_done_default');
+      expect(names).toContain('job_history_done_default');
+      expect(ranged).toEqual(expect.arrayContaining([dayOf(after), dayOf(before + D), dayOf(before + 2 * D)]));
+      expect(ranged.filter((n) => ![0, 1, 2, 3].some((k) => dayOf(before + k * D) === n))).toEqual([]);
+      const sameDay = dayOf(before) === dayOf(after);
+      if (sameDay) expect(ranged).toHaveLength(3);
       const queue = apps[0].get(QueueService).getQueue('parts');
       const job = await queue.add('x', {}, { delayMs: 60_000 });
       expect(await queue.cancel(job.id)).toBe('cancelled');
       expect(await whereIs(t.pool, 'boot_parts', job.id)).toMatch(/^boot_parts\.job_history_p\d{8}t0000$/);
-      expect(await new HistoryPartitions(t.pool, 'boot_parts', D).ensureAhead()).toEqual([]);
+      if (sameDay) expect(await new HistoryPartitions(t.pool, 'boot_parts', D).ensureAhead(before)).toEqual([]);
     } finally {
       await Promise.all(apps.map((a) => a.close()));
     }
@@ -324,7 +341,8 @@ describe('history partitions', () => {
             `SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'app_parts.job_history_done'::regclass`,
           )
         ).rows[0].n;
-      await waitFor(async () => (await count()) === 4, { message: 'three partitions and the default' });
+      // At least: a pass across midnight may already have made the next day's.
+      await waitFor(async () => (await count()) >= 4, { message: 'three partitions and the default' });
       const ok = await queues.add('parts', 'x', {});
       const bad = await queues.add('parts', 'x', { fail: true }, { attempts: 1 });
       await waitFor(async () => (await queues.getJob(ok.id))?.state === 'completed');

@@ -6,6 +6,7 @@ import { bootApp, runtimeOf } from '../support/app';
 import { createTestDatabase, waitFor, type TestDatabase, testPool } from '../support/database';
 import { afterRescuePass } from '../support/rescue-pass';
 
+const LEASE_MS = 4000;
 const abortReasons = new Map<string, unknown>();
 const ran: string[] = [];
 
@@ -35,8 +36,16 @@ describe('leases: heartbeat, lease loss, rescue', () => {
   beforeAll(async () => {
     db = await createTestDatabase();
     pool = testPool(db.url, 2);
+    // leaseMs is LEASE_MS (13 heartbeats): a heartbeat a loaded machine delays by seconds must not
+    // let the live job's lease run out, or the rescuer would take it (attempt 2) mid-test.
     app = await bootApp({
-      options: { connection: db.url, leaseMs: 1500, heartbeatIntervalMs: 300, rescueIntervalMs: 200, pollIntervalMs: 200 },
+      options: {
+        connection: db.url,
+        leaseMs: LEASE_MS,
+        heartbeatIntervalMs: 300,
+        rescueIntervalMs: 200,
+        pollIntervalMs: 200,
+      },
       queues: [{ name: 'lease' }],
       providers: [LeaseProcessor],
     });
@@ -56,9 +65,9 @@ describe('leases: heartbeat, lease loss, rescue', () => {
       async () => {
         const r = await pool.query('SELECT locked_until FROM pgqueue.jobs WHERE id = $1', [job.id]);
         // Renewed at a moment (database clock) after the first lease had expired.
-        return +r.rows[0].locked_until > +first + 1500;
+        return +r.rows[0].locked_until > +first + LEASE_MS;
       },
-      { timeoutMs: 8000, message: 'lease to be renewed past its first expiry' },
+      { timeoutMs: 20_000, message: 'lease to be renewed past its first expiry' },
     );
     // Not rescued by a rescue pass run after its first lease had expired: still attempt 1, still ours.
     await afterRescuePass(pool);
@@ -85,7 +94,7 @@ describe('leases: heartbeat, lease loss, rescue', () => {
     expect(await owner()).toEqual({ state: 'active', locked_by: 'someone-else' });
     expect(runtimeOf(app).supervisor.unmatchedOutcomes).toBe(refusedBefore + 1);
     await pool.query('DELETE FROM pgqueue.jobs WHERE id = $1', [job.id]);
-  });
+  }, 60_000);
 
   it("the rescuer returns a dead worker's job to the queue, counting the attempt", async () => {
     const { rows } = await pool.query(

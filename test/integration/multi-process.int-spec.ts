@@ -39,7 +39,7 @@ interface WorkerEnv {
   rescueIntervalMs?: number;
   pollIntervalMs?: number;
   shutdownTimeoutMs?: number;
-  noSleep?: boolean;
+  noWait?: boolean;
 }
 
 function startWorker(name: string, dbUrl: string, o: WorkerEnv): WorkerProcess {
@@ -53,8 +53,8 @@ function startWorker(name: string, dbUrl: string, o: WorkerEnv): WorkerProcess {
   set('PGQ_RESCUE_MS', o.rescueIntervalMs);
   set('PGQ_POLL_MS', o.pollIntervalMs);
   set('PGQ_SHUTDOWN_MS', o.shutdownTimeoutMs);
-  if (o.noSleep) env.WORKER_NO_SLEEP = '1';
-  else delete env.WORKER_NO_SLEEP;
+  if (o.noWait) env.WORKER_NO_WAIT = '1';
+  else delete env.WORKER_NO_WAIT;
 
   const proc = spawn(process.execPath, [FIXTURE], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -214,8 +214,10 @@ describe('several worker processes on one database', () => {
 
   it('a SIGKILLed worker’s job is rescued after its lease and completed by another process (attempt 2)', async () => {
     const queues = await setUp();
+    // A lease of 8 heartbeats: a loaded machine that delays a heartbeat by seconds must not let
+    // the live holder's lease run out (a rescue then would be a second run, not the one tested).
     const timing = {
-      leaseMs: 2000,
+      leaseMs: 4000,
       heartbeatIntervalMs: 500,
       rescueIntervalMs: 300,
       pollIntervalMs: 250,
@@ -227,8 +229,9 @@ describe('several worker processes on one database', () => {
     ];
     await Promise.all(pair.map((w) => untilReady(w)));
 
-    // Sleeps 30 s on its first attempt only; whichever process claims it is the victim.
-    const job = await queues.add('work', 'job', { sleepMs: 30_000, sleepOnAttempt: 1 });
+    // Its first attempt runs until aborted (never, while its process lives); whichever process
+    // claims it is the victim.
+    const job = await queues.add('work', 'job', { waitFor: 'abort', waitOnAttempt: 1 });
     let holder: { locked_by: string; attempt: number } | undefined;
     await waitFor(
       async () => {
@@ -256,7 +259,7 @@ describe('several worker processes on one database', () => {
           first,
         ])) === 1,
       {
-        timeoutMs: 10_000,
+        timeoutMs: 20_000,
         message: 'the lease to be renewed past its first expiry',
       },
     );
@@ -284,15 +287,16 @@ describe('several worker processes on one database', () => {
     expect(await n('SELECT count(*) AS n FROM pgqueue.jobs')).toBe(0);
 
     expectCleanExit(survivor, await stopWorker(survivor, 'SIGTERM', timing.shutdownTimeoutMs + 5000));
-  }, 40_000);
+  }, 60_000);
 
   it('a process killed after its handler returned, before the outcome was written: the job runs again after the lease', async () => {
     // Reliability case 2 of the README. The fixture's handler returns a result that SIGKILLs the
     // process while the worker serialises it for the outcome write: the handler ran to the end,
     // its outcome never reached the database.
     const queues = await setUp();
+    // A lease of 6 heartbeats, so the survivor's own run (attempt 2) keeps its lease on a loaded machine.
     const timing = {
-      leaseMs: 1500,
+      leaseMs: 3000,
       heartbeatIntervalMs: 500,
       rescueIntervalMs: 300,
       pollIntervalMs: 250,
@@ -340,15 +344,19 @@ describe('several worker processes on one database', () => {
 
   it('SIGTERM lets short jobs finish and hands a long one back uncounted; another process completes it', async () => {
     const queues = await setUp();
-    const shutdownTimeoutMs = 1000;
+    // The grace period only has to cover the short jobs' last step (one INSERT and their outcome
+    // writes) after the signal: what they wait for before that is the signal itself.
+    const shutdownTimeoutMs = 3000;
     // A long lease: only a hand-back (not the rescuer) can make the long job available again in time.
     const a = startWorker('worker-a', db!.url, { concurrency: 4, pollIntervalMs: 250, leaseMs: 30_000, shutdownTimeoutMs });
     await untilReady(a);
 
-    const long = await queues.add('work', 'job', { sleepMs: 60_000 });
+    // The long job runs until the shutdown deadline aborts it; the short ones until SIGTERM, so
+    // all four are running when the signal comes, however slow the machine.
+    const long = await queues.add('work', 'job', { waitFor: 'abort' });
     const shorts = await queues.addBulk(
       'work',
-      [1, 2, 3].map(() => ({ name: 'job', payload: { sleepMs: 500 } })),
+      [1, 2, 3].map(() => ({ name: 'job', payload: { waitFor: 'sigterm' } })),
     );
     const running = [long.id, ...shorts.map((j) => j.id)];
     await waitFor(
@@ -359,7 +367,7 @@ describe('several worker processes on one database', () => {
     // More jobs while every slot is taken: they must still be waiting (never claimed) or completed.
     const queued = await queues.addBulk(
       'work',
-      [1, 2, 3, 4].map(() => ({ name: 'job', payload: { sleepMs: 500 } })),
+      [1, 2, 3, 4].map(() => ({ name: 'job', payload: { waitFor: 'sigterm' } })),
     );
     const all = [...running, ...queued.map((j) => j.id)];
 
@@ -399,7 +407,7 @@ describe('several worker processes on one database', () => {
       pollIntervalMs: 250,
       leaseMs: 30_000,
       shutdownTimeoutMs,
-      noSleep: true,
+      noWait: true,
     });
     await untilReady(b);
     await waitFor(

@@ -7,13 +7,22 @@ import { queueConnectionsLeft } from '../support/pgbouncer';
 const events: string[] = [];
 const reasons = new Map<string, unknown>();
 
+/** Opened by the test once the shutdown began: a job with `gated` runs until then, however slow the machine. */
+let openGate: () => void = () => undefined;
+const gate = new Promise<void>((resolve) => (openGate = resolve));
+
 @Processor('work')
 class WorkProcessor {
   @Process()
-  async run(job: ActiveJob<{ ms: number; tag: string }>) {
+  async run(job: ActiveJob<{ ms: number; tag: string; gated?: boolean }>) {
     events.push(`start:${job.payload.tag}`);
     await new Promise<void>((resolve) => {
       const t = setTimeout(resolve, job.payload.ms);
+      if (job.payload.gated)
+        void gate.then(() => {
+          clearTimeout(t);
+          resolve();
+        });
       job.signal.addEventListener('abort', () => {
         reasons.set(job.payload.tag, job.signal.reason);
         clearTimeout(t);
@@ -35,18 +44,32 @@ describe('graceful shutdown on app.close()', () => {
     });
 
   it('lets short jobs finish, hands long ones back uncounted, and another worker completes them', async () => {
-    const app = await boot(1000);
+    // The grace period only has to cover the short jobs' ends once the gate opens (in-process,
+    // no wait of their own): roomy, so a loaded machine cannot turn them into hand-backs.
+    const app = await boot(3000);
     const queues = app.get(QueueService);
+    // The short jobs run until the test opens the gate, after the shutdown began: still running
+    // when it starts, whatever the machine's speed.
     const short = await queues.addBulk(
       'work',
-      [1, 2, 3].map((i) => ({ name: 'w', payload: { ms: 300, tag: `short${i}` } })),
+      [1, 2, 3].map((i) => ({ name: 'w', payload: { ms: 60_000, gated: true, tag: `short${i}` } })),
     );
     const long = await queues.add('work', 'w', { ms: 60_000, tag: 'long' });
     await waitFor(() => ['short1', 'short2', 'short3', 'long'].every((t) => events.includes(`start:${t}`)), {
       message: 'all four jobs to start',
     });
     // close() returns without waiting out the 60 s job: the grace period ended it (ShutdownError below).
-    await app.close();
+    const closing = app.close();
+    await waitFor(() => !runtimeOf(app).supervisor.running, { message: 'the workers to begin stopping' });
+    events.push('shutdown-began');
+    openGate();
+    await closing;
+    // Each short job ended after the shutdown began, in the grace period, and was not interrupted.
+    const began = events.indexOf('shutdown-began');
+    for (const tag of ['short1', 'short2', 'short3']) {
+      expect(events.indexOf(`end:${tag}`)).toBeGreaterThan(began);
+      expect(reasons.has(tag)).toBe(false);
+    }
     for (const j of short)
       expect((await t.pool.query('SELECT state FROM pgqueue.job_history WHERE id = $1', [j.id])).rows[0]?.state).toBe(
         'completed',

@@ -171,13 +171,14 @@ export class HistoryPartitions {
    * install. It waits for the history lock (up to BOOT_LOCK_WAIT_MS per partition) where the
    * pass skips a busy step: two nodes booting at once, each skipping the step the other held,
    * once left a partition between them uncreated (CI, stop 21). Answers the names it created
-   * (another node may have created the rest).
+   * (another node may have created the rest). `now` overrides the database clock, as in runOnce
+   * (tests: what "the current interval" is must not depend on when the test runs).
    */
-  async ensureAhead(): Promise<string[]> {
+  async ensureAhead(now?: number): Promise<string[]> {
     const layout = await this.layout();
     if (!layout.current) return [];
     const result = { created: [] as string[], lockTimeouts: 0 };
-    await this.createAhead(layout.now, result, BOOT_LOCK_WAIT_MS);
+    await this.createAhead(now ?? layout.now, result, BOOT_LOCK_WAIT_MS);
     return result.created;
   }
 
