@@ -35,7 +35,7 @@ export function completionStatements({ jobs, history, ack }: SchemaSql) {
   // per job at 480 measured alone (PostgreSQL 15). Nearly every batch is of one attempt (first
   // attempts): it comes as that one number; a batch of mixed attempts as a JSON object keyed by
   // id, a binary search per row. Without the scan the server's CPU per drained job fell by 10 %
-  // (README, Benchmarks). `byId` names the object's parameter.
+  // (docs/benchmarks.md). `byId` names the object's parameter.
   const attemptOk = (byId: string) => `j.attempt = coalesce($2::int, (${byId}::jsonb ->> j.id::text)::int)`;
   return {
     /**

@@ -32,7 +32,7 @@ export class Claims {
     /** The worker's wake-up: a claim is due in `dueInMs` (0: now). */
     private readonly wake: (dueInMs: number) => void,
   ) {
-    // concurrency 1 keeps every claim full: on one node that queue's order is strict (README, Limits).
+    // concurrency 1 keeps every claim full: on one node that queue's order is strict (docs/limits.md).
     this.window = new ClaimWindow({ ...CLAIM_WINDOW_DEFAULTS, enabled: queue.concurrency > 1 });
     this.fullClaim = new WakeTimer(() => this.wake(0));
   }

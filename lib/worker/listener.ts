@@ -32,7 +32,7 @@ export interface ScheduledReconnect {
 
 /**
  * The delay before reconnect `attempt` (1 for the first after a drop): doubling from `minMs`,
- * never above `maxMs` (the README promises reconnects at most 5 s apart), spread over the upper
+ * never above `maxMs` (docs/reliability.md promises reconnects at most 5 s apart), spread over the upper
  * half [d/2, d] so that many processes that lost the server together do not return together.
  */
 export function reconnectDelayMs(attempt: number, minMs: number, maxMs: number, random: () => number = Math.random): number {

@@ -13,7 +13,7 @@ const sum = (xs) => xs.reduce((a, b) => a + b, 0);
 
 /**
  * The duplicates a scenario's faults explain, and how many jobs a LeaseExpiredError may name:
- * - a SIGKILLed replica: the jobs it held (README case 1 and 2), counted by the rescuer's
+ * - a SIGKILLed replica: the jobs it held (docs/reliability.md, "Where a job can run twice", cases 1 and 2), counted by the rescuer's
  *   LeaseExpiredError naming its pid, which is what the database recorded it held at the kill;
  * - a server crash: the jobs active in the recovered database (claimed, outcome not durable:
  *   their handler's write may have committed, or be in doubt: case 2), plus, with asyncCommit,

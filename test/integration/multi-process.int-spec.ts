@@ -290,7 +290,7 @@ describe('several worker processes on one database', () => {
   }, 60_000);
 
   it('a process killed after its handler returned, before the outcome was written: the job runs again after the lease', async () => {
-    // Reliability case 2 of the README. The fixture's handler returns a result that SIGKILLs the
+    // Case 2 of docs/reliability.md, "Where a job can run twice". The fixture's handler returns a result that SIGKILLs the
     // process while the worker serialises it for the outcome write: the handler ran to the end,
     // its outcome never reached the database.
     const queues = await setUp();
