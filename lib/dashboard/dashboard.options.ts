@@ -21,8 +21,11 @@ export type DashboardAction =
 
 /** The part of a request `authorize` sees: Express and Fastify requests both satisfy it. */
 export interface DashboardRequest {
+  /** The HTTP method (`GET` for reads; `POST`, `DELETE` for actions). */
   readonly method?: string;
+  /** The request's path and query, as the server got it (with the dashboard's mount path). */
   readonly url?: string;
+  /** The request headers, lower-case names (e.g. `authorization`, `cookie`). */
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   /** What the app's own authentication put there (Passport and most auth guards set `req.user`). */
   readonly user?: unknown;

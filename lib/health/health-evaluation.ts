@@ -78,11 +78,17 @@ export interface PgQueueHealthInput {
 
 /** One queue's figures in the health details; `available` is `QueueCounts.waiting`. */
 export type PgQueueQueueHealth = {
+  /** Jobs due and waiting for a worker (checked against `maxAvailable`). */
   available: number;
+  /** How long the oldest due job has waited; null when none waits (checked against `maxOldestAvailableAgeMs`). */
   oldestAvailableAgeMs: number | null;
+  /** Jobs waiting for a future `runAt` (a delay, a backoff or a snooze). */
   delayed: number;
+  /** Jobs a worker runs now. */
   active: number;
+  /** Running jobs whose lease expired: their worker is gone or stuck (checked against `maxStalled`). */
   stalled: number;
+  /** Jobs failed for good, still in history (checked against `maxFailed`). */
   failed: number;
   /** Parents of flows waiting on their children (`QueueCounts.waitingChildren`). */
   waitingChildren: number;
@@ -110,8 +116,11 @@ export type PgQueueHealthDetails = {
 
 /** The verdict of {@link evaluateHealth}. */
 export interface PgQueueHealthEvaluation {
+  /** The check's verdict: true exactly when `problems` is empty. */
   readonly up: boolean;
+  /** Why it is down, one sentence each; empty when up. */
   readonly problems: string[];
+  /** The figures the verdict was made from, as the health endpoint shows them. */
   readonly details: PgQueueHealthDetails;
 }
 

@@ -10,6 +10,7 @@ export type InjectionTokenLike = string | symbol | (abstract new (...args: never
 
 /** The subset of a TypeORM `DataSource` this module reads (its connection options). */
 export interface DataSourceLike {
+  /** Its connection options; the queue reads the driver `type` (must be `postgres`) and the connection settings. */
   readonly options: { readonly type: string };
 }
 
@@ -127,9 +128,14 @@ export interface PgQueueModuleOptions {
    */
   logJobFailures?: JobFailureLogging;
   /**
-   * How long finished jobs stay in the history table before the maintenance node deletes them,
-   * a thousand at a time. `completedMs: 0` keeps no history of completed jobs at all. Failed
-   * jobs are kept until retried or removed unless `failedMs` is set.
+   * How long finished jobs stay in the history table. Completed and cancelled jobs live in
+   * partitions by finish time (`historyPartitionMs`): the maintenance node drops a whole
+   * partition once all of it is past retention (no row deleted, so no dead tuples to vacuum), so a
+   * job stays between its retention and its retention plus one partition. A state whose
+   * retention is shorter than a partition is deleted row by row instead, a thousand at a time.
+   * `completedMs: 0` keeps no history of completed jobs at all. Failed jobs live in a partition
+   * that is never dropped: they stay until retried or removed, unless `failedMs` is set (then
+   * they are deleted row by row).
    * @default { completedMs: 86_400_000, cancelledMs: 86_400_000 } (one day; failed: for ever)
    */
   retention?: { completedMs?: number; cancelledMs?: number; failedMs?: number };
