@@ -45,9 +45,9 @@ export interface BackoffOptions {
 
 /** Options of one job; defaults come from the queue's, then the module's `defaultJobOptions`. */
 export interface JobOptions {
-  /** Run no sooner than this many milliseconds after the enqueue commits (database clock). */
+  /** Run no sooner than this many milliseconds after the enqueue commits (database clock). @default 0 (due at once) */
   readonly delayMs?: number;
-  /** Run no sooner than this instant. Mutually exclusive with `delayMs`. */
+  /** Run no sooner than this instant. Mutually exclusive with `delayMs`. @default undefined (due at once) */
   readonly runAt?: Date;
   /** Lower runs first, like `@nestjs/bullmq` and graphile-worker; any integer. @default 0 */
   readonly priority?: number;
@@ -64,6 +64,7 @@ export interface JobOptions {
    * At most one live (waiting or running) job of this queue carries this key. Adding another
    * while one is live inserts nothing and returns the live job; once it has finished, the key is
    * free. Per job only: not allowed in `defaultJobOptions`.
+   * @default undefined (no key: every add inserts a job)
    */
   readonly uniqueKey?: string;
   /**
@@ -104,11 +105,13 @@ export interface EnqueueOptions extends JobOptions {
    * (`dataSource.transaction(async (manager) => ...)`, or `queryRunner.manager` after
    * `startTransaction()`): `dataSource.manager` would autocommit the job, so it is refused with
    * `PgQueueConfigError`.
+   * @default undefined (the active `@nestjs-cls/transactional` transaction if any, else the queue's pool)
    */
   readonly manager?: TransactionManager;
   /**
    * Join this node-postgres transaction (for apps without TypeORM). Same guarantee as `manager`.
    * A client before `BEGIN`, or a `Pool`, is refused with `PgQueueConfigError`.
+   * @default undefined (as `manager`)
    */
   readonly client?: TransactionClient;
   /**
@@ -117,6 +120,7 @@ export interface EnqueueOptions extends JobOptions {
    * already failed or was cancelled counts per its `onFailure` (`'fail-parent'`, the default,
    * refuses the add with `DependencyError`; `'ignore'` counts it as done); an unknown id
    * (never enqueued, or pruned) is refused with `DependencyError`. Not with `uniqueKey`.
+   * @default [] (due as soon as its delay allows)
    */
   readonly dependsOn?: readonly Dependency[];
 }

@@ -66,13 +66,14 @@ export interface PgQueueDashboardOptions {
    *   if (!user || !queues.every((q) => user.queues.includes(q))) return false;
    *   return action === 'read' || user.roles.includes('queue-admin');
    * }
+   * @default undefined (every request that passes `guards` is allowed: protect the route)
    */
   readonly authorize?: (
     req: DashboardRequest,
     action: DashboardAction,
     context: DashboardAccessContext,
   ) => boolean | Promise<boolean>;
-  /** Nest guards run on every dashboard route (page, assets and API), in this order. */
+  /** Nest guards run on every dashboard route (page, assets and API), in this order. @default [] */
   readonly guards?: readonly Type<CanActivate>[];
   /** Hides the actions; every POST answers 403. @default false */
   readonly readOnly?: boolean;
@@ -110,9 +111,9 @@ export type PgQueueDashboardFactoryOptions = Omit<PgQueueDashboardOptions, 'path
 export interface PgQueueDashboardAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
   /** Routes are declared with the module, before any factory runs: the path is given here. @default '/queues' */
   readonly path?: string;
-  /** Guards are attached to the routes when they are declared, so they are given here too. */
+  /** Guards are attached to the routes when they are declared, so they are given here too. @default [] */
   readonly guards?: readonly Type<CanActivate>[];
-  /** Providers whose instances `useFactory` receives, in order. */
+  /** Providers whose instances `useFactory` receives, in order. @default [] */
   readonly inject?: (InjectionToken | OptionalFactoryDependency)[];
   /** Returns the other options (method syntax, so a factory typed with its own parameters fits). */
   useFactory(...args: unknown[]): PgQueueDashboardFactoryOptions | Promise<PgQueueDashboardFactoryOptions>;

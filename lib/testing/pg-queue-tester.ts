@@ -20,7 +20,7 @@ export type PgQueueTestOutcome =
 
 /** Options of `PgQueueTester.drain`. */
 export interface PgQueueDrainOptions {
-  /** Only this queue (default: every queue with a processor in this app, one after the other). */
+  /** Only this queue. @default undefined (every queue with a processor in this app, one after the other) */
   readonly queue?: string;
   /**
    * When nothing is due, make delayed jobs, retry backoffs and snoozes due now and go on, so a

@@ -19,7 +19,7 @@ export type TestPostgresSource = 'DATABASE_URL' | 'testcontainers' | 'embedded';
 
 /** Options of `startTestPostgres`. */
 export interface TestPostgresOptions {
-  /** Take this path, skipping the others (default: the first that applies, in the order of the type). */
+  /** Take this path, skipping the others. @default undefined (the first that applies, in the order of the type) */
   readonly use?: TestPostgresSource;
   /** Testcontainers image. @default process.env.PGQUEUE_TEST_IMAGE, else 'postgres:17-alpine' */
   readonly image?: string;

@@ -46,6 +46,15 @@ export function entryPointSources(): { name: string; file: string }[] {
  */
 const isInternal = (node: ts.Node): boolean => ts.getJSDocTags(node).some((t) => t.tagName.text === 'internal');
 
+/**
+ * An optional member of an options type (`...Options`, `...Thresholds`): its comment says what
+ * leaving it out means with `@default` (`@default undefined (no timeout)` where nothing is set).
+ */
+const isOption = (typeName: string, member: ts.Node): boolean =>
+  /(Options|Thresholds)$/.test(typeName) &&
+  (ts.isPropertySignature(member) || ts.isPropertyDeclaration(member)) &&
+  member.questionToken !== undefined;
+
 const hasText = (parts: ts.SymbolDisplayPart[]): boolean => ts.displayPartsToString(parts).trim() !== '';
 
 function where(node: ts.Node): string {
@@ -120,6 +129,8 @@ export function undocumented(): string[] {
           const memberSymbol = checker.getSymbolAtLocation(member.name!);
           if (!memberSymbol || !hasText(memberSymbol.getDocumentationComment(checker)))
             missing.add(`${entry.name}: ${exported.name}.${member.name!.getText()} (${where(member)})`);
+          else if (isOption(exported.name, member) && !ts.getJSDocTags(member).some((t) => t.tagName.text === 'default'))
+            missing.add(`${entry.name}: ${exported.name}.${member.name!.getText()} has no @default (${where(member)})`);
         }
       }
     }
@@ -128,7 +139,7 @@ export function undocumented(): string[] {
 }
 
 describe('the API reference (TSDoc on the public surface)', () => {
-  it('documents every export of every entry point, and the members a user touches', () => {
+  it("documents every export of every entry point, the members a user touches, and the options' defaults", () => {
     expect(undocumented()).toEqual([]);
   });
 });
