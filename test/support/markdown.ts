@@ -8,15 +8,22 @@ import { join, posix } from 'node:path';
 
 export const ROOT = join(__dirname, '..', '..');
 
+/** `owner/name` of the GitHub repository package.json's `repository` names (the one place it is written). */
+export function githubRepository(root: string = ROOT): string {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { repository?: { url?: string } };
+  const m = /^git\+https:\/\/github\.com\/([\w.-]+\/[\w.-]+?)\.git$/.exec(pkg.repository?.url ?? '');
+  if (!m) throw new Error(`package.json "repository.url" is not git+https://github.com/<owner>/<name>.git`);
+  return m[1];
+}
+
 /**
- * The prefixes under which a README links to this repository's own files with an absolute URL
- * (it must, to work on npm): the checker maps them back to the local file. The repository's URL is
- * assumed (there is no remote yet); package.json's `repository` names the same one.
+ * The prefixes under which a page links to this repository's own files with an absolute URL (the
+ * README must, to work on npm): the checker maps them back to the local file.
  */
 export const REPO_FILE_PREFIXES = [
-  'https://github.com/nestjs-pg-queue/nestjs-pg-queue/blob/main/',
-  'https://github.com/nestjs-pg-queue/nestjs-pg-queue/tree/main/',
-  'https://raw.githubusercontent.com/nestjs-pg-queue/nestjs-pg-queue/main/',
+  `https://github.com/${githubRepository()}/blob/main/`,
+  `https://github.com/${githubRepository()}/tree/main/`,
+  `https://raw.githubusercontent.com/${githubRepository()}/main/`,
 ];
 
 /** Generated at build time by TypeDoc and git-ignored: links into it are allowed, not resolved. */
