@@ -116,14 +116,15 @@ export function githubSlugs(pages: readonly (readonly string[])[]): string[][] {
   return JSON.parse(out) as string[][];
 }
 
-/** README.md and every docs/**.md page but the generated reference, relative to `root`. */
+/** README.md and every docs/**.md page but the generated reference and dot-folders, relative to `root`. */
 export function markdownPages(root: string = ROOT): string[] {
   const pages = existsSync(join(root, 'README.md')) ? ['README.md'] : [];
   const walk = (dir: string): void => {
     if (!existsSync(join(root, dir))) return;
     for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
       const rel = `${dir}/${entry.name}`;
-      if (entry.name === 'node_modules' || GENERATED_DIRS.includes(`${rel}/`)) continue;
+      // Not node_modules, the generated reference, nor the site's own folder (docs/.vitepress: config, cache, build).
+      if (entry.name === 'node_modules' || entry.name.startsWith('.') || GENERATED_DIRS.includes(`${rel}/`)) continue;
       if (entry.isDirectory()) walk(rel);
       else if (entry.name.endsWith('.md')) pages.push(rel);
     }
