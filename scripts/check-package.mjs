@@ -7,7 +7,10 @@
 //      moduleResolution x module, CommonJS- and ESM-style, with only the peers the README names
 //      (no @types/pg, no typeorm), plus two that pass real pg objects with @types/pg installed;
 //      and each entry point loads at runtime with require() and import();
-//   4. @arethetypeswrong/cli and publint.
+//   4. @arethetypeswrong/cli and publint;
+//   5. the package page: package.json's repository, homepage, bugs and keywords, and no relative
+//      link or image in the packed README that points at a file the tarball does not hold (npm
+//      shows the README without the repository: such a link is dead there, such an image broken).
 // Needs no network: the tarball is unpacked into each consumer's node_modules and the peers are
 // symlinked from this repository's node_modules. Exits 1 with one line per problem.
 //
@@ -15,6 +18,8 @@
 //                                     since the build rewrites it, then builds)
 //   node scripts/check-package.mjs   (uses the current dist/)
 //   --keep                           keeps the temp folder and prints its path
+//   --page                           checks only steps 1 and 5, the tarball's contents and the
+//                                    package page (seconds instead of minutes)
 
 import { execFile as execFileCb, execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -23,6 +28,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { ENTRY_POINTS, packageJsonProblems } from './entry-points.mjs';
+import { markdownLinks } from './markdown-links.mjs';
 
 const execFile = promisify(execFileCb);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -183,6 +189,65 @@ function checkContents(files, unpacked) {
   return maps;
 }
 
+/** package.json's fields the npm page is made of: the repository, homepage and issues links, and the search keywords. */
+function checkMetadata() {
+  const repo = /^git\+https:\/\/github\.com\/([\w.-]+\/[\w.-]+?)\.git$/.exec(pkg.repository?.url ?? '')?.[1];
+  if (pkg.repository?.type !== 'git' || !repo) {
+    problem(
+      'package page',
+      'package.json needs "repository": { "type": "git", "url": "git+https://github.com/<owner>/<name>.git" } (npm links it; the docs link check reads it).',
+    );
+  }
+  const github = repo ? `https://github.com/${repo}` : 'https://github.com/';
+  if (typeof pkg.homepage !== 'string' || !pkg.homepage.startsWith('https://'))
+    problem('package page', `package.json needs "homepage": the docs site, or ${github}#readme.`);
+  const bugs = typeof pkg.bugs === 'string' ? pkg.bugs : pkg.bugs?.url;
+  if (typeof bugs !== 'string' || !bugs.startsWith(github))
+    problem('package page', `package.json needs "bugs": { "url": "${github}/issues" }.`);
+  if (!Array.isArray(pkg.keywords) || !pkg.keywords.length || pkg.keywords.some((k) => typeof k !== 'string' || !k.trim()))
+    problem('package page', 'package.json needs "keywords": a list of words npm search finds the package by.');
+  return repo;
+}
+
+/**
+ * The README as npm shows it (the packed one): every relative link or image must name a file the
+ * tarball holds; anything else must be absolute (a page: https://github.com/<repo>/blob/main/<path>;
+ * an image: https://raw.githubusercontent.com/<repo>/main/<path>). Same-page #anchors are fine.
+ */
+function checkPackedReadme(unpacked, files, repo) {
+  const has = new Set(files);
+  const text = fs.readFileSync(path.join(unpacked, 'README.md'), 'utf8');
+  let links = 0;
+  for (const { line, url } of markdownLinks(text)) {
+    links++;
+    const image = /\.(png|jpe?g|gif|svg|webp|avif)([?#].*)?$/i.test(url);
+    if (image && /^https:\/\/github\.com\/[^/]+\/[^/]+\/blob\//.test(url)) {
+      // A blob URL is GitHub's page about the file, not the file: npm shows no image.
+      problem(
+        'package page',
+        `README.md:${line} shows ${url}, a GitHub page, not an image: use its raw.githubusercontent.com URL.`,
+      );
+      continue;
+    }
+    if (url === '' || url.startsWith('#') || /^[a-z][a-z\d+.-]*:/i.test(url) || url.startsWith('//')) continue;
+    let file;
+    try {
+      file = path.posix.normalize(decodeURIComponent(url.replace(/[?#].*$/, '')).replace(/^\//, ''));
+    } catch {
+      file = url;
+    }
+    if (has.has(file)) continue;
+    const absolute = image
+      ? `https://raw.githubusercontent.com/${repo ?? '<owner>/<name>'}/main/${file}`
+      : `https://github.com/${repo ?? '<owner>/<name>'}/blob/main/${file}`;
+    problem(
+      'package page',
+      `README.md:${line} ${image ? 'shows' : 'links'} ${url}, which the tarball does not hold: dead on npm. Use ${absolute}${url.includes('#') ? url.slice(url.indexOf('#')) : ''}.`,
+    );
+  }
+  return links;
+}
+
 async function checkConsumer(c, tarball, dir) {
   const home = path.join(dir, c.name);
   const nodeModules = path.join(home, 'node_modules');
@@ -277,6 +342,9 @@ async function main() {
     execFileSync('tar', ['-xzf', tarball, '-C', unpacked, '--strip-components=1']);
     const maps = checkContents(files, unpacked);
     step(`contents checked (${maps} source maps)`);
+    const links = checkPackedReadme(unpacked, files, checkMetadata());
+    step(`package page checked (package.json's links and keywords, the README's ${links} links)`);
+    if (process.argv.includes('--page')) return report();
 
     await pool(
       2,
@@ -304,6 +372,10 @@ async function main() {
     else fs.rmSync(dir, { recursive: true, force: true });
   }
 
+  return report();
+}
+
+function report() {
   if (problems.length) {
     console.error(`\n[check:package] ${problems.length} problem(s):\n${problems.join('\n')}`);
     return 1;

@@ -5,8 +5,11 @@ import type { Job, JobAttemptError, JobProgress } from './job';
 
 /** A job whose lease expired, as the rescuer found it. */
 export interface StalledJob {
+  /** The job's id. */
   readonly id: string;
+  /** Its queue. */
   readonly queue: string;
+  /** Its job name. */
   readonly name: string;
   /** The attempt that stalled. */
   readonly attempt: number;

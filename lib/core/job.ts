@@ -12,7 +12,9 @@ export interface JobAttemptError {
   readonly attempt: number;
   /** `error.name` of what the handler threw, or `'NonError'` when it threw something else. */
   readonly name: string;
+  /** `error.message` of what the handler threw (or the thrown value as text). */
   readonly message: string;
+  /** The error's stack, when it had one. */
   readonly stack?: string;
   /** ISO timestamp of the failure. */
   readonly at: string;
@@ -43,9 +45,9 @@ export interface BackoffOptions {
 
 /** Options of one job; defaults come from the queue's, then the module's `defaultJobOptions`. */
 export interface JobOptions {
-  /** Run no sooner than this many milliseconds after the enqueue commits (database clock). */
+  /** Run no sooner than this many milliseconds after the enqueue commits (database clock). @default 0 (due at once) */
   readonly delayMs?: number;
-  /** Run no sooner than this instant. Mutually exclusive with `delayMs`. */
+  /** Run no sooner than this instant. Mutually exclusive with `delayMs`. @default undefined (due at once) */
   readonly runAt?: Date;
   /** Lower runs first, like `@nestjs/bullmq` and graphile-worker; any integer. @default 0 */
   readonly priority?: number;
@@ -62,6 +64,7 @@ export interface JobOptions {
    * At most one live (waiting or running) job of this queue carries this key. Adding another
    * while one is live inserts nothing and returns the live job; once it has finished, the key is
    * free. Per job only: not allowed in `defaultJobOptions`.
+   * @default undefined (no key: every add inserts a job)
    */
   readonly uniqueKey?: string;
   /**
@@ -84,11 +87,13 @@ export type JobDefaults = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting' | 'del
  * (e.g. the one `dataSource.transaction(async (manager) => ...)` hands you) fits this shape.
  */
 export interface TransactionManager {
+  /** Runs one statement with `$1`-style parameters in the caller's transaction. */
   query(query: string, parameters?: unknown[]): Promise<unknown>;
 }
 
 /** A node-postgres client (`PoolClient` or `Client`) inside the caller's transaction. */
 export interface TransactionClient {
+  /** Runs one statement with `$1`-style parameters in the caller's transaction. */
   query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
 }
 
@@ -100,11 +105,13 @@ export interface EnqueueOptions extends JobOptions {
    * (`dataSource.transaction(async (manager) => ...)`, or `queryRunner.manager` after
    * `startTransaction()`): `dataSource.manager` would autocommit the job, so it is refused with
    * `PgQueueConfigError`.
+   * @default undefined (the active `@nestjs-cls/transactional` transaction if any, else the queue's pool)
    */
   readonly manager?: TransactionManager;
   /**
    * Join this node-postgres transaction (for apps without TypeORM). Same guarantee as `manager`.
    * A client before `BEGIN`, or a `Pool`, is refused with `PgQueueConfigError`.
+   * @default undefined (as `manager`)
    */
   readonly client?: TransactionClient;
   /**
@@ -113,14 +120,18 @@ export interface EnqueueOptions extends JobOptions {
    * already failed or was cancelled counts per its `onFailure` (`'fail-parent'`, the default,
    * refuses the add with `DependencyError`; `'ignore'` counts it as done); an unknown id
    * (never enqueued, or pruned) is refused with `DependencyError`. Not with `uniqueKey`.
+   * @default [] (due as soon as its delay allows)
    */
   readonly dependsOn?: readonly Dependency[];
 }
 
 /** One entry of `addBulk`. */
 export interface BulkJob<TName extends string = string, TPayload = unknown> {
+  /** The job name, as for `add`: it picks the `@Process` handler. */
   readonly name: TName;
+  /** The job's data (JSON), as for `add`. */
   readonly payload: TPayload;
+  /** This job's options, over the queue's and the module's defaults. */
   readonly opts?: JobOptions;
 }
 
@@ -128,10 +139,15 @@ export interface BulkJob<TName extends string = string, TPayload = unknown> {
 export interface Job<TPayload = unknown, TResult = unknown> {
   /** Database id (a bigint, as a string so it never loses precision). */
   readonly id: string;
+  /** The queue it was added to. */
   readonly queue: string;
+  /** The job name, which picked its `@Process` handler. */
   readonly name: string;
+  /** The data given to `add` (as stored: JSON, so a `Date` comes back as a string). */
   readonly payload: TPayload;
+  /** Where it is in its life. */
   readonly state: JobState;
+  /** Lower runs first (`JobOptions.priority`). */
   readonly priority: number;
   /**
    * Attempts started so far, the running one included: 1 on a handler's first run, 0 for a job
@@ -144,15 +160,21 @@ export interface Job<TPayload = unknown, TResult = unknown> {
    * for porting code such as `if (job.attemptsMade > 0) log('retry')`.
    */
   readonly attemptsMade: number;
+  /** How many attempts it may have in all, the first included (`JobOptions.attempts`). */
   readonly maxAttempts: number;
+  /** When it is (or was) due: its next attempt never starts before this (database clock). */
   readonly runAt: Date;
+  /** When the add committed (database clock). */
   readonly createdAt: Date;
+  /** When its latest attempt started; null before the first. */
   readonly startedAt: Date | null;
+  /** When it completed, failed for good or was cancelled; null while live. */
   readonly finishedAt: Date | null;
   /** The errors of earlier attempts, oldest first. */
   readonly errors: readonly JobAttemptError[];
   /** What the handler returned (JSON), once completed. */
   readonly result: TResult | null;
+  /** The attempt timeout it was added with (`JobOptions.timeoutMs`); null for none. */
   readonly timeoutMs: number | null;
   /** Its parents and dependencies, when it is part of a flow (`getJob` only). */
   readonly flow?: JobFlow;
@@ -249,9 +271,13 @@ export type FlowJobOptions = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting'>;
  * ] }
  */
 export interface FlowJob<TPayload = unknown> {
+  /** The queue of this job: any registered queue, on any of the module's connections. */
   readonly queue: string;
+  /** The job name, as for `add`. */
   readonly name: string;
+  /** The job's data (JSON), as for `add`. */
   readonly payload: TPayload;
+  /** This job's options (every job option but the unique key). */
   readonly opts?: FlowJobOptions;
   /** What this job's failure does to its parent (ignored on the root). @default 'fail-parent' */
   readonly onFailure?: ChildFailurePolicy;
@@ -261,18 +287,25 @@ export interface FlowJob<TPayload = unknown> {
 
 /** The jobs a flow created, in the shape of the flow (`@nestjs/bullmq`'s `JobNode`). */
 export interface FlowNode<TPayload = unknown> {
+  /** The job created for this node of the flow. */
   readonly job: Job<TPayload>;
+  /** The nodes of its children, in the order the flow listed them. */
   readonly children: readonly FlowNode[];
 }
 
-/** One dependency of `add(..., { dependsOn })`: a job id, or an id with its failure policy. */
+/**
+ * One dependency of `add(..., { dependsOn })`: a job id, or `{ id, onFailure }` with the
+ * failure policy of that dependency (`onFailure` defaults to `'fail-parent'`).
+ */
 export type Dependency = string | { readonly id: string; readonly onFailure?: ChildFailurePolicy };
 
 /** A child of a running parent, as `job.childResults()` reads it. */
 export interface ChildResult<TResult = unknown> {
+  /** The child's job id. */
   readonly id: string;
   /** null when the child is gone from both tables (pruned after its retention, or removed). */
   readonly queue: string | null;
+  /** Its job name; null when the child is gone from both tables. */
   readonly name: string | null;
   /** How it ended (`completed`, `failed`, `cancelled`, or `removed`), or its live state. */
   readonly state: JobState | 'removed';
@@ -280,6 +313,7 @@ export interface ChildResult<TResult = unknown> {
   readonly result: TResult | null;
   /** Its last attempt's error, if any. */
   readonly error: JobAttemptError | null;
+  /** What its failure does to the parent, as the flow (or `dependsOn`) set it. */
   readonly onFailure: ChildFailurePolicy;
 }
 

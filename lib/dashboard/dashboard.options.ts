@@ -21,8 +21,11 @@ export type DashboardAction =
 
 /** The part of a request `authorize` sees: Express and Fastify requests both satisfy it. */
 export interface DashboardRequest {
+  /** The HTTP method (`GET` for reads; `POST`, `DELETE` for actions). */
   readonly method?: string;
+  /** The request's path and query, as the server got it (with the dashboard's mount path). */
   readonly url?: string;
+  /** The request headers, lower-case names (e.g. `authorization`, `cookie`). */
   readonly headers: Readonly<Record<string, string | string[] | undefined>>;
   /** What the app's own authentication put there (Passport and most auth guards set `req.user`). */
   readonly user?: unknown;
@@ -63,13 +66,14 @@ export interface PgQueueDashboardOptions {
    *   if (!user || !queues.every((q) => user.queues.includes(q))) return false;
    *   return action === 'read' || user.roles.includes('queue-admin');
    * }
+   * @default undefined (every request that passes `guards` is allowed: protect the route)
    */
   readonly authorize?: (
     req: DashboardRequest,
     action: DashboardAction,
     context: DashboardAccessContext,
   ) => boolean | Promise<boolean>;
-  /** Nest guards run on every dashboard route (page, assets and API), in this order. */
+  /** Nest guards run on every dashboard route (page, assets and API), in this order. @default [] */
   readonly guards?: readonly Type<CanActivate>[];
   /** Hides the actions; every POST answers 403. @default false */
   readonly readOnly?: boolean;
@@ -107,9 +111,9 @@ export type PgQueueDashboardFactoryOptions = Omit<PgQueueDashboardOptions, 'path
 export interface PgQueueDashboardAsyncOptions extends Pick<ModuleMetadata, 'imports'> {
   /** Routes are declared with the module, before any factory runs: the path is given here. @default '/queues' */
   readonly path?: string;
-  /** Guards are attached to the routes when they are declared, so they are given here too. */
+  /** Guards are attached to the routes when they are declared, so they are given here too. @default [] */
   readonly guards?: readonly Type<CanActivate>[];
-  /** Providers whose instances `useFactory` receives, in order. */
+  /** Providers whose instances `useFactory` receives, in order. @default [] */
   readonly inject?: (InjectionToken | OptionalFactoryDependency)[];
   /** Returns the other options (method syntax, so a factory typed with its own parameters fits). */
   useFactory(...args: unknown[]): PgQueueDashboardFactoryOptions | Promise<PgQueueDashboardFactoryOptions>;

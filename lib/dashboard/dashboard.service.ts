@@ -133,6 +133,7 @@ export class DashboardService implements OnApplicationBootstrap {
     return this.runtime.registeredQueues.filter((q) => q.connection === connection).map((q) => q.name);
   }
 
+  /** Every queue's counts and the recent throughput, across the connections (`GET api/overview`). */
   async overview() {
     const [perConnection, t] = await Promise.all([Promise.all(this.names.map((n) => this.counts(n))), this.throughput()]);
     const queues = perConnection.flatMap((rows, i) =>
@@ -151,6 +152,7 @@ export class DashboardService implements OnApplicationBootstrap {
     };
   }
 
+  /** One queue's counts and options, and the job names seen in it lately (`GET api/queues/:queue`). */
   async queue(name: string) {
     const connection = this.connectionOf(name);
     const store = this.stores.get(connection)!;
@@ -198,6 +200,7 @@ export class DashboardService implements OnApplicationBootstrap {
     };
   }
 
+  /** A page of a queue's jobs, filtered by state and name; `next` is the cursor of the next page (`GET api/queues/:queue/jobs`). */
   async jobs(queue: string, q: JobListQuery): Promise<{ jobs: JobSummary[]; next: string | null }> {
     const store = this.storeOf(queue);
     if (q.id !== null) {
@@ -222,6 +225,7 @@ export class DashboardService implements OnApplicationBootstrap {
     return null;
   }
 
+  /** The cron schedules of every queue (`@Process({ cron })` and `repeat`), with their last and next ticks (`GET api/schedules`). */
   async schedules() {
     const ticksOf = new Map(await Promise.all(this.names.map(async (n) => [n, await this.stores.get(n)!.lastTicks()] as const)));
     const now = new Date();
@@ -284,6 +288,7 @@ export class DashboardService implements OnApplicationBootstrap {
     return { nodes: all.flat() };
   }
 
+  /** Puts these failed or cancelled jobs back to waiting with fresh attempts; returns the ids it retried (`POST api/jobs/retry`). */
   async retry(ids: string[], connection: string | null = null) {
     return this.changed({ retried: await this.storeNamed(connection).retryIds(ids) });
   }
@@ -294,6 +299,10 @@ export class DashboardService implements OnApplicationBootstrap {
     return this.runtime.connections.find((c) => c.name === (connection ?? this.names[0]))!.store;
   }
 
+  /**
+   * Cancels these live jobs: a waiting one at once (`cancelled`), a running one by aborting its
+   * `job.signal` (`cancelling`, until its handler returns) (`POST api/jobs/cancel`).
+   */
   async cancel(ids: string[], connection: string | null = null) {
     const cancelled: string[] = [];
     const cancelling: string[] = [];
@@ -307,6 +316,7 @@ export class DashboardService implements OnApplicationBootstrap {
     return this.changed({ cancelled, cancelling });
   }
 
+  /** Deletes these jobs, waiting or finished (never a running one); returns the ids it removed (`POST api/jobs/remove`). */
   async remove(ids: string[], connection: string | null = null) {
     const removed: string[] = [];
     const store = this.jobStoreNamed(connection);
@@ -316,15 +326,18 @@ export class DashboardService implements OnApplicationBootstrap {
     return this.changed({ removed });
   }
 
+  /** Retries every failed job of the queue, or of one job name in it (`POST api/queues/:queue/retry-failed`). */
   async retryFailed(queue: string, name: string | null) {
     return this.changed({ retried: await this.storeOf(queue).retryFailed(queue, name) });
   }
 
+  /** Pauses the queue (its workers claim nothing more; running jobs finish) or resumes it (`POST api/queues/:queue/pause`, `resume`). */
   async setPaused(queue: string, paused: boolean) {
     await this.jobStoreNamed(this.connectionOf(queue)).setPaused(queue, paused);
     return this.changed({ paused });
   }
 
+  /** Adds a job, as `Queue.add` would; a refusal of its input is a `DashboardInputError` (`POST api/queues/:queue/jobs`). */
   async enqueue(queue: string, body: { name: string; payload: unknown; options: Record<string, unknown> }) {
     try {
       const job = await this.runtime.queue(queue, 'dashboard enqueue').add(body.name, body.payload, body.options as JobOptions);

@@ -3,20 +3,35 @@ import type { DashboardJob } from '../core/dashboard-reads';
 
 /** A job in a list: what the table shows, without the payload (a 200-character preview) or stacks. */
 export interface JobSummary {
+  /** As `Job.id`. */
   readonly id: string;
+  /** As `Job.queue`. */
   readonly queue: string;
+  /** As `Job.name`. */
   readonly name: string;
+  /** As `Job.state`. */
   readonly state: string;
+  /** As `Job.priority`. */
   readonly priority: number;
+  /** As `Job.attempt`. */
   readonly attempt: number;
+  /** As `Job.maxAttempts`. */
   readonly maxAttempts: number;
+  /** As `Job.runAt`. */
   readonly runAt: Date;
+  /** As `Job.createdAt`. */
   readonly createdAt: Date;
+  /** As `Job.startedAt`. */
   readonly startedAt: Date | null;
+  /** As `Job.finishedAt`. */
   readonly finishedAt: Date | null;
+  /** The `uniqueKey` it was added with, if any. */
   readonly uniqueKey: string | null;
+  /** The node id of the worker that holds it while it runs; else null. */
   readonly lockedBy: string | null;
+  /** The payload's JSON, cut to its first 200 characters. */
   readonly payloadPreview: string;
+  /** The headline of its latest error (no stack); null when no attempt failed. */
   readonly lastError: { readonly name: string; readonly message: string; readonly at: string } | null;
 }
 

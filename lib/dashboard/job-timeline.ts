@@ -9,6 +9,7 @@ import type { DashboardJob } from '../core/dashboard-reads';
 export interface TimelineEntry {
   /** When it happened; an attempt: when it started, or ended when its start was not recorded. */
   readonly at: Date | string;
+  /** What happened: the job's creation, one attempt, a cancel, a failure, or its next due time. */
   readonly event: 'created' | 'attempt' | 'cancelled' | 'failed' | 'due';
   /** The attempt's number (1-based); 0 for `created`, the next attempt's for `due`. */
   readonly attempt: number;
@@ -20,7 +21,9 @@ export interface TimelineEntry {
   readonly durationMs?: number | null;
   /** How the attempt ended: `error` (failed, another attempt follows), or the job's final state; `running`. */
   readonly outcome?: 'running' | 'error' | 'completed' | 'failed' | 'cancelled';
+  /** The worker (node id) that ran the attempt, where known. */
   readonly node?: string;
+  /** The attempt's error, `name: message`, when it failed. */
   readonly error?: string;
   /**
    * 'worker': `endedAt` (or `at`) is the worker's clock, not the database's: the end of an

@@ -55,7 +55,9 @@ export function managerExecutor(manager: TransactionManager): SqlExecutor {
 
 /** Where the insert runs: the queue's pool by default, or the caller's transaction. */
 export interface TransactionTarget {
+  /** A TypeORM `EntityManager` inside a transaction: the statement runs in it (see `EnqueueOptions.manager`). */
   readonly manager?: TransactionManager;
+  /** A node-postgres client after `BEGIN`: the statement runs in its transaction (see `EnqueueOptions.client`). */
   readonly client?: TransactionClient;
 }
 

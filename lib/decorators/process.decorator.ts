@@ -13,8 +13,9 @@ export interface ProcessMetadata {
 
 /** `@Process({ name, cron, tz })`: a handler that also schedules its job. */
 export interface ProcessOptions {
+  /** The job name this method handles (and, with `cron`, enqueues). */
   readonly name: string;
-  /** Enqueue this job once per tick, e.g. `'0 3 * * *'` (see `RepeatOptions`). */
+  /** Enqueue this job once per tick, e.g. `'0 3 * * *'` (see `RepeatOptions`). @default undefined (not scheduled) */
   readonly cron?: string;
   /** IANA time zone of `cron`. @default UTC */
   readonly tz?: string;

@@ -8,7 +8,7 @@ import { quote } from '../core/input-text';
 export interface ProcessorOptions {
   /** The queue this class handles; it must be registered with `PgQueueModule.registerQueue`. */
   readonly name: string;
-  /** Jobs run at once in this process; overrides the queue's `concurrency`. */
+  /** Jobs run at once in this process; overrides the queue's `concurrency`. @default the queue's `concurrency` */
   readonly concurrency?: number;
 }
 

@@ -6,17 +6,18 @@ import type { QueueCounts } from '../core/job';
  * out is not checked. `Infinity` means "no limit" (useful to lift an overall limit for one queue).
  */
 export interface PgQueueQueueThresholds {
-  /** Most jobs that may be available (due now, not yet claimed: `QueueCounts.waiting`). */
+  /** Most jobs that may be available (due now, not yet claimed: `QueueCounts.waiting`). @default undefined (not checked) */
   readonly maxAvailable?: number;
-  /** Oldest age, in ms, that an available job may reach (how long the backlog has waited). */
+  /** Oldest age, in ms, that an available job may reach (how long the backlog has waited). @default undefined (not checked) */
   readonly maxOldestAvailableAgeMs?: number;
   /**
    * Most failed jobs kept in history. Failed jobs stay until you remove them, so a check with
    * this limit stays down until someone deals with them: meant for alerting, not for probes that
    * restart the process.
+   * @default undefined (not checked)
    */
   readonly maxFailed?: number;
-  /** Most stalled jobs: active jobs past their lease (their worker died or stalled). */
+  /** Most stalled jobs: active jobs past their lease (their worker died or stalled). @default undefined (not checked) */
   readonly maxStalled?: number;
 }
 
@@ -46,7 +47,7 @@ export interface PgQueueHealthThresholds extends PgQueueQueueThresholds {
   readonly listenerGraceMs?: number;
   /** How long the database may take to answer the counts query before the check is `down`. @default 5000 */
   readonly timeoutMs?: number;
-  /** Per-queue limits, by queue name; each overrides the overall limits it names, for that queue. */
+  /** Per-queue limits, by queue name; each overrides the overall limits it names, for that queue. @default {} */
   readonly queues?: Readonly<Record<string, PgQueueQueueThresholds>>;
 }
 
@@ -78,11 +79,17 @@ export interface PgQueueHealthInput {
 
 /** One queue's figures in the health details; `available` is `QueueCounts.waiting`. */
 export type PgQueueQueueHealth = {
+  /** Jobs due and waiting for a worker (checked against `maxAvailable`). */
   available: number;
+  /** How long the oldest due job has waited; null when none waits (checked against `maxOldestAvailableAgeMs`). */
   oldestAvailableAgeMs: number | null;
+  /** Jobs waiting for a future `runAt` (a delay, a backoff or a snooze). */
   delayed: number;
+  /** Jobs a worker runs now. */
   active: number;
+  /** Running jobs whose lease expired: their worker is gone or stuck (checked against `maxStalled`). */
   stalled: number;
+  /** Jobs failed for good, still in history (checked against `maxFailed`). */
   failed: number;
   /** Parents of flows waiting on their children (`QueueCounts.waitingChildren`). */
   waitingChildren: number;
@@ -110,8 +117,11 @@ export type PgQueueHealthDetails = {
 
 /** The verdict of {@link evaluateHealth}. */
 export interface PgQueueHealthEvaluation {
+  /** The check's verdict: true exactly when `problems` is empty. */
   readonly up: boolean;
+  /** Why it is down, one sentence each; empty when up. */
   readonly problems: string[];
+  /** The figures the verdict was made from, as the health endpoint shows them. */
   readonly details: PgQueueHealthDetails;
 }
 

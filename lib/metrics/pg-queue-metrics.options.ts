@@ -18,6 +18,7 @@ export interface PgQueueMetricsOptions {
   /**
    * Histogram bucket upper bounds, in seconds (Prometheus' base unit), strictly increasing.
    * When a registry already holds these histograms (a second registration), its buckets stay.
+   * @default {} (each histogram's own default, below)
    */
   buckets?: {
     /** Of `job_duration_seconds`. @default 5 ms to 10 min: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600] */

@@ -4,7 +4,13 @@ import type { Job, JobAttemptError, QueueCounts } from '../core/job';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueReadApi } from '../core/read-api';
 
-/** One attempt's end, as a test sees it. `job` is the job as its handler got it (state `active`). */
+/**
+ * One attempt's end, as a test sees it, told apart by `event`: `completed` with the handler's
+ * `result`; `failed` (for good) with its `error`; `retrying` with the `error` and the backoff
+ * `delayMs` before the next attempt; `cancelled` (a `CancelJobError` or a cancel) with its
+ * `error`; `snoozed` (a `SnoozeJobError`) with the `delayMs` it asked for. `job` is the job as its
+ * handler got it (state `active`).
+ */
 export type PgQueueTestOutcome =
   | { readonly event: 'completed'; readonly job: Job; readonly result: unknown }
   | { readonly event: 'failed'; readonly job: Job; readonly error: JobAttemptError }
@@ -14,7 +20,7 @@ export type PgQueueTestOutcome =
 
 /** Options of `PgQueueTester.drain`. */
 export interface PgQueueDrainOptions {
-  /** Only this queue (default: every queue with a processor in this app, one after the other). */
+  /** Only this queue. @default undefined (every queue with a processor in this app, one after the other) */
   readonly queue?: string;
   /**
    * When nothing is due, make delayed jobs, retry backoffs and snoozes due now and go on, so a

@@ -24,6 +24,10 @@ export interface PgQueueTestingOptions {
  */
 @Module({})
 export class PgQueueTestingModule {
+  /**
+   * The test mode's module: global, it provides `PgQueueTester`. `shutdownTimeoutMs` bounds the
+   * wait of `app.close()` for a job still running (@default 1000).
+   */
   static forRoot(options: PgQueueTestingOptions = {}): DynamicModule {
     const shutdownTimeoutMs = options.shutdownTimeoutMs ?? 1000;
     if (!Number.isInteger(shutdownTimeoutMs) || shutdownTimeoutMs < 0) {

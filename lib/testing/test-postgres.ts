@@ -19,7 +19,7 @@ export type TestPostgresSource = 'DATABASE_URL' | 'testcontainers' | 'embedded';
 
 /** Options of `startTestPostgres`. */
 export interface TestPostgresOptions {
-  /** Take this path, skipping the others (default: the first that applies, in the order of the type). */
+  /** Take this path, skipping the others. @default undefined (the first that applies, in the order of the type) */
   readonly use?: TestPostgresSource;
   /** Testcontainers image. @default process.env.PGQUEUE_TEST_IMAGE, else 'postgres:17-alpine' */
   readonly image?: string;
@@ -31,6 +31,7 @@ export interface TestPostgresOptions {
 export interface TestPostgres {
   /** A superuser's URL on database `postgres` (DATABASE_URL unchanged): create test databases from it. */
   readonly url: string;
+  /** Which server it is: the one `DATABASE_URL` names, a Testcontainers container, or an embedded one. */
   readonly source: TestPostgresSource;
   /**
    * Set when the embedded server runs from a copy of its binaries (tests run as root and the OS
@@ -230,6 +231,7 @@ export async function startEmbeddedServer(Server: EmbeddedPostgresClass, tmp: st
 export interface TestDatabase {
   /** Its connection URL: give it to `PgQueueModule.forRoot({ connection })` (and your ORM). */
   readonly url: string;
+  /** Its database name (unique to the run and the test file). */
   readonly name: string;
   /** DROP DATABASE ... WITH (FORCE) (PostgreSQL 13+); safe to call twice. Close your app first. */
   drop(): Promise<void>;

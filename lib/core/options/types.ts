@@ -10,6 +10,7 @@ export type InjectionTokenLike = string | symbol | (abstract new (...args: never
 
 /** The subset of a TypeORM `DataSource` this module reads (its connection options). */
 export interface DataSourceLike {
+  /** Its connection options; the queue reads the driver `type` (must be `postgres`) and the connection settings. */
   readonly options: { readonly type: string };
 }
 
@@ -20,7 +21,10 @@ export interface PgQueueModuleOptions {
    * small pool. @default the app's default DataSource, when `@nestjs/typeorm` provides one
    */
   dataSource?: DataSourceLike | InjectionTokenLike;
-  /** A connection string or `pg` PoolConfig, for apps without TypeORM. Wins over `dataSource`. */
+  /**
+   * A connection string or `pg` PoolConfig, for apps without TypeORM. Wins over `dataSource`.
+   * @default undefined (the `dataSource`'s settings)
+   */
   connection?: string | PgPoolConfig;
   /**
    * A direct (not PgBouncer) connection for LISTEN, when `connection` goes through PgBouncer in
@@ -128,13 +132,13 @@ export interface PgQueueModuleOptions {
   logJobFailures?: JobFailureLogging;
   /**
    * How long finished jobs stay in the history table. Completed and cancelled jobs live in
-   * partitions of `historyPartitionMs` by finish time, and the maintenance node drops a whole
-   * partition once all of it is past retention (no row deleted, so no dead tuples): a job stays
-   * between its retention and its retention plus one partition. A state whose retention is
-   * shorter than a partition is deleted row by row instead, a thousand at a time, and so are
-   * failed jobs under `failedMs` (they have a partition of their own, never dropped).
-   * `completedMs: 0` keeps no history of completed jobs at all. Failed jobs are kept until
-   * retried or removed unless `failedMs` is set.
+   * partitions by finish time (`historyPartitionMs`): the maintenance node drops a whole
+   * partition once all of it is past retention (no row deleted, so no dead tuples to vacuum), so a
+   * job stays between its retention and its retention plus one partition. A state whose
+   * retention is shorter than a partition is deleted row by row instead, a thousand at a time.
+   * `completedMs: 0` keeps no history of completed jobs at all. Failed jobs live in a partition
+   * that is never dropped: they stay until retried or removed, unless `failedMs` is set (then
+   * they are deleted row by row).
    * @default { completedMs: 86_400_000, cancelledMs: 86_400_000 } (one day; failed: for ever)
    */
   retention?: { completedMs?: number; cancelledMs?: number; failedMs?: number };
@@ -147,7 +151,10 @@ export interface PgQueueModuleOptions {
    * @default 86_400_000 (one day, from UTC midnight)
    */
   historyPartitionMs?: number;
-  /** Job options every queue starts from. */
+  /**
+   * Job options every queue starts from.
+   * @default {} (each job option's own default: `attempts: 3`, exponential backoff from 1 s, priority 0)
+   */
   defaultJobOptions?: JobDefaults;
   /**
    * More databases for queues, by name: `registerQueue({ name, connection: 'bulk' })` puts a queue
@@ -166,23 +173,32 @@ export interface PgQueueModuleOptions {
  * takes the top-level option's value (then its default).
  */
 export interface PgQueueConnectionOptions {
-  /** A TypeORM `DataSource` (or its DI token) whose connection settings this database's pool reuses. */
+  /**
+   * A TypeORM `DataSource` (or its DI token) whose connection settings this database's pool reuses.
+   * @default undefined (a named database needs `connection` or `dataSource`; only `default` falls back to the app's DataSource)
+   */
   dataSource?: DataSourceLike | InjectionTokenLike;
-  /** A connection string or `pg` PoolConfig. Wins over `dataSource`. */
+  /**
+   * A connection string or `pg` PoolConfig. Wins over `dataSource`.
+   * @default undefined (a named database needs `connection` or `dataSource`; only `default` falls back to the app's DataSource)
+   */
   connection?: string | PgPoolConfig;
-  /** A direct connection for LISTEN, when `connection` goes through PgBouncer in transaction mode. */
+  /**
+   * A direct connection for LISTEN, when `connection` goes through PgBouncer in transaction mode.
+   * @default the same settings as this database's pool
+   */
   listenConnection?: string | PgPoolConfig;
-  /** Schema of the queue's tables in this database. */
+  /** Schema of the queue's tables in this database. @default the top-level `schema` */
   schema?: string;
-  /** Apply pending migrations to this database at boot. */
+  /** Apply pending migrations to this database at boot. @default the top-level `migrate` */
   migrate?: boolean;
-  /** LISTEN for wake-ups on this database. */
+  /** LISTEN for wake-ups on this database. @default the top-level `listen` */
   listen?: boolean;
-  /** Maximum connections of this database's pool. */
+  /** Maximum connections of this database's pool. @default the top-level `poolSize` */
   poolSize?: number;
-  /** How long opening a connection to this database may take (see the top-level option). */
+  /** How long opening a connection to this database may take. @default the top-level `connectTimeoutMs` */
   connectTimeoutMs?: number;
-  /** Prepare the hot statements on this database's connections. */
+  /** Prepare the hot statements on this database's connections. @default the top-level `preparedStatements` */
   preparedStatements?: boolean;
 }
 
@@ -195,12 +211,13 @@ export interface RegisterQueueOptions {
   name: string;
   /** Jobs of this queue run at once in this process. @default 10 */
   concurrency?: number;
-  /** Job options of this queue, over the module's. */
+  /** Job options of this queue, over the module's. @default {} (the module's `defaultJobOptions`) */
   defaultJobOptions?: JobDefaults;
   /**
    * A job of this queue that fails its last attempt moves to this queue instead, waiting, with
    * its attempts reset and its errors kept, for a `@Processor` of that queue to handle (alert,
    * park, repair and re-add). Without it, failed jobs stay in history as `failed`.
+   * @default undefined (no dead-letter queue)
    */
   deadLetterQueue?: string;
   /**
@@ -216,7 +233,7 @@ export interface RegisterQueueOptions {
    * @default undefined (no rate limit)
    */
   limiter?: { max: number; durationMs: number };
-  /** Recurring jobs of this queue, each enqueued once per tick across all nodes. */
+  /** Recurring jobs of this queue, each enqueued once per tick across all nodes. @default [] */
   repeat?: RepeatOptions[];
   /**
    * The named connection (`forRoot({ connections })`) whose database holds this queue.
