@@ -3,8 +3,9 @@
 //
 //   node scripts/build-docs.mjs              typedoc + vitepress build (`npm run docs:build`)
 //   node scripts/build-docs.mjs --if-stale   the same, unless the built site is newer than every
-//                                            file of docs/, lib/ and this script (the browser test
-//                                            builds this way, so `npm test` on a fresh clone works)
+//                                            file of docs/, lib/ and this script, and none was added
+//                                            or removed since (the browser test builds this way, so
+//                                            `npm test` on a fresh clone works)
 //   node scripts/build-docs.mjs --api-only   only the reference (`npm run docs:dev` starts with it)
 //
 // Fails on any TypeDoc warning (a public type that references one the reference does not show, a
@@ -17,7 +18,7 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const docs = path.join(root, 'docs');
 const apiOut = path.join(docs, 'api');
 const dist = path.join(docs, '.vitepress', 'dist');
-/** Written last, so a build that failed half-way is stale. */
+/** Written last, so a build that failed half-way is stale; holds the list of input files. */
 const stamp = path.join(dist, '.built');
 
 /** The package's entry points, as scripts/entry-points.mjs lists them: one module of the reference each. */
@@ -44,37 +45,41 @@ const INTERNAL_TYPES = [
   'QueryRunnerLike', // PgQueueMigrationClass: TypeORM's QueryRunner, spelt structurally (typeorm is optional)
 ];
 
-/**
- * Newest mtime under `dir` of the files `keep` accepts, and of the directories too when `dirs` (so
- * a deleted page counts), skipping the paths in `skip`.
- */
-function newest(dir, { skip = [], keep = () => true, dirs = false } = {}) {
-  let max = 0;
+/** The files under `dir` that `keep` accepts, skipping the paths in `skip`. */
+function filesUnder(dir, { skip = [], keep = () => true } = {}) {
+  const out = [];
   const walk = (d) => {
-    if (dirs) max = Math.max(max, fs.statSync(d).mtimeMs);
     for (const entry of fs.readdirSync(d, { withFileTypes: true })) {
       const p = path.join(d, entry.name);
       if (skip.includes(p)) continue;
       if (entry.isDirectory()) walk(p);
-      else if (keep(entry.name)) max = Math.max(max, fs.statSync(p).mtimeMs);
+      else if (keep(entry.name)) out.push(p);
     }
   };
   if (fs.existsSync(dir)) walk(dir);
-  return max;
+  return out;
+}
+
+/** What the site is built from; the stamp keeps the list, so a deleted or added file makes it stale too. */
+function inputs() {
+  return [
+    ...filesUnder(docs, { skip: [apiOut, path.join(docs, '.vitepress', 'cache'), dist] }),
+    // Source files only: test/unit/lint-rules.spec.ts writes and removes probe files in lib/worker
+    // during `npm test`, which must not make the site stale.
+    ...filesUnder(path.join(root, 'lib'), { keep: (name) => name.endsWith('.ts') && !name.startsWith('__lint_probe') }),
+    fileURLToPath(import.meta.url),
+    path.join(root, 'package-lock.json'),
+  ]
+    .map((f) => path.relative(root, f))
+    .sort();
 }
 
 function isStale() {
   if (!fs.existsSync(stamp)) return true;
   const built = fs.statSync(stamp).mtimeMs;
-  const inputs = Math.max(
-    newest(docs, { skip: [apiOut, path.join(docs, '.vitepress', 'cache'), dist], dirs: true }),
-    // Source files only: test/unit/lint-rules.spec.ts writes and removes probe files in lib/worker
-    // during `npm test`, which must not make the site stale.
-    newest(path.join(root, 'lib'), { keep: (name) => name.endsWith('.ts') && !name.startsWith('__lint_probe') }),
-    fs.statSync(fileURLToPath(import.meta.url)).mtimeMs,
-    fs.statSync(path.join(root, 'package-lock.json')).mtimeMs,
-  );
-  return inputs > built;
+  const files = inputs();
+  if (fs.readFileSync(stamp, 'utf8') !== files.join('\n')) return true;
+  return files.some((f) => fs.statSync(path.join(root, f)).mtimeMs > built);
 }
 
 async function buildReference() {
@@ -129,7 +134,7 @@ async function main() {
   fs.rmSync(stamp, { force: true });
   const { build } = await import('vitepress');
   await build(docs);
-  fs.writeFileSync(stamp, `${new Date().toISOString()}\n`);
+  fs.writeFileSync(stamp, inputs().join('\n'));
   console.log(`[docs] site in ${path.relative(root, dist)} (${((Date.now() - started) / 1000).toFixed(1)} s in all)`);
 }
 

@@ -159,6 +159,11 @@ export default defineConfig({
   ignoreDeadLinks: false,
   // Not pages: generated or kept for GitHub only.
   srcExclude: ['**/README.md'],
+  vite: {
+    // The one big chunk is the local search index (700 kB for every page and the reference), which
+    // the browser loads only when the search box opens.
+    build: { chunkSizeWarningLimit: 2000 },
+  },
   markdown: {
     // GitHub's anchors, so `page.md#some-heading` works on GitHub, npm and here alike. markdown-it-anchor
     // adds GitHub's -1, -2 to a repeated heading itself.

@@ -170,6 +170,7 @@ describe('docs site in a real browser (Chromium, the built VitePress site)', () 
     const ids = new Map<string, Set<string>>();
     const anchors: { from: string; to: string; hash: string }[] = [];
     const broken: string[] = [];
+    const images = new Map<string, string>();
     const seen = new Set<string>();
     const origin = new URL(site.base).origin;
     // The HTML as built carries every id and link (VitePress prerenders each page): the crawl
@@ -190,8 +191,10 @@ describe('docs site in a real browser (Chromium, the built VitePress site)', () 
         links: [...document.querySelectorAll('.VPContent a[href], .VPSidebar a[href], .VPNav a[href]')].map(
           (a) => (a as HTMLAnchorElement).href,
         ),
+        images: [...document.querySelectorAll('.VPContent img[src]')].map((i) => (i as HTMLImageElement).src),
       }));
       ids.set(next, new Set(found.ids));
+      for (const src of found.images) images.set(src, next);
       for (const href of found.links) {
         const u = new URL(href);
         if (u.origin !== origin) continue;
@@ -201,6 +204,10 @@ describe('docs site in a real browser (Chromium, the built VitePress site)', () 
       }
     }
     await page.unroute('**/*');
+    for (const [src, from] of images) {
+      const status = src.startsWith(origin) ? (await fetch(src)).status : 200; // a remote image is not ours to check
+      if (status !== 200) broken.push(`${from} shows ${src}: HTTP ${status}`);
+    }
     for (const a of anchors) {
       if (!ids.get(a.to)?.has(a.hash)) broken.push(`${a.from} links to ${a.to}#${a.hash}: no such anchor`);
     }
