@@ -13,7 +13,8 @@ module.exports = {
         '<rootDir>/test/unit/**/*.spec.ts',
         '<rootDir>/test/integration/**/*.int-spec.ts',
         '<rootDir>/test/e2e/**/*.e2e-spec.ts',
-        // The dashboard in Debian's Chromium (playwright-core), against the built package: `npm test` builds first.
+        // The dashboard in Debian's Chromium (playwright-core), against the built package: `npm test` builds first;
+        // the docs site (docs-site.browser-spec.ts builds it when older than docs/ and lib/).
         '<rootDir>/test/browser/**/*.browser-spec.ts',
       ],
   testPathIgnorePatterns: [

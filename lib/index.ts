@@ -9,6 +9,7 @@ export type {
   DataSourceLike,
   InjectionTokenLike,
 } from './core/options/types';
+export type { PgPoolConfig } from './core/pg-types';
 export { Queue, type JobMap, type TransactionTarget } from './producer/queue';
 export { QueueService } from './module/queue.service';
 export type {
@@ -24,6 +25,7 @@ export type {
   FlowNode,
   Job,
   JobAttemptError,
+  JobDefaults,
   JobFlow,
   JobHandler,
   JobOptions,
@@ -53,6 +55,6 @@ export {
   DependencyError,
 } from './core/errors';
 export type { FlowProducer } from './producer/flow';
-export { pgQueueMigrations } from './module/typeorm-migrations';
+export { pgQueueMigrations, type PgQueueMigrationClass } from './module/typeorm-migrations';
 export type { RepeatOptions } from './core/cron-schedule';
 export type { ProcessOptions } from './decorators/process.decorator';

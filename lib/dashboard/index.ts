@@ -6,6 +6,7 @@ export { DashboardInputError } from './dashboard-input';
 export {
   DASHBOARD_DEFAULTS,
   PG_QUEUE_DASHBOARD_OPTIONS,
+  type DashboardAccessContext,
   type DashboardAction,
   type DashboardRequest,
   type PgQueueDashboardAsyncOptions,
