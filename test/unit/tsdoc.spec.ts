@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import * as ts from 'typescript';
+import { COMPILER_OPTIONS } from '../support/readme';
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -95,20 +96,11 @@ function userMembers(decl: ts.Declaration): ts.NamedDeclaration[] {
 /** "<entry point>: <what> (<file>:<line>)" for each export or member without a doc comment. */
 export function undocumented(): string[] {
   const entries = entryPointSources();
+  // The examples' compiler settings, without the mapping of the package's names (the entry points are read as they are).
+  const { baseUrl: _baseUrl, paths: _paths, ...options } = COMPILER_OPTIONS;
   const program = ts.createProgram(
     entries.map((e) => e.file),
-    {
-      strict: true,
-      target: ts.ScriptTarget.ES2022,
-      module: ts.ModuleKind.CommonJS,
-      moduleResolution: ts.ModuleResolutionKind.Node10,
-      experimentalDecorators: true,
-      emitDecoratorMetadata: true,
-      esModuleInterop: true,
-      skipLibCheck: true,
-      noEmit: true,
-      types: ['node'],
-    },
+    options,
   );
   const checker = program.getTypeChecker();
   const missing = new Set<string>();
