@@ -272,6 +272,28 @@ describe('getJobs, getJobCounts, getJobByKey; promote and the changes of a waiti
     expect(await idle.changePriority(job.id, 1)).toBe(false); // gone
   });
 
+  it("a change with { client } commits or rolls back with the caller's transaction, and needs one", async () => {
+    const job = await idle.add('a', { i: 20 }, { delayMs: 3_600_000 });
+    const client = await t.pool.connect();
+    try {
+      await expect(idle.changePriority(job.id, 4, { client })).rejects.toThrow(PgQueueConfigError); // not in a transaction
+      await client.query('BEGIN');
+      expect(await idle.changePriority(job.id, 4, { client })).toBe(true);
+      expect(await idle.updatePayload(job.id, { i: 21 }, { client })).toBe(true);
+      expect((await idle.getJob(job.id, { client }))?.payload).toEqual({ i: 21 });
+      await client.query('ROLLBACK');
+      expect((await idle.getJob(job.id))?.priority).toBe(0);
+      expect((await idle.getJob(job.id))?.payload).toEqual({ i: 20 });
+      await client.query('BEGIN');
+      expect(await idle.promote(job.id, { client })).toBe(true);
+      await client.query('COMMIT');
+      expect((await idle.getJob(job.id))?.state).toBe('waiting');
+    } finally {
+      client.release();
+    }
+    expect(await idle.remove(job.id)).toBe(true);
+  });
+
   it('a running or finished job is never changed', async () => {
     const held = await live.add('x', { hold: true, v: 1 });
     await waitFor(() => releases.has(held.id), { message: 'the held job to start' });
