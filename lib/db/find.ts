@@ -16,10 +16,10 @@ export interface FoundPage {
 type ListRow = JobRow & { run_at_key: string | null; scanned: number; scan_end: ListKey | null };
 
 /**
- * The most statements one getJobs page runs: a page over several states moves on to the next
- * state when one runs out, and a page filtered by name may scan FILTER_SCAN_LIMIT index entries
- * of a state and find none. Past this many it answers what it found with a cursor to go on from,
- * so one call never walks a whole history looking for a rare name.
+ * The most statements one getJobs page filtered by name runs: each may scan FILTER_SCAN_LIMIT
+ * index entries of a state and find none. Past this many it answers what it found with a cursor
+ * to go on from, so one call never walks a whole history looking for a rare name. Unfiltered, a
+ * statement either fills the page or finishes its state: at most one per state.
  */
 const MAX_STATEMENTS_PER_PAGE = 4;
 
@@ -81,7 +81,8 @@ export class Finder {
     let i = from ? states.indexOf(from.state) : 0;
     let key = from?.key ?? null;
     for (let statements = 0; i < states.length; statements++) {
-      if (jobs.length >= limit || statements >= MAX_STATEMENTS_PER_PAGE) return { jobs, next: { state: states[i], key } };
+      if (jobs.length >= limit || (name !== undefined && statements >= MAX_STATEMENTS_PER_PAGE))
+        return { jobs, next: { state: states[i], key } };
       const state = states[i];
       const want = limit - jobs.length;
       const filters = name === undefined ? {} : { name };
