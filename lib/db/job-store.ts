@@ -1,11 +1,14 @@
-import type { Job, QueueCounts } from '../core/job';
+import type { ListKey, ListState } from '../core/dashboard-reads';
+import type { Job, JobState, QueueCounts } from '../core/job';
 import type { PgPool } from '../core/pg-types';
 import { Claims, type ClaimedRow } from './claim';
 import { LimitedClaims } from './claim-limited';
+import { Changes } from './change';
 import { Control } from './control';
 import { Cron } from './cron';
 import type { SqlExecutor } from './executor';
 import { FlowInserts, type ExistingDependency, type FlowInserted, type FlowNodeRow } from './flow-insert';
+import { Finder, type FoundPage } from './find';
 import { FlowStore } from './flows';
 import { HistoryLayoutCache } from './history/by-id';
 import { CoalescedInserts } from './insert-coalesced';
@@ -24,6 +27,7 @@ import { Vacuum, type JobsTableSize } from './vacuum';
 // The types of the facade's signatures, where its callers (worker, producer, module) take them.
 export type { ClaimedRow } from './claim';
 export type { ExistingDependency, FlowInserted, FlowNodeRow } from './flow-insert';
+export type { FoundPage } from './find';
 export type { Inserted } from './insert';
 export type { StalledJob } from '../core/events';
 export type { NewJobRow } from './new-job';
@@ -38,7 +42,8 @@ export type { JobsTableSize } from './vacuum';
  * of its stage, where its statement is written next to the code that binds its parameters:
  * insert.ts, insert-unique.ts, insert-coalesced.ts, flow-insert.ts (enqueue); claim.ts,
  * claim-limited.ts (claim); running.ts (heartbeat, progress, hand-back); outcomes.ts and
- * settle.ts (an attempt's end); control.ts (cancel, pause, retry, remove); cron.ts;
+ * settle.ts (an attempt's end); control.ts (cancel, pause, retry, remove); change.ts (promote,
+ * priority, delay, payload of a waiting job); find.ts (getJobs, getJobCounts, getJobByKey); cron.ts;
  * maintenance.ts (rescue, retention) and vacuum.ts; reads.ts and flows.ts (getJob, counts,
  * children); history/ (partitions, reads by id).
  */
@@ -57,6 +62,8 @@ export class JobStore {
   private readonly outcomes: OutcomeWriters;
   private readonly running: RunningJobs;
   private readonly control: Control;
+  private readonly changes: Changes;
+  private readonly finder: Finder;
   private readonly cron: Cron;
   private readonly maintenance: Maintenance;
   private readonly vacuum: Vacuum;
@@ -79,6 +86,8 @@ export class JobStore {
     this.outcomes = new OutcomeWriters(ctx);
     this.running = new RunningJobs(ctx);
     this.control = new Control(ctx);
+    this.changes = new Changes(ctx);
+    this.finder = new Finder(ctx);
     this.cron = new Cron(ctx);
     this.maintenance = new Maintenance(ctx);
     this.vacuum = new Vacuum(ctx);
@@ -234,6 +243,61 @@ export class JobStore {
   /** The ids among `ids` whose cancellation was asked in the database (a notification's confirmation). */
   cancelRequested(ids: readonly string[]): Promise<string[]> {
     return this.control.cancelRequested(ids);
+  }
+
+  // Changes to a waiting job (change.ts)
+
+  /** A delayed job of `queue` due now (workers woken); false when it is not delayed-waiting. */
+  promote(queue: string, id: string, db?: SqlExecutor): Promise<boolean> {
+    return this.changes.promote(queue, id, db);
+  }
+
+  /** Every delayed job of `queue` (of one name) due now, in batches; returns how many. */
+  promoteMany(queue: string, name: string | null, batch?: number): Promise<number> {
+    return this.changes.promoteMany(queue, name, batch);
+  }
+
+  /** A waiting job's priority; false when no waiting job of `queue` has that id. */
+  changePriority(queue: string, id: string, priority: number, db?: SqlExecutor): Promise<boolean> {
+    return this.changes.changePriority(queue, id, priority, db);
+  }
+
+  /** A waiting job due `delayMs` from now; false when no waiting job of `queue` has that id. */
+  changeDelay(queue: string, id: string, delayMs: number, db?: SqlExecutor): Promise<boolean> {
+    return this.changes.changeDelay(queue, id, delayMs, db);
+  }
+
+  /** A waiting job's payload replaced; false when no waiting job of `queue` has that id. */
+  updatePayload(queue: string, id: string, payloadJson: string, db?: SqlExecutor): Promise<boolean> {
+    return this.changes.updatePayload(queue, id, payloadJson, db);
+  }
+
+  // The operator's reads (find.ts)
+
+  /** A page of a queue's jobs over states, by keyset. */
+  findJobs(
+    queue: string,
+    states: readonly ListState[],
+    name: string | undefined,
+    limit: number,
+    from: { state: ListState; key: ListKey | null } | null,
+    db?: SqlExecutor,
+  ): Promise<FoundPage> {
+    return this.finder.page(queue, states, name, limit, from, db);
+  }
+
+  /** Counts of one queue per state (history states only when asked, else null). */
+  jobCounts(
+    queue: string,
+    history: { completed: boolean; failed: boolean; cancelled: boolean },
+    db?: SqlExecutor,
+  ): Promise<Record<JobState, number | null>> {
+    return this.finder.counts(queue, history, db);
+  }
+
+  /** The live job of `queue` holding a unique key, or null. */
+  getJobByKey<T>(queue: string, key: string, db?: SqlExecutor): Promise<Job<T> | null> {
+    return this.finder.byKey<T>(queue, key, db);
   }
 
   // Upkeep (maintenance.ts, vacuum.ts)

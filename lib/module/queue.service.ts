@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { BulkJob, EnqueueOptions, FlowJob, FlowNode, Job, QueueCounts } from '../core/job';
+import type { BulkJob, EnqueueOptions, FlowJob, FlowNode, Job, JobState, QueueCounts } from '../core/job';
+import type { GetJobsOptions, JobPage, PromoteJobsOptions } from '../core/find-options';
 import { executorFor, type TransactionTarget } from '../db/executor';
 import { EMPTY_COUNTS, type JobMap, type Queue } from '../producer/queue';
 import { PgQueueConfigError } from '../core/errors';
@@ -95,6 +96,59 @@ export class QueueService {
       if (job) return job;
     }
     return null;
+  }
+
+  /** `Queue.getJobs` of a registered queue: a page of its jobs in some states, by keyset. */
+  async getJobs<TPayload = unknown>(
+    queue: string,
+    opts?: GetJobsOptions,
+    target?: TransactionTarget,
+  ): Promise<JobPage<TPayload>> {
+    return this.runtime.queue(queue, 'QueueService.getJobs').getJobs(opts, target) as Promise<JobPage<TPayload>>;
+  }
+
+  /** `Queue.getJobCounts` of a registered queue: how many jobs are in each state asked (all when none is). */
+  async getJobCounts<S extends JobState>(queue: string, ...states: S[]): Promise<Record<S, number>> {
+    return this.runtime.queue(queue, 'QueueService.getJobCounts').getJobCounts(...states);
+  }
+
+  /** `Queue.getJobByKey` of a registered queue: the live job holding a unique key, or null. */
+  async getJobByKey<TPayload = unknown>(
+    queue: string,
+    uniqueKey: string,
+    target?: TransactionTarget,
+  ): Promise<Job<TPayload> | null> {
+    return this.runtime.queue(queue, 'QueueService.getJobByKey').getJobByKey(uniqueKey, target) as Promise<Job<TPayload> | null>;
+  }
+
+  /** `Queue.promote` of a registered queue: a delayed job due now; false when it is not delayed. */
+  async promote(queue: string, id: string, target?: TransactionTarget): Promise<boolean> {
+    return this.runtime.queue(queue, 'QueueService.promote').promote(id, target);
+  }
+
+  /** `Queue.promoteJobs` of a registered queue: every delayed job (of one name) due now, in batches; returns how many. */
+  async promoteJobs(queue: string, opts?: PromoteJobsOptions): Promise<number> {
+    return this.runtime.queue(queue, 'QueueService.promoteJobs').promoteJobs(opts);
+  }
+
+  /** `Queue.changePriority` of a registered queue: a waiting job's priority; false when no waiting job has that id. */
+  async changePriority(queue: string, id: string, priority: number, target?: TransactionTarget): Promise<boolean> {
+    return this.runtime.queue(queue, 'QueueService.changePriority').changePriority(id, priority, target);
+  }
+
+  /** `Queue.changeDelay` of a registered queue: a waiting job due `delayMs` from now; false when no waiting job has that id. */
+  async changeDelay(queue: string, id: string, delayMs: number, target?: TransactionTarget): Promise<boolean> {
+    return this.runtime.queue(queue, 'QueueService.changeDelay').changeDelay(id, delayMs, target);
+  }
+
+  /** `Queue.updatePayload` of a registered queue: a waiting job's payload, checked as add's; false when no waiting job has that id. */
+  async updatePayload<TPayload = unknown>(
+    queue: string,
+    id: string,
+    payload: TPayload,
+    target?: TransactionTarget,
+  ): Promise<boolean> {
+    return this.runtime.queue(queue, 'QueueService.updatePayload').updatePayload(id, payload as never, target);
   }
 }
 

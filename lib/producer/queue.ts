@@ -1,4 +1,17 @@
-import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
+import type { BulkJob, EnqueueOptions, Job, JobOptions, JobState, QueueCounts } from '../core/job';
+import {
+  encodeCursor,
+  resolveCountStates,
+  resolveGetJobs,
+  resolvePromoteJobs,
+  type GetJobsOptions,
+  type JobPage,
+  type PromoteJobsOptions,
+} from '../core/find-options';
+import { PgQueueConfigError } from '../core/errors';
+import { quote } from '../core/input-text';
+import { int } from '../core/options/field-checks';
+import { MAX_DELAY_MS } from '../core/options/job-checks';
 import type { ResolvedJobDefaults } from '../core/options/resolved';
 import {
   executorFor,
@@ -11,7 +24,7 @@ import type { JobStore } from '../db/job-store';
 import { isJobId } from '../core/names';
 import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
-import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
+import { buildJobRow, checkBulkEntry, payloadJsonOf, resolveDependencies } from './enqueue';
 import { tracedEnqueue } from './tracing';
 
 export type { TransactionTarget } from '../db/executor';
@@ -34,6 +47,10 @@ const ADD_FLOW: TransactionUse = { caller: 'addFlow()', effect: "the flow's jobs
 const CANCEL: TransactionUse = { caller: 'cancel()', effect: 'the cancel' };
 const RETRY: TransactionUse = { caller: 'retry()', effect: 'the retry' };
 const REMOVE: TransactionUse = { caller: 'remove()', effect: 'the removal' };
+const PROMOTE: TransactionUse = { caller: 'promote()', effect: 'the promotion' };
+const CHANGE_PRIORITY: TransactionUse = { caller: 'changePriority()', effect: 'the change' };
+const CHANGE_DELAY: TransactionUse = { caller: 'changeDelay()', effect: 'the change' };
+const UPDATE_PAYLOAD: TransactionUse = { caller: 'updatePayload()', effect: 'the new payload' };
 
 /** Maps each job name of a queue to its payload type. */
 export type JobMap = Record<string, unknown>;
@@ -249,5 +266,123 @@ export class Queue<TJobs extends JobMap = JobMap> {
   ): Promise<Job<TJobs[N]> | null> {
     const job = await this.store.getJob<TJobs[N]>(String(id), this.target(target));
     return job && job.queue === this.name ? job : null;
+  }
+
+  /**
+   * A page of this queue's jobs in one state or several, live or finished (history within
+   * retention), of one job name if given; pass `next` back as `after` for the following page.
+   * Paged by keyset on each state's index (never OFFSET): a page deep in a million finished jobs
+   * costs what the first one does. BullMQ's `getJobs(types, start, end)`.
+   * @example
+   * let page = await queue.getJobs({ state: 'failed', name: 'welcome', limit: 100 });
+   * while (page.next) page = await queue.getJobs({ state: 'failed', name: 'welcome', limit: 100, after: page.next });
+   */
+  async getJobs<N extends keyof TJobs & string = keyof TJobs & string>(
+    opts?: GetJobsOptions,
+    target?: TransactionTarget,
+  ): Promise<JobPage<TJobs[N]>> {
+    const o = resolveGetJobs(this.name, opts);
+    const page = await this.store.findJobs(this.name, o.states, o.name, o.limit, o.from, this.target(target));
+    const jobs = page.jobs as Job<TJobs[N]>[];
+    return page.next ? { jobs, next: encodeCursor(page.next) } : { jobs };
+  }
+
+  /**
+   * How many jobs of this queue are in each state asked (all seven when none is), in BullMQ's
+   * shape: `{ waiting, active, delayed, 'waiting-children', completed, failed, cancelled }`.
+   * Finished states are counted from the history kept (retention); each costs an index scan of
+   * that state's entries of this queue, so ask only for those you need. `getCounts()` is the
+   * cheap figure set for probes. BullMQ's `getJobCounts(...types)`.
+   * @example
+   * const { waiting, failed } = await queue.getJobCounts('waiting', 'failed');
+   */
+  async getJobCounts<S extends JobState>(...states: S[]): Promise<Record<S, number>> {
+    const asked = resolveCountStates(this.name, states);
+    const counts = await this.store.jobCounts(this.name, {
+      completed: asked.includes('completed'),
+      failed: asked.includes('failed'),
+      cancelled: asked.includes('cancelled'),
+    });
+    const out = {} as Record<S, number>;
+    for (const s of asked) out[s as S] = counts[s] ?? 0;
+    return out;
+  }
+
+  /**
+   * The live job of this queue that holds `uniqueKey` (added with `{ uniqueKey }`), waiting,
+   * delayed, running or waiting on its children; null when none does (a finished job gives its
+   * key up: history keeps no unique keys).
+   */
+  async getJobByKey<N extends keyof TJobs & string = keyof TJobs & string>(
+    uniqueKey: string,
+    target?: TransactionTarget,
+  ): Promise<Job<TJobs[N]> | null> {
+    if (typeof uniqueKey !== 'string' || uniqueKey === '') {
+      throw new PgQueueConfigError(
+        `getJobByKey() of queue ${quote(this.name)}: uniqueKey must be a non-empty string, got ${quote(uniqueKey)}.`,
+      );
+    }
+    return this.store.getJobByKey<TJobs[N]>(this.name, uniqueKey, this.target(target));
+  }
+
+  /**
+   * Makes a delayed job of this queue due now and wakes the workers (as an enqueue does). False
+   * when the job is not delayed: due already, running, finished, waiting on its children, or
+   * unknown. BullMQ's `job.promote()`.
+   */
+  async promote(id: string, target?: TransactionTarget): Promise<boolean> {
+    if (!isJobId(String(id))) return false;
+    return this.store.promote(this.name, String(id), this.target(target, PROMOTE));
+  }
+
+  /**
+   * Makes every delayed job of this queue (of one job name, if given) due now; returns how many.
+   * In batches of 1,000, each its own short statement on the queue's pool (never in a caller's
+   * transaction), passing over a job a worker is claiming. BullMQ's `queue.promoteJobs()`.
+   */
+  async promoteJobs(opts?: PromoteJobsOptions): Promise<number> {
+    const { name } = resolvePromoteJobs(this.name, opts);
+    return this.store.promoteMany(this.name, name);
+  }
+
+  /**
+   * Sets the priority of a waiting (or delayed) job of this queue: lower runs first, as in `add`.
+   * False when no waiting job has that id: a running or finished job is never changed.
+   * BullMQ's `job.changePriority({ priority })`.
+   */
+  async changePriority(id: string, priority: number, target?: TransactionTarget): Promise<boolean> {
+    const p = int(`changePriority() of queue ${quote(this.name)}: priority`, priority, 0, -(2 ** 31));
+    if (!isJobId(String(id))) return false;
+    return this.store.changePriority(this.name, String(id), p, this.target(target, CHANGE_PRIORITY));
+  }
+
+  /**
+   * Makes a waiting (or delayed) job of this queue due `delayMs` from now (0: now), on the
+   * database clock. False when no waiting job has that id: a running or finished job is never
+   * changed. BullMQ's `job.changeDelay(delay)`, which takes delayed jobs only.
+   */
+  async changeDelay(id: string, delayMs: number, target?: TransactionTarget): Promise<boolean> {
+    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
+      throw new PgQueueConfigError(
+        `changeDelay() of queue ${quote(this.name)}: delayMs must be a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${quote(delayMs)}.`,
+      );
+    }
+    if (!isJobId(String(id))) return false;
+    return this.store.changeDelay(this.name, String(id), Math.round(delayMs), this.target(target, CHANGE_DELAY));
+  }
+
+  /**
+   * Replaces the payload of a waiting (or delayed) job of this queue, checked as `add` checks
+   * one (storable as JSON, within maxPayloadBytes). False when no waiting job has that id: a
+   * running job's handler never sees its payload change. BullMQ's `job.updateData(data)`.
+   */
+  async updatePayload<N extends keyof TJobs & string>(
+    id: string,
+    payload: TJobs[N],
+    target?: TransactionTarget,
+  ): Promise<boolean> {
+    const json = payloadJsonOf(this.name, '', payload, this.maxPayloadBytes, String(id));
+    if (!isJobId(String(id))) return false;
+    return this.store.updatePayload(this.name, String(id), json, this.target(target, UPDATE_PAYLOAD));
   }
 }

@@ -34,7 +34,8 @@ import { testPool, useTestDatabase, waitFor } from '../support/database';
 // the variadic and several-argument calls), and every arithmetic, comparison, concatenation and
 // jsonb operator for every pair of the types the statements use. The queue's life (add, bulk,
 // delayed, unique, flows, claim, limited claim, progress, complete, retry, fail, cancel, pause,
-// remove, heartbeat, maintenance) and every dashboard read and action must call none of them.
+// remove, heartbeat, maintenance, getJobs, getJobCounts, getJobByKey, promote, promoteJobs,
+// changePriority, changeDelay, updatePayload) and every dashboard read and action must call none of them.
 
 const OP_TYPES = [
   'text',
@@ -377,6 +378,25 @@ describe('search_path hijack', () => {
     await failedAgain(2);
     expect(await queue.retryFailed()).toBe(1);
     await failedAgain(3);
+
+    // The operator's reads and changes (find.ts, change.ts).
+    for (const state of ['waiting', 'delayed', 'active', 'waiting-children', 'completed', 'failed', 'cancelled'] as const) {
+      const first = await queue.getJobs({ state, limit: 1 });
+      if (first.next) await queue.getJobs({ state, limit: 1, after: first.next });
+      await queue.getJobs({ state, name: 'ok', limit: 10 });
+    }
+    await queue.getJobs({ limit: 5 });
+    expect((await queue.getJobCounts()).failed).toBe(1);
+    await queue.getJobByKey('u1');
+    const movable = await queue.add('ok', { tag: 'movable' }, { delayMs: 3_600_000 });
+    expect(await queue.changePriority(movable.id, 3)).toBe(true);
+    expect(await queue.updatePayload(movable.id, { tag: 'movable' })).toBe(true);
+    expect(await queue.changeDelay(movable.id, 3_600_000)).toBe(true);
+    expect(await queue.promote(movable.id)).toBe(true);
+    await ended('movable', 'completed');
+    await queue.add('ok', { tag: 'promoted' }, { delayMs: 3_600_000 });
+    expect(await queue.promoteJobs({ name: 'ok' })).toBe(1);
+    await ended('promoted', 'completed');
 
     const supervisor = runtimeOf(app).supervisor;
     await supervisor.heartbeat();

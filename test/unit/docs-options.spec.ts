@@ -35,6 +35,8 @@ const MUST_HAVE_TABLE = [
   'PgQueueTestingOptions',
   'PgQueueDrainOptions',
   'TestPostgresOptions',
+  'GetJobsOptions',
+  'PromoteJobsOptions',
 ];
 
 /** Options types documented by another type's table, which must hold every one of their keys. */
