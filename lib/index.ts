@@ -12,6 +12,7 @@ export type {
 export type { PgPoolConfig } from './core/pg-types';
 export { Queue, type JobMap, type TransactionTarget } from './producer/queue';
 export { QueueService } from './module/queue.service';
+export type { CleanOptions, CleanState, ObliterateOptions } from './core/clean';
 export type {
   ActiveJob,
   BackoffOptions,
@@ -51,6 +52,8 @@ export {
   CompleteWithError,
   CancelJobError,
   SnoozeJobError,
+  UnrecoverableError,
+  ObliterateRefusedError,
   PgQueueMissingPeerError,
   DependencyError,
 } from './core/errors';

@@ -43,6 +43,7 @@ export const SECTIONS: readonly { text: string; pages: readonly string[] }[] = [
   {
     text: 'Operating it',
     pages: [
+      'managing-jobs',
       'multiple-databases',
       'pgbouncer',
       'operations',

@@ -2,6 +2,7 @@ import type { Job, QueueCounts } from '../core/job';
 import type { PgPool } from '../core/pg-types';
 import { Claims, type ClaimedRow } from './claim';
 import { LimitedClaims } from './claim-limited';
+import { Cleaner } from './clean';
 import { Control } from './control';
 import { Cron } from './cron';
 import type { SqlExecutor } from './executor';
@@ -38,15 +39,17 @@ export type { JobsTableSize } from './vacuum';
  * of its stage, where its statement is written next to the code that binds its parameters:
  * insert.ts, insert-unique.ts, insert-coalesced.ts, flow-insert.ts (enqueue); claim.ts,
  * claim-limited.ts (claim); running.ts (heartbeat, progress, hand-back); outcomes.ts and
- * settle.ts (an attempt's end); control.ts (cancel, pause, retry, remove); cron.ts;
- * maintenance.ts (rescue, retention) and vacuum.ts; reads.ts and flows.ts (getJob, counts,
- * children); history/ (partitions, reads by id).
+ * settle.ts (an attempt's end); control.ts (cancel, pause, retry, remove); clean.ts (clean, drain,
+ * obliterate); cron.ts; maintenance.ts (rescue, retention) and vacuum.ts; reads.ts and flows.ts
+ * (getJob, counts, children); history/ (partitions, reads by id).
  */
 export class JobStore {
   readonly channel: string;
   readonly schema: string;
   /** Flows and dependencies (migration 0008): a parent's children, a job's place in a flow. */
   readonly flows: FlowStore;
+  /** The operator's bulk removals (clean.ts): clean, drain, obliterate, a batch per statement. */
+  readonly cleaner: Cleaner;
   private readonly ctx: StoreContext;
   private readonly inserts: Inserts;
   private readonly unique: UniqueInserts;
@@ -79,6 +82,7 @@ export class JobStore {
     this.outcomes = new OutcomeWriters(ctx);
     this.running = new RunningJobs(ctx);
     this.control = new Control(ctx);
+    this.cleaner = new Cleaner(ctx);
     this.cron = new Cron(ctx);
     this.maintenance = new Maintenance(ctx);
     this.vacuum = new Vacuum(ctx);

@@ -35,6 +35,8 @@ const MUST_HAVE_TABLE = [
   'PgQueueTestingOptions',
   'PgQueueDrainOptions',
   'TestPostgresOptions',
+  'CleanOptions',
+  'ObliterateOptions',
 ];
 
 /** Options types documented by another type's table, which must hold every one of their keys. */
