@@ -21,6 +21,7 @@ import { useTestDatabase, waitFor } from '../support/database';
 const runs = new Map<string, number>();
 const failedEvents: { id: string; name: string }[] = [];
 const held = new Set<string>();
+const ran = new Set<string>();
 let release: (() => void) | null = null;
 let gate = new Promise<void>((r) => (release = r));
 
@@ -55,7 +56,9 @@ class Graveyard {
 @Processor('busy')
 class Busy {
   @Process('fast')
-  fast() {}
+  fast(job: Job) {
+    ran.add(job.id);
+  }
 
   @Process('hold')
   async hold(job: Job) {
@@ -207,6 +210,14 @@ describe('UnrecoverableError, clean, drain, obliterate', () => {
         [ids],
       );
       expect(rows[0].n).toBe(done);
+      // And every job a worker took (claimed, prefetched, run) ran to the end: none was drained.
+      const started = ids.filter((id) => ran.has(id));
+      const { rows: ended } = await t.pool.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pgqueue.job_history WHERE id = ANY($1::bigint[]) AND state = 'completed'`,
+        [started],
+      );
+      expect(ended[0].n).toBe(started.length);
+      expect(started.length).toBe(done);
       expect(await busy.clean({ state: 'completed', olderThanMs: 0 })).toBe(done);
     });
 
