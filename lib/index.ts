@@ -13,6 +13,7 @@ export type { PgPoolConfig } from './core/pg-types';
 export { Queue, type JobMap, type TransactionTarget } from './producer/queue';
 export { QueueService } from './module/queue.service';
 export type { GetJobsOptions, JobPage, PromoteJobsOptions } from './core/find-options';
+export type { CleanOptions, CleanState, ObliterateOptions } from './core/clean';
 export type {
   ActiveJob,
   BackoffOptions,
@@ -52,6 +53,8 @@ export {
   CompleteWithError,
   CancelJobError,
   SnoozeJobError,
+  UnrecoverableError,
+  ObliterateRefusedError,
   PgQueueMissingPeerError,
   DependencyError,
 } from './core/errors';

@@ -105,6 +105,40 @@ export class CancelJobError extends PgQueueError {
 }
 
 /**
+ * Throw from a handler to fail its job for good: the attempt fails and is not retried, whatever
+ * attempts are left. The job ends `failed` (or goes to the queue's dead-letter queue), counted as
+ * a failure by metrics, health and the `failed` event like any last attempt. BullMQ's
+ * `UnrecoverableError`, under the same name. Use `CancelJobError` instead when the job should end
+ * `cancelled` (nothing went wrong, it is no longer wanted).
+ * @example throw new UnrecoverableError('the card was declined');
+ */
+export class UnrecoverableError extends PgQueueError {
+  constructor(message = 'Job failed with an unrecoverable error; it is not retried.', options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/**
+ * `queue.obliterate()` was refused: jobs of the queue were running (`activeCount` of them), when
+ * it started or because workers claimed some while it ran. Nothing running was touched. Pause the
+ * queue and wait for them to finish, then call it again, or pass `{ force: true }`.
+ */
+export class ObliterateRefusedError extends PgQueueError {
+  constructor(
+    readonly queue: string,
+    readonly activeCount: number,
+    during: boolean,
+  ) {
+    super(
+      `queue.obliterate() refused for queue ${quote(queue)}: ${activeCount} job(s) of it ${during ? 'were claimed by workers while it ran and are' : 'are'} running. ` +
+        (during ? 'The jobs that were not running and the history are gone; ' : 'Nothing was removed. ') +
+        'Pause the queue (queue.pause()) and wait for its running jobs to end, then call obliterate() again, or pass ' +
+        '{ force: true } to remove running jobs too (their handlers then see LeaseLostError and their outcome is dropped).',
+    );
+  }
+}
+
+/**
  * Throw from a handler to run the job again after `delayMs` without using an attempt (waiting on
  * something outside, say a rate-limited API that said "try in a minute").
  * @example throw new SnoozeJobError(60_000);

@@ -4,6 +4,7 @@ import type { PgPool } from '../core/pg-types';
 import { Claims, type ClaimedRow } from './claim';
 import { LimitedClaims } from './claim-limited';
 import { Changes } from './change';
+import { Cleaner } from './clean';
 import { Control } from './control';
 import { Cron } from './cron';
 import type { SqlExecutor } from './executor';
@@ -43,15 +44,17 @@ export type { JobsTableSize } from './vacuum';
  * insert.ts, insert-unique.ts, insert-coalesced.ts, flow-insert.ts (enqueue); claim.ts,
  * claim-limited.ts (claim); running.ts (heartbeat, progress, hand-back); outcomes.ts and
  * settle.ts (an attempt's end); control.ts (cancel, pause, retry, remove); change.ts (promote,
- * priority, delay, payload of a waiting job); find.ts (getJobs, getJobCounts, getJobByKey); cron.ts;
- * maintenance.ts (rescue, retention) and vacuum.ts; reads.ts and flows.ts (getJob, counts,
- * children); history/ (partitions, reads by id).
+ * priority, delay, payload of a waiting job); find.ts (getJobs, getJobCounts, getJobByKey); clean.ts
+ * (clean, drain, obliterate); cron.ts; maintenance.ts (rescue, retention) and vacuum.ts; reads.ts and
+ * flows.ts (getJob, counts, children); history/ (partitions, reads by id).
  */
 export class JobStore {
   readonly channel: string;
   readonly schema: string;
   /** Flows and dependencies (migration 0008): a parent's children, a job's place in a flow. */
   readonly flows: FlowStore;
+  /** The operator's bulk removals (clean.ts): clean, drain, obliterate, a batch per statement. */
+  readonly cleaner: Cleaner;
   private readonly ctx: StoreContext;
   private readonly inserts: Inserts;
   private readonly unique: UniqueInserts;
@@ -88,6 +91,7 @@ export class JobStore {
     this.control = new Control(ctx);
     this.changes = new Changes(ctx);
     this.finder = new Finder(ctx);
+    this.cleaner = new Cleaner(ctx);
     this.cron = new Cron(ctx);
     this.maintenance = new Maintenance(ctx);
     this.vacuum = new Vacuum(ctx);

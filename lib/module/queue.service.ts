@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { BulkJob, EnqueueOptions, FlowJob, FlowNode, Job, JobState, QueueCounts } from '../core/job';
 import type { GetJobsOptions, JobPage, PromoteJobsOptions } from '../core/find-options';
+import type { CleanOptions, ObliterateOptions } from '../core/clean';
 import { executorFor, type TransactionTarget } from '../db/executor';
 import { EMPTY_COUNTS, type JobMap, type Queue } from '../producer/queue';
 import { PgQueueConfigError } from '../core/errors';
@@ -52,6 +53,28 @@ export class QueueService {
    */
   addFlow<TPayload = unknown>(flow: FlowJob<TPayload>, target?: TransactionTarget): Promise<FlowNode<TPayload>> {
     return this.runtime.flows.add(flow, target);
+  }
+
+  /**
+   * `queue.clean()` on a registered queue: removes its finished jobs of one state older than
+   * `olderThanMs` (at most `limit`); returns how many.
+   * @example await queues.clean('email', { state: 'completed', olderThanMs: 24 * 3600_000 });
+   */
+  clean(queue: string, opts: CleanOptions): Promise<number> {
+    return this.runtime.queue(queue, 'QueueService.clean').clean(opts);
+  }
+
+  /** `queue.drain()` on a registered queue: removes its waiting and delayed jobs; returns how many. */
+  drain(queue: string): Promise<number> {
+    return this.runtime.queue(queue, 'QueueService.drain').drain();
+  }
+
+  /**
+   * `queue.obliterate()` on a registered queue: removes all its jobs, live and finished; refused
+   * while jobs of it run, unless `force`. Returns how many.
+   */
+  obliterate(queue: string, opts?: ObliterateOptions): Promise<number> {
+    return this.runtime.queue(queue, 'QueueService.obliterate').obliterate(opts);
   }
 
   /**

@@ -22,6 +22,7 @@ import {
 } from '../db/executor';
 import type { JobStore } from '../db/job-store';
 import { isJobId } from '../core/names';
+import { resolveCleanOptions, resolveObliterateOptions, type CleanOptions, type ObliterateOptions } from '../core/clean';
 import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
 import { buildJobRow, checkBulkEntry, payloadJsonOf, resolveDependencies } from './enqueue';
@@ -257,6 +258,41 @@ export class Queue<TJobs extends JobMap = JobMap> {
   async remove(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
     return this.store.remove(this.name, String(id), this.target(target, REMOVE));
+  }
+
+  /**
+   * Removes finished jobs of one state that finished more than `olderThanMs` ago (at most
+   * `limit`), from history; returns how many. A thousand per statement, each its own short
+   * transaction, until done. BullMQ's `clean(grace, limit, type)`, which returns the ids instead.
+   * @example const removed = await queue.clean({ state: 'completed', olderThanMs: 24 * 3600_000 });
+   */
+  async clean(opts: CleanOptions): Promise<number> {
+    const { state, olderThanMs, limit } = resolveCleanOptions(opts);
+    return this.store.cleaner.cleanHistory(this.name, state, olderThanMs, limit);
+  }
+
+  /**
+   * Removes every waiting and delayed job of this queue (BullMQ's `drain()`); returns how many.
+   * Running jobs, jobs waiting on their children (`waiting-children`) and the history are left
+   * alone; a job a worker claims meanwhile is never removed. A thousand per statement, each its
+   * own short transaction, while workers run. A drained job that another waits on tells its
+   * parent it was removed, as `remove()` does (the parent fails, unless its dependency says
+   * `onFailure: 'ignore'`).
+   */
+  async drain(): Promise<number> {
+    return this.store.cleaner.removeLive(this.name, 'waiting');
+  }
+
+  /**
+   * Removes everything of this queue: waiting, delayed, waiting-children and finished jobs (and
+   * running ones with `force`); returns how many. Refused with `ObliterateRefusedError` while
+   * jobs of the queue run, unless `force`: pause the queue first so workers claim nothing while
+   * it runs. A thousand rows per statement, each its own short transaction; a rerun finishes an
+   * interrupted one. The queue's paused flag is kept.
+   */
+  async obliterate(opts?: ObliterateOptions): Promise<number> {
+    const { force } = resolveObliterateOptions(opts);
+    return this.store.cleaner.obliterate(this.name, force);
   }
 
   /** A job of this queue by id, live or finished; null when unknown (or pruned). */

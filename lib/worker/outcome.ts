@@ -1,5 +1,5 @@
 import { toJsonText } from '../db/jsonb';
-import { CancelJobError, PgQueueConfigError, PgQueuePayloadError, SnoozeJobError } from '../core/errors';
+import { CancelJobError, PgQueueConfigError, PgQueuePayloadError, SnoozeJobError, UnrecoverableError } from '../core/errors';
 import { quote } from '../core/input-text';
 import type { Job } from '../core/job';
 import type { ResolvedBackoff, ResolvedQueueOptions } from '../core/options/resolved';
@@ -18,8 +18,9 @@ import { attemptErrorJson, backoffDelayMs, toAttemptError } from './retry-policy
  *   that completes after `queue.cancel(id)` reached it still completes.
  * - `threw`: the handler threw or rejected; the worker also ends an attempt this way when its
  *   timeout passes (JobTimeoutError) and when a job cancelled earlier comes back (CancelJobError).
- *   SnoozeJobError snoozes, CancelJobError (or a cancel request) cancels, anything else retries
- *   while attempts are left, then fails or goes to the dead-letter queue.
+ *   SnoozeJobError snoozes, CancelJobError (or a cancel request) cancels, UnrecoverableError
+ *   fails (or dead-letters) at once whatever attempts are left, anything else retries while
+ *   attempts are left, then fails or goes to the dead-letter queue.
  * - `abandoned`: the shutdown grace period ended while it ran. Nothing is written: the job is
  *   handed back to the queue, its interrupted attempt not counted.
  *
@@ -100,17 +101,25 @@ export function decideOutcome(
     );
     return { kind: 'cancelled', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), job, error };
   }
-  return failure(attempt, thrown, queue.deadLetterQueue, clock);
+  // UnrecoverableError (BullMQ's name): the last attempt, whatever attempts are left. A subclass
+  // counts too, as it does in BullMQ, so an app can have its own kinds of "never retry".
+  return failure(attempt, thrown, queue.deadLetterQueue, clock, thrown instanceof UnrecoverableError);
 }
 
-/** The attempt failed: retry while attempts are left, then fail (or dead-letter). */
-function failure(attempt: AttemptFacts, thrown: unknown, deadLetterQueue: string | null, clock: OutcomeClock): PendingOutcome {
+/** The attempt failed: retry while attempts are left (and it may be retried), then fail (or dead-letter). */
+function failure(
+  attempt: AttemptFacts,
+  thrown: unknown,
+  deadLetterQueue: string | null,
+  clock: OutcomeClock,
+  final: boolean,
+): PendingOutcome {
   const { job } = attempt;
   // A SnoozeJobError whose delay the database cannot add to a timestamp (a subclass, or a
   // delayMs changed after construction) fails the attempt, saying so, instead of reaching the writer.
   const error = toAttemptError(thrown instanceof SnoozeJobError ? unusableSnooze(thrown) : thrown, job.attempt, clock.now());
   const errorJson = attemptErrorJson(error);
-  if (job.attempt < job.maxAttempts) {
+  if (!final && job.attempt < job.maxAttempts) {
     // The backoff was validated, but the delay is clamped to what the statement accepts anyway.
     const delayMs = Math.min(Math.max(backoffDelayMs(attempt.backoff, job.attempt, clock.random), 0), MAX_DELAY_MS) || 0;
     return { kind: 'retry', id: job.id, attempt: job.attempt, errorJson, delayMs, job, error, thrown };

@@ -76,10 +76,12 @@ function outcomeWritten(
     default:
       if (opts.logJobFailures !== 'none') {
         const moved = o.kind === 'dead-letter' ? `; moved to dead-letter queue "${o.deadLetterQueue}"` : '';
-        logger.error(
-          `Job ${job.id} (${job.queue}/${job.name}) failed on its last attempt (${o.attempt}/${job.maxAttempts}): ${shown(o.error.message)}${moved}`,
-          o.error.stack,
-        );
+        // An UnrecoverableError ends a job before its last attempt: the log says so, not "last attempt".
+        const when =
+          o.attempt < job.maxAttempts
+            ? `for good on attempt ${o.attempt}/${job.maxAttempts} (${o.error.name}: not retried)`
+            : `on its last attempt (${o.attempt}/${job.maxAttempts})`;
+        logger.error(`Job ${job.id} (${job.queue}/${job.name}) failed ${when}: ${shown(o.error.message)}${moved}`, o.error.stack);
       }
       target.emit('failed', job, o.error);
   }

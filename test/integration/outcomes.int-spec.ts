@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext, LoggerService } from '@nestjs/common';
 import type { Pool } from 'pg';
 import { Registry } from 'prom-client';
-import { Process, Processor, QueueService, SnoozeJobError, type Job } from '../../lib';
+import { Process, Processor, QueueService, SnoozeJobError, UnrecoverableError, type Job } from '../../lib';
 import { PgQueueMetricsModule } from '../../lib/metrics';
 import { JobStore } from '../../lib/db/job-store';
 import { RunningJob } from '../../lib/worker/active-job';
@@ -60,6 +60,11 @@ class WorkProcessor {
   @Process('fails')
   fails(job: Job) {
     throw new Error(`refused by the mail server on attempt ${job.attempt}`);
+  }
+
+  @Process('unrecoverable')
+  unrecoverable() {
+    throw new UnrecoverableError('card declined');
   }
 
   @Process('fails-once')
@@ -138,6 +143,20 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
       ]);
       // The error line carries the handler's stack.
       expect(String(lines[1].extra[0])).toContain('refused by the mail server on attempt 2');
+    });
+
+    it('UnrecoverableError: one error line that says the job failed for good before its last attempt, counted as failed', async () => {
+      const job = await queues.add('work', 'unrecoverable', {}, { attempts: 5 });
+      await ended(job.id, ['failed']);
+      await waitFor(() => logs.about(job.id).length >= 1, { message: () => `a line about job ${job.id}` });
+      expect(logs.about(job.id).map((l) => [l.level, l.message])).toEqual([
+        [
+          'error',
+          `Job ${job.id} (work/unrecoverable) failed for good on attempt 1/5 (UnrecoverableError: not retried): card declined`,
+        ],
+      ]);
+      const failed = await registry.getSingleMetric('pgqueue_jobs_failed_total')?.get();
+      expect(failed?.values.find((v) => v.labels.name === 'unrecoverable')?.value).toBe(1);
     });
 
     it('a job that completes logs nothing, at any level', async () => {

@@ -35,7 +35,8 @@ import { testPool, useTestDatabase, waitFor } from '../support/database';
 // jsonb operator for every pair of the types the statements use. The queue's life (add, bulk,
 // delayed, unique, flows, claim, limited claim, progress, complete, retry, fail, cancel, pause,
 // remove, heartbeat, maintenance, getJobs, getJobCounts, getJobByKey, promote, promoteJobs,
-// changePriority, changeDelay, updatePayload) and every dashboard read and action must call none of them.
+// changePriority, changeDelay, updatePayload, clean, drain, obliterate) and every dashboard read and
+// action must call none of them.
 
 const OP_TYPES = [
   'text',
@@ -425,6 +426,20 @@ describe('search_path hijack', () => {
     await failedAgain(4);
     expect(await store.retryFailed('sp', 'doomed')).toBe(1);
     await failedAgain(5);
+
+    // The operator's bulk removals (issue 27): drain (a job another waits on goes one per
+    // statement, naming itself to the trigger), clean, and obliterate with force (every live state).
+    await queue.add('ok', { tag: 'to-drain' }, { delayMs: 3_600_000 });
+    await queues.addFlow({
+      queue: 'sp',
+      name: 'ok',
+      payload: { tag: 'drained-parent' },
+      children: [{ queue: 'sp', name: 'ok', payload: { tag: 'drained-child' }, opts: { delayMs: 3_600_000 } }],
+    });
+    expect(await queue.drain()).toBe(2);
+    await ended('drained-parent', 'failed');
+    expect(await queue.clean({ state: 'completed', olderThanMs: 0, limit: 1 })).toBe(1);
+    expect(await queue.obliterate({ force: true })).toBeGreaterThan(0);
 
     expect(errors).toEqual([]);
   });

@@ -37,6 +37,8 @@ const MUST_HAVE_TABLE = [
   'TestPostgresOptions',
   'GetJobsOptions',
   'PromoteJobsOptions',
+  'CleanOptions',
+  'ObliterateOptions',
 ];
 
 /** Options types documented by another type's table, which must hold every one of their keys. */

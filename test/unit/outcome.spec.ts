@@ -19,6 +19,7 @@ import {
   PgQueuePayloadError,
   ShutdownError,
   SnoozeJobError,
+  UnrecoverableError,
 } from '../../lib/core/errors';
 import type { ResolvedBackoff } from '../../lib/core/options/resolved';
 
@@ -202,6 +203,30 @@ describe('decideOutcome: the handler threw', () => {
       new CancelJobError('gone'),
       { attempt: 3, maxAttempts: 3, deadLetterQueue: 'dead' },
       { kind: 'cancelled', attempt: 3, error: expect.objectContaining({ message: 'gone' }) },
+    ],
+    [
+      'UnrecoverableError fails at once, attempts left or not',
+      new UnrecoverableError('card declined'),
+      { attempt: 1, maxAttempts: 5 },
+      { kind: 'failed', error: err('UnrecoverableError', 'card declined') },
+    ],
+    [
+      'UnrecoverableError with a dead-letter queue dead-letters at once',
+      new UnrecoverableError('card declined'),
+      { attempt: 1, maxAttempts: 5, deadLetterQueue: 'dead' },
+      { kind: 'dead-letter', deadLetterQueue: 'dead', error: expect.objectContaining({ name: 'UnrecoverableError' }) },
+    ],
+    [
+      'a subclass of UnrecoverableError fails at once too',
+      new (class PaymentRefused extends UnrecoverableError {})('refused'),
+      {},
+      { kind: 'failed', error: expect.objectContaining({ name: 'PaymentRefused', message: 'refused' }) },
+    ],
+    [
+      'UnrecoverableError after a cancel request cancels (the cancel wins, as for any error)',
+      new UnrecoverableError('late'),
+      { cancelRequested: true },
+      { kind: 'cancelled', error: err('CancelJobError', 'Cancelled by queue.cancel() while running.') },
     ],
     [
       'any error after a cancel request cancels (the AbortError of a stopped fetch, say)',

@@ -28,6 +28,8 @@ describe('the public surface of nestjs-pg-queue', () => {
         'QueueService',
         'ShutdownError',
         'SnoozeJobError',
+        'UnrecoverableError',
+        'ObliterateRefusedError',
         'UnknownJobNameError',
         'getQueueToken',
         'pgQueueMigrations',
