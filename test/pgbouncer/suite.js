@@ -48,6 +48,8 @@ const byNature = {
       'it tests the LISTEN/NOTIFY wake-up itself (60 s polls); poll-only has its own test in it, run in the plain suite',
     'delayed-wakeup.int-spec.ts':
       'it tests the wake-up timer set from NOTIFY payloads and on the listener connecting (5 min polls); poll-only finds a delayed job at its next poll',
+    'find-change.int-spec.ts':
+      "its workers poll once a minute so that a promoted job running at once proves promote's NOTIFY, and its other tests seed history through those workers; run in the plain suite and through PgBouncer with LISTEN direct",
   },
 };
 
