@@ -3,6 +3,7 @@ import { PgQueueConfigError } from './errors';
 import { quote } from './input-text';
 import type { Job, JobState } from './job';
 import { int } from './options/field-checks';
+import { MAX_DELAY_MS } from './options/job-checks';
 import { refuseUnknownKeys } from './options/unknown-keys';
 
 /** Every state a job can be found in, in the order `getJobs` lists them when given several. */
@@ -144,6 +145,31 @@ export function resolvePromoteJobs(queue: string, opts: PromoteJobsOptions | und
     throw new PgQueueConfigError(`${where}: name must be a job name (a non-empty string), got ${quote(opts.name)}.`);
   }
   return { name: opts.name ?? null };
+}
+
+/** Validates getJobByKey's key. */
+export function resolveUniqueKey(queue: string, uniqueKey: unknown): string {
+  if (typeof uniqueKey !== 'string' || uniqueKey === '') {
+    throw new PgQueueConfigError(
+      `getJobByKey() of queue ${quote(queue)}: uniqueKey must be a non-empty string, got ${quote(uniqueKey)}.`,
+    );
+  }
+  return uniqueKey;
+}
+
+/** Validates changePriority's priority (a 32-bit integer, as add's). */
+export function resolvePriority(queue: string, priority: unknown): number {
+  return int(`changePriority() of queue ${quote(queue)}: priority`, priority, 0, -(2 ** 31));
+}
+
+/** Validates changeDelay's delay, rounded to whole milliseconds. */
+export function resolveDelayMs(queue: string, delayMs: unknown): number {
+  if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
+    throw new PgQueueConfigError(
+      `changeDelay() of queue ${quote(queue)}: delayMs must be a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${quote(delayMs)}.`,
+    );
+  }
+  return Math.round(delayMs);
 }
 
 function checkState(where: string, s: unknown): asserts s is JobState {

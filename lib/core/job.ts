@@ -249,6 +249,17 @@ export interface QueueCounts {
   readonly oldestWaitingAgeMs: number | null;
 }
 
+/** The figures of a queue with no jobs. */
+export const EMPTY_COUNTS: QueueCounts = Object.freeze({
+  waiting: 0,
+  delayed: 0,
+  active: 0,
+  stalled: 0,
+  failed: 0,
+  waitingChildren: 0,
+  oldestWaitingAgeMs: null,
+});
+
 /**
  * What a child's failure for good (failed on its last attempt, cancelled, or removed) does to
  * its parent. `'fail-parent'`: the parent fails at once without running, with a

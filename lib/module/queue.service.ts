@@ -1,9 +1,18 @@
 import { Inject, Injectable } from '@nestjs/common';
-import type { BulkJob, EnqueueOptions, FlowJob, FlowNode, Job, JobState, QueueCounts } from '../core/job';
+import {
+  EMPTY_COUNTS,
+  type BulkJob,
+  type EnqueueOptions,
+  type FlowJob,
+  type FlowNode,
+  type Job,
+  type JobState,
+  type QueueCounts,
+} from '../core/job';
 import type { GetJobsOptions, JobPage, PromoteJobsOptions } from '../core/find-options';
 import type { CleanOptions, ObliterateOptions } from '../core/clean';
 import { executorFor, type TransactionTarget } from '../db/executor';
-import { EMPTY_COUNTS, type JobMap, type Queue } from '../producer/queue';
+import type { JobMap, Queue } from '../producer/queue';
 import { PgQueueConfigError } from '../core/errors';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import type { PgQueueRuntime } from './pg-queue.runtime';

@@ -1,17 +1,17 @@
+import { EMPTY_COUNTS } from '../core/job';
 import type { BulkJob, EnqueueOptions, Job, JobOptions, JobState, QueueCounts } from '../core/job';
 import {
   encodeCursor,
   resolveCountStates,
   resolveGetJobs,
+  resolveDelayMs,
+  resolvePriority,
   resolvePromoteJobs,
+  resolveUniqueKey,
   type GetJobsOptions,
   type JobPage,
   type PromoteJobsOptions,
 } from '../core/find-options';
-import { PgQueueConfigError } from '../core/errors';
-import { quote } from '../core/input-text';
-import { int } from '../core/options/field-checks';
-import { MAX_DELAY_MS } from '../core/options/job-checks';
 import type { ResolvedJobDefaults } from '../core/options/resolved';
 import {
   executorFor,
@@ -27,31 +27,9 @@ import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
 import { buildJobRow, checkBulkEntry, payloadJsonOf, resolveDependencies } from './enqueue';
 import { tracedEnqueue } from './tracing';
+import * as USE from './transaction-uses';
 
 export type { TransactionTarget } from '../db/executor';
-
-/** The figures of a queue with no jobs. */
-export const EMPTY_COUNTS: QueueCounts = Object.freeze({
-  waiting: 0,
-  delayed: 0,
-  active: 0,
-  stalled: 0,
-  failed: 0,
-  waitingChildren: 0,
-  oldestWaitingAgeMs: null,
-});
-
-// What each write of a queue would let escape the caller's rollback, run outside a transaction.
-const ADD: TransactionUse = { caller: 'add()', effect: 'the job' };
-const ADD_BULK: TransactionUse = { caller: 'addBulk()', effect: 'the jobs' };
-const ADD_FLOW: TransactionUse = { caller: 'addFlow()', effect: "the flow's jobs" };
-const CANCEL: TransactionUse = { caller: 'cancel()', effect: 'the cancel' };
-const RETRY: TransactionUse = { caller: 'retry()', effect: 'the retry' };
-const REMOVE: TransactionUse = { caller: 'remove()', effect: 'the removal' };
-const PROMOTE: TransactionUse = { caller: 'promote()', effect: 'the promotion' };
-const CHANGE_PRIORITY: TransactionUse = { caller: 'changePriority()', effect: 'the change' };
-const CHANGE_DELAY: TransactionUse = { caller: 'changeDelay()', effect: 'the change' };
-const UPDATE_PAYLOAD: TransactionUse = { caller: 'updatePayload()', effect: 'the new payload' };
 
 /** Maps each job name of a queue to its payload type. */
 export type JobMap = Record<string, unknown>;
@@ -106,7 +84,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
 
   /** @internal Inserts a flow's rows in this queue's database, in `t` (checked to be that database) or on its pool. */
   insertFlow(nodes: readonly FlowNodeRow[], t: TransactionTarget | undefined): Promise<FlowInserted> {
-    return this.store.insertFlow(nodes, [], this.target(t, ADD_FLOW));
+    return this.store.insertFlow(nodes, [], this.target(t, USE.ADD_FLOW));
   }
 
   /**
@@ -152,7 +130,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
         const out = await this.store.insertFlow(
           [{ row, parent: -1, onFailure: 'fail-parent' }],
           existing,
-          this.target(opts, ADD),
+          this.target(opts, USE.ADD),
         );
         this.enqueued([row]);
         const job = insertedToJob<TJobs[N]>(row, out.ids[0], out.now);
@@ -160,11 +138,11 @@ export class Queue<TJobs extends JobMap = JobMap> {
       }
     }
     if (row.uniqueKey !== null) {
-      const { jobs, inserted } = await this.store.insertUnique<TJobs[N]>([row], this.target(opts, ADD));
+      const { jobs, inserted } = await this.store.insertUnique<TJobs[N]>([row], this.target(opts, USE.ADD));
       this.enqueued(inserted);
       return jobs[0];
     }
-    const target = this.target(opts, ADD);
+    const target = this.target(opts, USE.ADD);
     // On the queue's own pool, concurrent adds may share one statement (insertCoalesced).
     const { id, now } = target
       ? await this.store.insert([row], target).then(({ ids, now }) => ({ id: String(ids[0]), now }))
@@ -196,11 +174,11 @@ export class Queue<TJobs extends JobMap = JobMap> {
       return buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes, 'bulk');
     });
     if (rows.some((r) => r.uniqueKey !== null)) {
-      const { jobs: out, inserted } = await this.store.insertUnique<TJobs[N]>(rows, this.target(target, ADD_BULK));
+      const { jobs: out, inserted } = await this.store.insertUnique<TJobs[N]>(rows, this.target(target, USE.ADD_BULK));
       this.enqueued(inserted);
       return out;
     }
-    const { ids, now } = await this.store.insert(rows, this.target(target, ADD_BULK));
+    const { ids, now } = await this.store.insert(rows, this.target(target, USE.ADD_BULK));
     this.enqueued(rows);
     return insertedToJobs<TJobs[N]>(rows, ids, now);
   }
@@ -215,7 +193,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async cancel(id: string, target?: TransactionTarget): Promise<'cancelled' | 'cancelling' | null> {
     if (!isJobId(String(id))) return null;
-    return this.store.cancel(this.name, String(id), this.target(target, CANCEL));
+    return this.store.cancel(this.name, String(id), this.target(target, USE.CANCEL));
   }
 
   /**
@@ -243,7 +221,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async retry(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
-    return (await this.store.retryFinished(this.name, [String(id)], this.target(target, RETRY))) > 0;
+    return (await this.store.retryFinished(this.name, [String(id)], this.target(target, USE.RETRY))) > 0;
   }
 
   /** Runs every failed job of this queue again (a thousand per statement); returns how many. */
@@ -257,7 +235,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async remove(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
-    return this.store.remove(this.name, String(id), this.target(target, REMOVE));
+    return this.store.remove(this.name, String(id), this.target(target, USE.REMOVE));
   }
 
   /**
@@ -353,12 +331,8 @@ export class Queue<TJobs extends JobMap = JobMap> {
     uniqueKey: string,
     target?: TransactionTarget,
   ): Promise<Job<TJobs[N]> | null> {
-    if (typeof uniqueKey !== 'string' || uniqueKey === '') {
-      throw new PgQueueConfigError(
-        `getJobByKey() of queue ${quote(this.name)}: uniqueKey must be a non-empty string, got ${quote(uniqueKey)}.`,
-      );
-    }
-    return this.store.getJobByKey<TJobs[N]>(this.name, uniqueKey, this.target(target));
+    const key = resolveUniqueKey(this.name, uniqueKey);
+    return this.store.getJobByKey<TJobs[N]>(this.name, key, this.target(target));
   }
 
   /**
@@ -368,7 +342,7 @@ export class Queue<TJobs extends JobMap = JobMap> {
    */
   async promote(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
-    return this.store.promote(this.name, String(id), this.target(target, PROMOTE));
+    return this.store.promote(this.name, String(id), this.target(target, USE.PROMOTE));
   }
 
   /**
@@ -387,9 +361,9 @@ export class Queue<TJobs extends JobMap = JobMap> {
    * BullMQ's `job.changePriority({ priority })`.
    */
   async changePriority(id: string, priority: number, target?: TransactionTarget): Promise<boolean> {
-    const p = int(`changePriority() of queue ${quote(this.name)}: priority`, priority, 0, -(2 ** 31));
+    const p = resolvePriority(this.name, priority);
     if (!isJobId(String(id))) return false;
-    return this.store.changePriority(this.name, String(id), p, this.target(target, CHANGE_PRIORITY));
+    return this.store.changePriority(this.name, String(id), p, this.target(target, USE.CHANGE_PRIORITY));
   }
 
   /**
@@ -398,13 +372,9 @@ export class Queue<TJobs extends JobMap = JobMap> {
    * changed. BullMQ's `job.changeDelay(delay)`, which takes delayed jobs only.
    */
   async changeDelay(id: string, delayMs: number, target?: TransactionTarget): Promise<boolean> {
-    if (typeof delayMs !== 'number' || !Number.isFinite(delayMs) || delayMs < 0 || delayMs > MAX_DELAY_MS) {
-      throw new PgQueueConfigError(
-        `changeDelay() of queue ${quote(this.name)}: delayMs must be a number of milliseconds from 0 to ${MAX_DELAY_MS}, got ${quote(delayMs)}.`,
-      );
-    }
+    const ms = resolveDelayMs(this.name, delayMs);
     if (!isJobId(String(id))) return false;
-    return this.store.changeDelay(this.name, String(id), Math.round(delayMs), this.target(target, CHANGE_DELAY));
+    return this.store.changeDelay(this.name, String(id), ms, this.target(target, USE.CHANGE_DELAY));
   }
 
   /**
@@ -419,6 +389,6 @@ export class Queue<TJobs extends JobMap = JobMap> {
   ): Promise<boolean> {
     const json = payloadJsonOf(this.name, '', payload, this.maxPayloadBytes, String(id));
     if (!isJobId(String(id))) return false;
-    return this.store.updatePayload(this.name, String(id), json, this.target(target, UPDATE_PAYLOAD));
+    return this.store.updatePayload(this.name, String(id), json, this.target(target, USE.UPDATE_PAYLOAD));
   }
 }
