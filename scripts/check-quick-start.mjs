@@ -56,6 +56,8 @@ function normalise(line) {
       .replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z/g, '<timestamp>')
       // The shutdown log's measured waits ("Workers stopped after 1 ms (waited 1 ms ...").
       .replace(/\b(after|waited) \d+ ms\b/g, '$1 <n> ms')
+      // The grace left when the stop began: shutdownTimeoutMs less the milliseconds already spent.
+      .replace(/\bwaiting up to \d+ ms\b/g, 'waiting up to <n> ms')
       .trimEnd()
   );
 }
