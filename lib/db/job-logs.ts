@@ -58,15 +58,13 @@ export function logStatements({ jobs, history, ack }: SchemaSql, schema: string)
      * $6 maxLines $7 maxBytes
      */
     append: `
-      UPDATE ${jobs} j SET logs = a.logs
-      FROM pg_catalog.unnest($1::bigint[]) AS i(id),
-      LATERAL (
+      UPDATE ${jobs} j SET logs = (
         SELECT pg_catalog.jsonb_build_object(
                  'lines', coalesce(j.logs -> 'lines', '[]'::jsonb)
                           || coalesce(pg_catalog.jsonb_agg(l.v ORDER BY l.n) FILTER (WHERE l.keep), '[]'::jsonb),
                  'bytes', coalesce((j.logs ->> 'bytes')::int, 0) + coalesce(pg_catalog.sum(l.b) FILTER (WHERE l.keep), 0)::int,
                  'dropped', coalesce((j.logs ->> 'dropped')::int, 0) + ($4::int[])[${at}]
-                            + (count(*) FILTER (WHERE NOT l.keep))::int) AS logs
+                            + (count(*) FILTER (WHERE NOT l.keep))::int)
         FROM (
           SELECT e.v, e.n, e.b,
                  coalesce((j.logs ->> 'dropped')::int, 0) = 0
@@ -74,9 +72,8 @@ export function logStatements({ jobs, history, ack }: SchemaSql, schema: string)
                  AND coalesce((j.logs ->> 'bytes')::int, 0)::bigint + pg_catalog.sum(e.b) OVER (ORDER BY e.n) <= $7::bigint AS keep
           FROM (SELECT t.v, t.n, pg_catalog.octet_length(t.v)::bigint AS b
                 FROM pg_catalog.jsonb_array_elements_text((($3::text[])[${at}])::jsonb) WITH ORDINALITY AS t(v, n)) e
-        ) l
-      ) a
-      WHERE j.id = i.id AND j.locked_by = $5 AND j.attempt = ($2::int[])[${at}] ${ack}
+        ) l)
+      WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $5 AND j.attempt = ($2::int[])[${at}] ${ack}
       RETURNING j.id`,
 
     /**
