@@ -40,10 +40,10 @@ export function logStatements({ jobs, history, ack }: SchemaSql, schema: string)
   // The page of one job's lines (1-based ordinality: lines offset+1 .. offset+limit). $q queue
   const page = (source: string, p: number) => `
       SELECT coalesce((SELECT pg_catalog.jsonb_agg(e.v ORDER BY e.n)
-                       FROM pg_catalog.jsonb_array_elements(x.logs -> 'lines') WITH ORDINALITY AS e(v, n)
+                       FROM pg_catalog.jsonb_array_elements(x.logs -> 'lines'::text) WITH ORDINALITY AS e(v, n)
                        WHERE e.n > $${p}::int AND e.n <= $${p}::int + $${p + 1}::int), '[]'::jsonb) AS logs,
-             coalesce(pg_catalog.jsonb_array_length(x.logs -> 'lines'), 0) AS count,
-             coalesce((x.logs ->> 'dropped')::int, 0) AS dropped
+             coalesce(pg_catalog.jsonb_array_length(x.logs -> 'lines'::text), 0) AS count,
+             coalesce((x.logs ->> 'dropped'::text)::int, 0) AS dropped
       FROM (${source}) x
       WHERE x.queue = $${p + 2}::text
       LIMIT 1`;
@@ -60,17 +60,17 @@ export function logStatements({ jobs, history, ack }: SchemaSql, schema: string)
     append: `
       UPDATE ${jobs} j SET logs = (
         SELECT pg_catalog.jsonb_build_object(
-                 'lines', coalesce(j.logs -> 'lines', '[]'::jsonb)
+                 'lines', coalesce(j.logs -> 'lines'::text, '[]'::jsonb)
                           || coalesce(pg_catalog.jsonb_agg(l.v ORDER BY l.n) FILTER (WHERE l.keep), '[]'::jsonb),
-                 'bytes', coalesce((j.logs ->> 'bytes')::int, 0) + coalesce(pg_catalog.sum(l.b) FILTER (WHERE l.keep), 0)::int,
-                 'dropped', coalesce((j.logs ->> 'dropped')::int, 0) + ($4::int[])[${at}]
+                 'bytes', coalesce((j.logs ->> 'bytes'::text)::int, 0) + coalesce(pg_catalog.sum(l.b) FILTER (WHERE l.keep), 0)::int,
+                 'dropped', coalesce((j.logs ->> 'dropped'::text)::int, 0) + ($4::int[])[${at}]
                             + (count(*) FILTER (WHERE NOT l.keep))::int)
         FROM (
           SELECT e.v, e.n, e.b,
-                 coalesce((j.logs ->> 'dropped')::int, 0) = 0
-                 AND coalesce(pg_catalog.jsonb_array_length(j.logs -> 'lines'), 0)::bigint + e.n <= $6::bigint
-                 AND coalesce((j.logs ->> 'bytes')::int, 0)::bigint + pg_catalog.sum(e.b) OVER (ORDER BY e.n) <= $7::bigint AS keep
-          FROM (SELECT t.v, t.n, pg_catalog.octet_length(t.v)::bigint AS b
+                 coalesce((j.logs ->> 'dropped'::text)::int, 0) = 0
+                 AND coalesce(pg_catalog.jsonb_array_length(j.logs -> 'lines'::text), 0)::bigint + e.n <= $6::bigint
+                 AND coalesce((j.logs ->> 'bytes'::text)::int, 0)::bigint + pg_catalog.sum(e.b) OVER (ORDER BY e.n) <= $7::bigint AS keep
+          FROM (SELECT t.v, t.n, pg_catalog.octet_length(t.v) AS b
                 FROM pg_catalog.jsonb_array_elements_text((($3::text[])[${at}])::jsonb) WITH ORDINALITY AS t(v, n)) e
         ) l)
       WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $5 AND j.attempt = ($2::int[])[${at}] ${ack}
