@@ -45,7 +45,7 @@ export function logStatements({ jobs, history, ack }: SchemaSql, schema: string)
              coalesce(pg_catalog.jsonb_array_length(x.logs -> 'lines'::text), 0) AS count,
              coalesce((x.logs ->> 'dropped'::text)::int, 0) AS dropped
       FROM (${source}) x
-      WHERE x.queue = $${p + 2}::text
+      WHERE $${p + 2}::text IS NULL OR x.queue = $${p + 2}::text
       LIMIT 1`;
   return {
     /**
@@ -78,7 +78,7 @@ export function logStatements({ jobs, history, ack }: SchemaSql, schema: string)
 
     /**
      * A page of one job's log, live or finished, for each history layout: the by-id lookup's
-     * parameters first (history/by-id.ts), then offset, limit and the queue (PAGE_AT).
+     * parameters first (history/by-id.ts), then offset, limit and the queue, or NULL: any (PAGE_AT).
      */
     pageIn: byLayout((layout) => {
       const p = PAGE_AT[layout];
@@ -123,21 +123,37 @@ export class JobLogs {
   }
 
   /** Lines `offset + 1` to `offset + limit` of a job of `queue`, live or finished; null when there is none. */
-  async page(queue: string, id: string, offset: number, limit: number, db: SqlExecutor = this.ctx.db): Promise<LogPage | null> {
-    const run = async (sql: string, values: unknown[]) =>
-      db.query<{ logs: string[]; count: number; dropped: number }>(sql, [...values, offset, limit, queue]);
-    let rows;
-    try {
-      const { sql, values } = await this.layout.lookup(this.q.pageIn, id);
-      rows = await run(sql, values);
-      if (!rows.length && sql !== this.q.pageIn.flat) rows = await run(this.q.pageIn.flat, [id]);
-    } catch (err) {
-      if (!isUndefinedTable(err)) throw err;
-      this.layout.forget();
-      rows = await run(this.q.pageIn.flat, [id]);
-    }
-    if (!rows.length) return null;
-    const [r] = rows;
-    return { logs: r.logs, count: r.count, dropped: r.dropped };
+  page(queue: string, id: string, offset: number, limit: number, db: SqlExecutor = this.ctx.db): Promise<LogPage | null> {
+    return readLogPage(db, this.layout, this.q.pageIn, queue, id, offset, limit);
   }
+}
+
+/**
+ * A page of the log of job `id` (of `queue`, or of any queue when null), in the statement for the
+ * history's layout (the dashboard's store calls it with its own executor and layout cache).
+ */
+export async function readLogPage(
+  db: SqlExecutor,
+  layout: HistoryLayoutCache,
+  pageIn: Readonly<Record<HistoryLayout, string>>,
+  queue: string | null,
+  id: string,
+  offset: number,
+  limit: number,
+): Promise<LogPage | null> {
+  const run = async (sql: string, values: unknown[]) =>
+    db.query<{ logs: string[]; count: number; dropped: number }>(sql, [...values, offset, limit, queue]);
+  let rows;
+  try {
+    const { sql, values } = await layout.lookup(pageIn, id);
+    rows = await run(sql, values);
+    if (!rows.length && sql !== pageIn.flat) rows = await run(pageIn.flat, [id]);
+  } catch (err) {
+    if (!isUndefinedTable(err)) throw err;
+    layout.forget();
+    rows = await run(pageIn.flat, [id]);
+  }
+  if (!rows.length) return null;
+  const [r] = rows;
+  return { logs: r.logs, count: r.count, dropped: r.dropped };
 }

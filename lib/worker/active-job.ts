@@ -132,7 +132,16 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   }
 
   toJSON() {
-    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, progressSink: _p, flows: _f, logSink: _l, ...rest } = this;
+    const {
+      controller: _c,
+      abortReason: _r,
+      aborted: _a,
+      completeIn: _i,
+      progressSink: _p,
+      flows: _f,
+      logSink: _l,
+      ...rest
+    } = this;
     return rest;
   }
 }

@@ -85,11 +85,7 @@ export class JobLogBuffer {
     }
     const text = this.cut(line);
     const bytes = Buffer.byteLength(text);
-    if (
-      b.full ||
-      b.sentLines + b.lines.length >= this.caps.maxLines ||
-      b.sentBytes + b.bytes + bytes > this.caps.maxBytes
-    ) {
+    if (b.full || b.sentLines + b.lines.length >= this.caps.maxLines || b.sentBytes + b.bytes + bytes > this.caps.maxBytes) {
       b.full = true;
       b.dropped++;
     } else {
@@ -151,7 +147,8 @@ export class JobLogBuffer {
       (written) => {
         for (const a of batch) if (!written.has(a.id)) this.unmatchedWrites++;
       },
-      (err: Error) => this.onError(new Error(`Writing the logs of ${batch.length} job(s) failed: ${err.message}`, { cause: err })),
+      (err: Error) =>
+        this.onError(new Error(`Writing the logs of ${batch.length} job(s) failed: ${err.message}`, { cause: err })),
     );
     const done = w.finally(() => {
       this.inFlight = null;
