@@ -300,7 +300,9 @@ describe('migrating a big history to partitions (version 10)', () => {
     } finally {
       await ds.destroy();
     }
-    expect((await t.pool.query(`SELECT max(version) AS v FROM orm.migrations`)).rows[0].v).toBe(11);
+    expect((await t.pool.query(`SELECT max(version) AS v FROM orm.migrations`)).rows[0].v).toBe(
+      Math.max(...loadMigrations().map((m) => m.version)),
+    );
     expect((await t.pool.query(`SELECT count(*)::int AS n FROM orm.job_history`)).rows[0].n).toBe(1000);
     // A bound left by a pass whose swap never ran, 5 minutes ahead, is about to reject new rows: the
     // next pass drops it; the one after converts (all of its steps in one pass).
