@@ -174,11 +174,24 @@ async function bootLibrary(url) {
 }
 
 export async function opsBench({ url: adminUrl, jobs, log = (s) => process.stderr.write(s) }) {
-  return withDatabase(adminUrl, 'bench_ops', async (client, url) => {
+  return withDatabase(adminUrl, `bench_ops_${jobs}`, async (client, url) => {
     const rows = statementRows();
     const { app, queue } = await bootLibrary(url);
     const results = [];
+    let idle = null;
     try {
+      // The yardstick: the claim loop alone on the same rows, before any call runs (this machine's
+      // own scheduling and fsync stalls show here too).
+      await client.query(
+        `INSERT INTO pgqueue.jobs (queue, name, payload) SELECT 'other', 'x', '{}' FROM generate_series(1, ${OTHER_JOBS})`,
+      );
+      const alone = claimLoop(url);
+      await new Promise((r) => setTimeout(r, 5000));
+      alone.stop = true;
+      await alone.done;
+      const a = [...alone.latencies].sort((x, y) => x - y);
+      idle = { claims: a.length, claimMaxMs: a.at(-1) ?? 0, claimP99Ms: percentile(a, 99) };
+      log(`[ops] claim loop alone for 5 s: max ${idle.claimMaxMs.toFixed(1)} ms, p99 ${idle.claimP99Ms.toFixed(1)} ms\n`);
       const wal = async () => (await client.query(`SELECT pg_catalog.pg_current_wal_lsn()::text AS l`)).rows[0].l;
       for (const op of OPS) {
         for (const how of ['lib', 'raw-1', 'raw-b']) {
@@ -243,11 +256,11 @@ export async function opsBench({ url: adminUrl, jobs, log = (s) => process.stder
     } finally {
       await app.close();
     }
-    return results;
+    return { results, idle };
   });
 }
 
-export function opsTable(results) {
+export function opsTable({ results, idle }) {
   const mb = (b) => `${(b / 2 ** 20).toFixed(0)} MiB`;
   const lines = [
     '| call | how | rows | seconds | rows/s | most rows per statement | WAL | claim max / p99 (claims) |',
@@ -257,6 +270,11 @@ export function opsTable(results) {
     lines.push(
       `| ${r.op} | ${r.how} | ${r.changed} | ${r.seconds.toFixed(1)} | ${Math.round(r.rowsPerSecond)} | ${r.mostRowsPerStatement} | ` +
         `${mb(r.walBytes)} | ${r.claimMaxMs.toFixed(1)} / ${r.claimP99Ms.toFixed(1)} ms (${r.claims}) |`,
+    );
+  }
+  if (idle) {
+    lines.push(
+      `| claim loop alone (5 s) | | | | | | | ${idle.claimMaxMs.toFixed(1)} / ${idle.claimP99Ms.toFixed(1)} ms (${idle.claims}) |`,
     );
   }
   return lines.join('\n');
@@ -276,7 +294,7 @@ export async function main(argv) {
   const server = await startPostgres({ durable: !smoke });
   try {
     const started = Date.now();
-    const results = await opsBench({ url: server.url, jobs });
+    const measured = await opsBench({ url: server.url, jobs });
     const commit = (() => {
       try {
         return require('node:child_process')
@@ -287,13 +305,13 @@ export async function main(argv) {
         return '?';
       }
     })();
-    const text = `# Bulk calls at ${jobs} jobs (commit ${commit}, ${new Date(started).toISOString()}, ${((Date.now() - started) / 1000).toFixed(0)} s)\n\n${opsTable(results)}\n`;
+    const text = `# Bulk calls at ${jobs} jobs (commit ${commit}, ${new Date(started).toISOString()}, ${((Date.now() - started) / 1000).toFixed(0)} s)\n\n${opsTable(measured)}\n`;
     process.stdout.write(text);
     const dir = path.join(here, 'results');
     fs.mkdirSync(dir, { recursive: true });
     const base = smoke ? 'ops-smoke' : `ops-${jobs}`;
     fs.writeFileSync(path.join(dir, `${base}.md`), text);
-    fs.writeFileSync(path.join(dir, `${base}.json`), JSON.stringify({ jobs, commit, results }, null, 2));
+    fs.writeFileSync(path.join(dir, `${base}.json`), JSON.stringify({ jobs, commit, ...measured }, null, 2));
     return 0;
   } finally {
     await server.stop();
