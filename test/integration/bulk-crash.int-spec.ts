@@ -10,7 +10,7 @@ import { useTestDatabase, waitFor } from '../support/database';
 
 // Issue 27, constraints: a crash in the middle of a batched operation leaves nothing half-done
 // that a rerun does not finish. A process of the built package runs retryJobs, removeJobs or
-// clean over 20,000 failed jobs and is SIGKILLed after a few batches: each batch of 1,000 is
+// clean over 20,000 failed jobs (cancelJobs over 20,000 waiting ones) and is SIGKILLed after a few batches: each batch of 1,000 is
 // committed whole or not at all (what moved is a multiple of 1,000), no job is lost or in both
 // tables, and the same call made again finishes the rest.
 
@@ -111,4 +111,20 @@ describe('a batched operation killed in the middle', () => {
     },
     120_000,
   );
+
+  it('cancelJobs: whole batches cancelled (out of the live table and into history together), a rerun cancels the rest', async () => {
+    await t.pool.query(`DELETE FROM pgqueue.jobs WHERE queue = 'bulk'`);
+    await t.pool.query(`DELETE FROM pgqueue.job_history WHERE queue = 'bulk'`);
+    await queue.addBulk([...Array(TOTAL)].map((_, n) => ({ name: 'x', payload: { n } })));
+    const cancelled = () =>
+      count(`SELECT count(*)::int AS n FROM pgqueue.job_history WHERE queue = 'bulk' AND state = 'cancelled'`);
+    await killMidway('cancelJobs', cancelled);
+    const done = await cancelled();
+    expect(done % BATCH).toBe(0);
+    expect(done).toBeLessThan(TOTAL);
+    expect(done + (await live())).toBe(TOTAL);
+    expect(await queue.cancelJobs({ state: 'waiting' })).toBe(TOTAL - done);
+    expect(await cancelled()).toBe(TOTAL);
+    expect(await live()).toBe(0);
+  }, 120_000);
 });
