@@ -20,6 +20,7 @@ export type {
   BulkJob,
   ChildFailurePolicy,
   ChildResult,
+  DeduplicationOptions,
   Dependency,
   EnqueueOptions,
   FlowJob,

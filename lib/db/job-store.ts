@@ -7,6 +7,7 @@ import { Changes } from './change';
 import { Cleaner } from './clean';
 import { Control } from './control';
 import { Cron } from './cron';
+import { DedupInserts } from './dedup';
 import type { SqlExecutor } from './executor';
 import { FlowInserts, type ExistingDependency, type FlowInserted, type FlowNodeRow } from './flow-insert';
 import { Finder, type FoundPage } from './find';
@@ -55,6 +56,8 @@ export class JobStore {
   readonly flows: FlowStore;
   /** The operator's bulk removals (clean.ts): clean, drain, obliterate, a batch per statement. */
   readonly cleaner: Cleaner;
+  /** Deduplication with a window (dedup.ts, migration 0013): the adds that carry it, and the keys. */
+  readonly dedup: DedupInserts;
   private readonly ctx: StoreContext;
   private readonly inserts: Inserts;
   private readonly unique: UniqueInserts;
@@ -92,6 +95,7 @@ export class JobStore {
     this.changes = new Changes(ctx);
     this.finder = new Finder(ctx);
     this.cleaner = new Cleaner(ctx);
+    this.dedup = new DedupInserts(ctx);
     this.cron = new Cron(ctx);
     this.maintenance = new Maintenance(ctx);
     this.vacuum = new Vacuum(ctx);

@@ -58,7 +58,7 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
-               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace
+               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace, unique_key
         FROM dead RETURNING id, queue, name, attempt
       ), wake AS (SELECT pg_catalog.pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
       SELECT id, queue, name, attempt, true AS retried, (SELECT count(*) FROM wake) AS woken FROM retried
@@ -89,6 +89,15 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
      * off from the database). The dashboard already hides them after 3. No parameters.
      */
     pruneNodes: `DELETE FROM ${s}.nodes WHERE last_seen_at < now() - (10 * heartbeat_ms)::float8 * interval '1 millisecond'`,
+
+    /**
+     * Maintenance: deduplication keys whose window is over (migration 13), a batch at a time on
+     * job_dedup_expires_idx, oldest first. An expired row blocks no add (the add takes it over),
+     * so this only keeps the table small; never on the add's path. $1 batch
+     */
+    pruneDedup: `
+      DELETE FROM ${s}.job_dedup WHERE (queue, key) IN (
+        SELECT queue, key FROM ${s}.job_dedup WHERE expires_at <= now() ORDER BY expires_at LIMIT $1)`,
 
     /**
      * Maintenance: the edges of parents that finished longer ago than the shortest retention
@@ -136,6 +145,7 @@ export class Maintenance {
       );
       const pruned = await this.pruneHistory(client, batch);
       await client.query(this.q.pruneNodes);
+      await client.query(this.q.pruneDedup, [batch]);
       // Edges of flows whose parent is gone from both tables, past the shortest retention.
       const { completedMs: c, cancelledMs: x, failedMs: f } = this.ctx.retention;
       await client.query(this.q.pruneDependencies, [Math.min(c, x, f ?? Infinity), batch]);

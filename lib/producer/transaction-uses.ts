@@ -11,3 +11,4 @@ export const PROMOTE: TransactionUse = { caller: 'promote()', effect: 'the promo
 export const CHANGE_PRIORITY: TransactionUse = { caller: 'changePriority()', effect: 'the change' };
 export const CHANGE_DELAY: TransactionUse = { caller: 'changeDelay()', effect: 'the change' };
 export const UPDATE_PAYLOAD: TransactionUse = { caller: 'updatePayload()', effect: 'the new payload' };
+export const REMOVE_DEDUPLICATION_KEY: TransactionUse = { caller: 'removeDeduplicationKey()', effect: 'the freed key' };

@@ -39,6 +39,7 @@ const MUST_HAVE_TABLE = [
   'PromoteJobsOptions',
   'CleanOptions',
   'ObliterateOptions',
+  'DeduplicationOptions',
 ];
 
 /** Options types documented by another type's table, which must hold every one of their keys. */
