@@ -8,6 +8,7 @@ import { Cleaner } from './clean';
 import { Control } from './control';
 import { Cron } from './cron';
 import { DedupInserts } from './dedup';
+import type { QueueRetentions } from './queue-retention';
 import type { SqlExecutor } from './executor';
 import { FlowInserts, type ExistingDependency, type FlowInserted, type FlowNodeRow } from './flow-insert';
 import { Finder, type FoundPage } from './find';
@@ -58,6 +59,8 @@ export class JobStore {
   readonly cleaner: Cleaner;
   /** Deduplication with a window (dedup.ts, migration 0013): the adds that carry it, and the keys. */
   readonly dedup: DedupInserts;
+  /** The module's retention and the queues' own (queue-retention.ts): set at boot, read by maintenance. */
+  readonly retentions: QueueRetentions;
   private readonly ctx: StoreContext;
   private readonly inserts: Inserts;
   private readonly unique: UniqueInserts;
@@ -96,6 +99,7 @@ export class JobStore {
     this.finder = new Finder(ctx);
     this.cleaner = new Cleaner(ctx);
     this.dedup = new DedupInserts(ctx);
+    this.retentions = ctx.retentions;
     this.cron = new Cron(ctx);
     this.maintenance = new Maintenance(ctx);
     this.vacuum = new Vacuum(ctx);

@@ -192,14 +192,14 @@ export class OutcomeWriters {
     this.q = { ...completionStatements(ctx.sql), ...failureStatements(ctx.sql) };
   }
 
-  /** Completes a batch: into history, or deleted when completed jobs are not kept (retention.completedMs = 0). */
+  /** Completes a batch: into history, or deleted when no retention keeps completed jobs (completedMs = 0 everywhere). */
   async complete(done: readonly Of<'completed'>[], workerId: string): Promise<readonly { id: string }[]> {
     const ids = bigintArrayText(done.map((o) => o.id));
     const attempts = attemptParams(done);
     const resultParam = resultsByIdJson(done);
     const { db } = this.ctx;
     const [r] =
-      this.ctx.retention.completedMs > 0
+      this.ctx.retentions.keepsCompleted
         ? await db.query<WrittenRow>(
             this.q.completeArchive,
             [ids, attempts.attempt, resultParam, workerId, attempts.byId],
@@ -266,7 +266,7 @@ export class OutcomeWriters {
       workerId,
       attempt,
       resultJson,
-      this.ctx.retention.completedMs > 0,
+      this.ctx.retentions.keepsCompleted,
     ]);
     return r.n > 0;
   }
