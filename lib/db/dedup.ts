@@ -71,7 +71,7 @@ function quoteLiteral(text: string): string {
 export class DedupInserts {
   private readonly durableSql: string;
   private readonly txSql: string;
-  private readonly q: { holder: string; holderAny: string; freeIfHeldBy: string; removeKey: string };
+  private readonly q: { holder: string; holderAny: string; freeIfHeldBy: string; removeKey: string; removeQueueKeys: string };
 
   constructor(private readonly ctx: StoreContext) {
     const { s, jobs } = ctx.sql;
@@ -86,6 +86,10 @@ export class DedupInserts {
       freeIfHeldBy: `DELETE FROM ${s}.job_dedup WHERE queue = $1 AND key = $2 AND job_id = $3::bigint`,
       /** Frees a key before its window ends. $1 queue $2 key */
       removeKey: `DELETE FROM ${s}.job_dedup WHERE queue = $1 AND key = $2`,
+      /** obliterate(): a batch of the queue's keys, on the primary key (queue, key). $1 queue $2 batch */
+      removeQueueKeys: `
+        WITH d AS (DELETE FROM ${s}.job_dedup WHERE (queue, key) IN (SELECT queue, key FROM ${s}.job_dedup WHERE queue = $1 LIMIT $2) RETURNING 1)
+        SELECT count(*)::int AS n FROM d`,
     };
   }
 
@@ -178,5 +182,15 @@ export class DedupInserts {
       key,
     ]);
     return rows[0].n > 0;
+  }
+
+  /** Every key of `queue` (obliterate), a batch per statement, each its own short transaction. */
+  async removeQueueKeys(queue: string, batch = 1000): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const [r] = await this.ctx.db.query<{ n: number }>(this.q.removeQueueKeys, [queue, batch]);
+      total += r.n;
+      if (r.n < batch) return total;
+    }
   }
 }

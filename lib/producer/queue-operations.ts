@@ -92,11 +92,13 @@ export abstract class QueueOperations<TJobs extends JobMap = JobMap> extends Que
    * running ones with `force`); returns how many. Refused with `ObliterateRefusedError` while
    * jobs of the queue run, unless `force`: pause the queue first so workers claim nothing while
    * it runs. A thousand rows per statement, each its own short transaction; a rerun finishes an
-   * interrupted one. The queue's paused flag is kept.
+   * interrupted one. The queue's paused flag is kept; its `deduplication` keys go too.
    */
   async obliterate(opts?: ObliterateOptions): Promise<number> {
     const { force } = resolveObliterateOptions(opts);
-    return this.store.cleaner.obliterate(this.name, force);
+    const n = await this.store.cleaner.obliterate(this.name, force);
+    await this.store.dedup.removeQueueKeys(this.name);
+    return n;
   }
 
   /** A job of this queue by id, live or finished; null when unknown (or pruned). */

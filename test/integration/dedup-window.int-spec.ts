@@ -144,6 +144,18 @@ describe('deduplication with a window', () => {
     expect(await queue.getJob(c.id)).toMatchObject({ payload: { v: 3 } });
   });
 
+  it('QueueService mirrors the two key calls; obliterate takes the queue’s keys with its jobs', async () => {
+    const queues = app.get(QueueService);
+    const a = await queue.add('x', { v: 1 }, { deduplication: { key: 'svc', ttlMs: 60_000 }, delayMs: 60_000 });
+    expect(await queues.getDeduplicationJobId('dd', 'svc')).toBe(a.id);
+    expect(await queues.removeDeduplicationKey('dd', 'svc')).toBe(true);
+    expect(await queues.getDeduplicationJobId('dd', 'svc')).toBeNull();
+    await queue.add('x', { v: 1 }, { deduplication: { key: 'gone', ttlMs: 60_000 }, delayMs: 60_000 });
+    await queue.obliterate({ force: true });
+    const left = await t.pool.query(`SELECT count(*)::int AS n FROM pgqueue.job_dedup WHERE queue = 'dd'`);
+    expect(left.rows[0].n).toBe(0);
+  });
+
   it('maintenance prunes expired keys, and leaves the open ones', async () => {
     await queue.add('x', { v: 1 }, { deduplication: { key: 'old', ttlMs: 1 }, delayMs: 60_000 });
     await queue.add('x', { v: 1 }, { deduplication: { key: 'open', ttlMs: 3_600_000 }, delayMs: 60_000 });
