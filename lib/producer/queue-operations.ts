@@ -155,7 +155,7 @@ export abstract class QueueOperations<TJobs extends JobMap = JobMap> extends Que
    * delayed, running or waiting on its children; null when none does. A finished job gives its
    * key up: it still shows it (`job.uniqueKey`, in `getJob` and `getJobs`), but this call answers
    * who holds the key now, as BullMQ's `getDeduplicationJobId` does. For `deduplication` keys,
-   * which a finished job holds until its window ends, see {@link QueueOperations.getDeduplicationJobId}.
+   * which a finished job holds until its window ends, see `getDeduplicationJobId`.
    */
   async getJobByKey<N extends keyof TJobs & string = keyof TJobs & string>(
     uniqueKey: string,
