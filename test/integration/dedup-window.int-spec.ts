@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
+import { DataSource } from 'typeorm';
 import { PgQueueConfigError, Process, Processor, QueueService, type Job, type Queue } from '../../lib';
 import { bootApp, runtimeOf } from '../support/app';
 import { testPool, useTestDatabase, waitFor } from '../support/database';
@@ -101,6 +102,32 @@ describe('deduplication with a window', () => {
     expect(await queue.getDeduplicationJobId('rb')).toBeNull();
     const again = await queue.add('x', { v: 2 }, { deduplication: { key: 'rb', ttlMs: 60_000 }, delayMs: 60_000 });
     expect(again.id).not.toBe(id);
+  });
+
+  it('with a TypeORM manager too: a rollback frees the key, a commit holds it', async () => {
+    const ds = new DataSource({ type: 'postgres', url: t.db.url });
+    await ds.initialize();
+    try {
+      let rolledBack = '';
+      await ds
+        .transaction(async (manager) => {
+          rolledBack = (await queue.add('x', { v: 1 }, { deduplication: { key: 'orm', ttlMs: 60_000 }, delayMs: 60_000, manager })).id;
+          throw new Error('roll back');
+        })
+        .catch((e: Error) => expect(e.message).toBe('roll back'));
+      expect(await queue.getDeduplicationJobId('orm')).toBeNull();
+      expect(await queue.getJob(rolledBack)).toBeNull();
+      const kept = await ds.transaction((manager) =>
+        queue.add('x', { v: 2 }, { deduplication: { key: 'orm', ttlMs: 60_000 }, delayMs: 60_000, manager }),
+      );
+      expect(await queue.getDeduplicationJobId('orm')).toBe(kept.id);
+      const again = await ds.transaction((manager) =>
+        queue.add('x', { v: 3 }, { deduplication: { key: 'orm', ttlMs: 60_000 }, delayMs: 60_000, manager }),
+      );
+      expect([again.id, again.payload]).toEqual([kept.id, { v: 2 }]);
+    } finally {
+      await ds.destroy();
+    }
   });
 
   it('addBulk: keyed and plain jobs in one statement, in input order; a held key returns its job; a key twice is refused', async () => {
