@@ -29,6 +29,7 @@ export type {
   BulkJob,
   ChildFailurePolicy,
   ChildResult,
+  DeduplicationOptions,
   Dependency,
   EnqueueOptions,
   FlowJob,

@@ -207,3 +207,11 @@ function decodeCursor(where: string, text: unknown): PageCursor {
   }
   return { state, key: { priority: k.priority as number, runAt: k.runAt, id: String(k.id) } };
 }
+
+/** The key of getDeduplicationJobId / removeDeduplicationKey: a non-empty string. */
+export function resolveDeduplicationKey(queue: string, key: unknown): string {
+  if (typeof key !== 'string' || key === '') {
+    throw new PgQueueConfigError(`Deduplication key of queue ${quote(queue)}: must be a non-empty string, got ${quote(key)}.`);
+  }
+  return key;
+}

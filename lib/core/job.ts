@@ -73,6 +73,22 @@ export interface JobOptions {
    * delay). A running job is left alone and returned. @default false
    */
   readonly replaceWaiting?: boolean;
+  /**
+   * Deduplication with a window (BullMQ's throttle mode): the first add with `key` inserts a job
+   * and holds the key for `ttlMs`; every add with that key until then inserts nothing and returns
+   * that first job, even after it finished. Not with `uniqueKey` (which holds a key while its job
+   * is live), nor `dependsOn`; per job only (not a default, not in a flow).
+   * @default undefined (no deduplication)
+   */
+  readonly deduplication?: DeduplicationOptions;
+}
+
+/** `JobOptions.deduplication`: a key held for a window from the first add (BullMQ's throttle mode). */
+export interface DeduplicationOptions {
+  /** The key, per queue (BullMQ's `id`): a string of 1 to 1000 characters. */
+  readonly key: string;
+  /** How long the key is held from the first add, in milliseconds (BullMQ's `ttl`): 1 to 100 years. */
+  readonly ttlMs: number;
 }
 
 /**
@@ -80,7 +96,7 @@ export interface JobOptions {
  * to run). Each one given replaces the one below it (job over queue over module over built-in);
  * a `backoff` takes the fields it leaves out from the backoff below it.
  */
-export type JobDefaults = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting' | 'delayMs' | 'runAt'>;
+export type JobDefaults = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting' | 'deduplication' | 'delayMs' | 'runAt'>;
 
 /**
  * Anything that runs a SQL query inside the caller's transaction: a TypeORM `EntityManager`
@@ -183,6 +199,13 @@ export interface Job<TPayload = unknown, TResult = unknown> {
    * `progressIntervalMs` behind while the job runs), or null. Kept across retries and into history.
    */
   readonly progress: JobProgress | null;
+  /**
+   * The `uniqueKey` it was added with, or null. Kept when the job finishes (getJob, getJobs),
+   * though a finished job no longer holds the key: only a live job does (`getJobByKey`).
+   * A job moved to a dead-letter queue, or retried from history, comes back without it
+   * (another job may hold the key by then).
+   */
+  readonly uniqueKey: string | null;
 }
 
 /**
@@ -282,7 +305,7 @@ export const EMPTY_COUNTS: QueueCounts = Object.freeze({
 export type ChildFailurePolicy = 'fail-parent' | 'ignore';
 
 /** Options of one job of a flow: every job option but the unique key (a flow's jobs are always new). */
-export type FlowJobOptions = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting'>;
+export type FlowJobOptions = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting' | 'deduplication'>;
 
 /**
  * One job of a flow, with the jobs that must finish before it runs. Every queue named must be

@@ -95,7 +95,7 @@ function cancelWaitingSql({ jobs, history }: SchemaSql, sel: LiveSelection): str
         SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
                timeout_ms, errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('attempt', attempt,
                  'name', 'CancelJobError', 'message', 'Cancelled by queue.cancelJobs() while waiting.', 'at', now())),
-               NULL, created_at, started_at, now(), locked_by, progress, trace, logs
+               NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
         FROM gone RETURNING id
       )
       SELECT (SELECT count(*) FROM archived)::int AS n, (SELECT count(*) FROM picked)::int AS found,

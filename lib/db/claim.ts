@@ -8,7 +8,7 @@ import type { SchemaSql, StoreContext } from './store-context';
  */
 export interface ClaimedRow extends Pick<
   JobRow,
-  'id' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'progress'
+  'id' | 'name' | 'payload' | 'priority' | 'attempt' | 'max_attempts' | 'backoff' | 'timeout_ms' | 'progress' | 'unique_key'
 > {
   errors: JobAttemptError[] | null;
   /** The enqueue's W3C trace context (migration 0009), or null. */
@@ -56,7 +56,7 @@ export function claimStatements({ s, jobs, ack }: SchemaSql) {
                 nullif(j.errors, '[]') AS errors, CASE WHEN j.cancel_requested_at IS NOT NULL THEN true END AS cancel_requested,
                 extract(epoch FROM j.run_at)::float8 * 1000::float8 AS run_at_ms,
                 extract(epoch FROM j.created_at)::float8 * 1000::float8 AS created_at_ms,
-                extract(epoch FROM j.started_at)::float8 * 1000::float8 AS started_at_ms, j.progress, j.trace`,
+                extract(epoch FROM j.started_at)::float8 * 1000::float8 AS started_at_ms, j.progress, j.trace, j.unique_key`,
 
     /**
      * The claim within a window, for while vacuum is held back (issue 13; the worker's

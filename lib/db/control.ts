@@ -28,7 +28,7 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
         SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
                timeout_ms, errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('attempt', attempt, 'name', 'CancelJobError',
                  'message', 'Cancelled by queue.cancel() while waiting.', 'at', now())),
-               NULL, created_at, started_at, now(), locked_by, progress, trace, logs
+               NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
         FROM waiting RETURNING id
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())

@@ -79,7 +79,8 @@ export function buildJobList(
   const order = claimOrder ? 'priority, run_at, id' : 'id DESC';
   const pageOrder = claimOrder ? 'page.priority, page.run_at, page.id' : 'page.id DESC';
   const reverse = claimOrder ? 'priority DESC, run_at DESC, id DESC' : 'id';
-  const cols = live ? `${LIVE_COLS}, unique_key, locked_by` : `${HISTORY_COLS}, NULL::text AS unique_key, locked_by`;
+  // unique_key is in both column lists (finished jobs keep it since migration 13).
+  const cols = `${live ? LIVE_COLS : HISTORY_COLS}, locked_by`;
   const keyCols = claimOrder ? 'id, priority, run_at' : 'id';
   const text = `
     WITH scan AS MATERIALIZED (
@@ -196,15 +197,15 @@ export function buildDashboardQueries(schema: string) {
 
     /** One job, live or finished, with what the job page shows beyond Job. $1 id */
     job: `
-      SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1
+      SELECT ${LIVE_COLS}, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1
       UNION ALL
-      SELECT ${HISTORY_COLS}, NULL::text, locked_by, true, trace FROM ${history} WHERE id = $1`,
+      SELECT ${HISTORY_COLS}, locked_by, true, trace FROM ${history} WHERE id = $1`,
     /** job for each history layout: only the history partitions that can hold the id. $1 id, then idLookup's values (history/by-id.ts) */
     jobIn: byLayout(
       (layout) => `
-      SELECT ${LIVE_COLS}, unique_key, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1::bigint
+      SELECT ${LIVE_COLS}, locked_by, false AS history, trace FROM ${jobs} WHERE id = $1::bigint
       UNION ALL
-      SELECT ${HISTORY_COLS}, NULL::text, locked_by, true, trace FROM (
+      SELECT ${HISTORY_COLS}, locked_by, true, trace FROM (
         ${layout === 'flat' ? `SELECT * FROM ${history} WHERE id = $1` : historyByIdParamSql(schema, '*', layout)}) h`,
     ),
 

@@ -48,7 +48,9 @@ export function findStatements(jobs: string, history: string) {
 
     /**
      * queue.getJobByKey(key): the live job holding a unique key, on jobs_unique_key_idx
-     * (queue, unique_key): at most one row. History keeps no unique keys. $1 queue $2 key
+     * (queue, unique_key): at most one row. Live jobs only, on purpose: history keeps a finished
+     * job's key (migration 13) but not its hold on it, and has no index on it (one more entry per
+     * finished job, for a read that is about who holds the key now). $1 queue $2 key
      */
     byKey: `SELECT ${LIVE_COLS} FROM ${jobs} WHERE queue = $1 AND unique_key = $2`,
   };

@@ -55,7 +55,7 @@ export class UniqueInserts {
 
   constructor(private readonly ctx: StoreContext) {
     this.liveByUniqueKey = `
-      SELECT ${LIVE_COLS}, unique_key FROM ${ctx.sql.jobs}
+      SELECT ${LIVE_COLS} FROM ${ctx.sql.jobs}
       WHERE (queue, unique_key) IN (SELECT * FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[])))`;
   }
 

@@ -6,14 +6,15 @@ import type { HistoryLayout } from './history/by-id';
 export const LIVE_COLS = `id, queue, name, payload,
   CASE WHEN state = 'waiting' AND run_at > now() THEN 'delayed' ELSE state END AS state,
   priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at, started_at,
-  NULL::timestamptz AS finished_at, NULL::jsonb AS result, progress`;
+  NULL::timestamptz AS finished_at, NULL::jsonb AS result, progress, unique_key`;
 export const HISTORY_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
-  backoff, timeout_ms, errors, created_at, started_at, finished_at, result, progress`;
+  backoff, timeout_ms, errors, created_at, started_at, finished_at, result, progress, unique_key`;
 // locked_by: the worker of the final attempt (the dashboard's job page names it). progress and
 // trace follow the job into history: its last reported progress, and the trace it belongs to.
 // logs: the lines its handlers wrote with job.log() (migration 0012), pruned with the row.
+// unique_key too (migration 13): shown on the finished job, though it no longer holds the key.
 export const ARCHIVE_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
-  backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by, progress, trace, logs`;
+  backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by, progress, trace, logs, unique_key`;
 
 /** One statement per history layout. */
 export function byLayout(build: (layout: HistoryLayout) => string): Readonly<Record<HistoryLayout, string>> {
@@ -39,6 +40,8 @@ export interface JobRow {
   finished_at: Date | null;
   result: unknown;
   progress: JobProgress | null;
+  /** NULL for a job added without one (and for a finished job from before migration 13). */
+  unique_key: string | null;
 }
 
 export function rowToJob<T>(r: JobRow): Job<T> {
@@ -61,5 +64,6 @@ export function rowToJob<T>(r: JobRow): Job<T> {
     result: (r.result ?? null) as never,
     timeoutMs: r.timeout_ms,
     progress: r.progress ?? null,
+    uniqueKey: r.unique_key ?? null,
   };
 }

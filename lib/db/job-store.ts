@@ -8,6 +8,8 @@ import { Changes } from './change';
 import { Cleaner } from './clean';
 import { Control } from './control';
 import { Cron } from './cron';
+import { DedupInserts } from './dedup';
+import type { QueueRetentions } from './queue-retention';
 import type { SqlExecutor } from './executor';
 import { FlowInserts, type ExistingDependency, type FlowInserted, type FlowNodeRow } from './flow-insert';
 import { Finder, type FoundPage } from './find';
@@ -59,6 +61,10 @@ export class JobStore {
   readonly flows: FlowStore;
   /** The operator's bulk removals (clean.ts): clean, drain, obliterate, a batch per statement. */
   readonly cleaner: Cleaner;
+  /** Deduplication with a window (dedup.ts, migration 0013): the adds that carry it, and the keys. */
+  readonly dedup: DedupInserts;
+  /** The module's retention and the queues' own (queue-retention.ts): set at boot, read by maintenance. */
+  readonly retentions: QueueRetentions;
   /** Job logs (job-logs.ts): the worker's batched appends, getJobLogs' pages. */
   readonly logs: JobLogs;
   /** The operator's changes of many jobs (bulk.ts): retryJobs, removeJobs, cancelJobs, by filter in batches or by ids. */
@@ -101,6 +107,8 @@ export class JobStore {
     this.finder = new Finder(ctx);
     this.bulk = new BulkChanges(ctx, this.control);
     this.cleaner = new Cleaner(ctx, this.bulk.walks);
+    this.dedup = new DedupInserts(ctx);
+    this.retentions = ctx.retentions;
     this.cron = new Cron(ctx);
     this.maintenance = new Maintenance(ctx);
     this.vacuum = new Vacuum(ctx);

@@ -5,6 +5,7 @@ import { ARCHIVE_COLS } from './job-row';
 import { advisoryLockHolders } from './lock-holders';
 import type { SchemaSql, StoreContext } from './store-context';
 import { lockKey } from './transaction';
+import { queuePruneSql, type PruneClass } from './queue-retention';
 
 /**
  * The error recorded when a lease runs out: the worker died, or its event loop stalled. (An
@@ -58,7 +59,7 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
-               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace, logs
+               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
         FROM dead RETURNING id, queue, name, attempt
       ), wake AS (SELECT pg_catalog.pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
       SELECT id, queue, name, attempt, true AS retried, (SELECT count(*) FROM wake) AS woken FROM retried
@@ -91,6 +92,15 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
     pruneNodes: `DELETE FROM ${s}.nodes WHERE last_seen_at < now() - (10 * heartbeat_ms)::float8 * interval '1 millisecond'`,
 
     /**
+     * Maintenance: deduplication keys whose window is over (migration 13), a batch at a time on
+     * job_dedup_expires_idx, oldest first. An expired row blocks no add (the add takes it over),
+     * so this only keeps the table small; never on the add's path. $1 batch
+     */
+    pruneDedup: `
+      DELETE FROM ${s}.job_dedup WHERE (queue, key) IN (
+        SELECT queue, key FROM ${s}.job_dedup WHERE expires_at <= now() ORDER BY expires_at LIMIT $1)`,
+
+    /**
      * Maintenance: the edges of parents that finished longer ago than the shortest retention
      * and are in neither table any more (pruned or removed), a batch at a time, oldest first.
      * $1 ms $2 batch
@@ -109,6 +119,8 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
 /** The maintenance pass, on one node at a time. */
 export class Maintenance {
   private readonly q: ReturnType<typeof maintenanceStatements>;
+  /** The per-queue variants of the prune statements (queuePruneSql), by table and scope. */
+  private readonly byQueue = new Map<string, string>();
 
   constructor(private readonly ctx: StoreContext) {
     this.q = maintenanceStatements(ctx.sql);
@@ -136,9 +148,9 @@ export class Maintenance {
       );
       const pruned = await this.pruneHistory(client, batch);
       await client.query(this.q.pruneNodes);
+      await client.query(this.q.pruneDedup, [batch]);
       // Edges of flows whose parent is gone from both tables, past the shortest retention.
-      const { completedMs: c, cancelledMs: x, failedMs: f } = this.ctx.retention;
-      await client.query(this.q.pruneDependencies, [Math.min(c, x, f ?? Infinity), batch]);
+      await client.query(this.q.pruneDependencies, [this.ctx.retentions.shortestMs, batch]);
       return {
         stalled: r.rows.map((x) => ({
           id: String(x.id),
@@ -154,27 +166,53 @@ export class Maintenance {
 
   /**
    * The batched part of retention (the partitions wholly past it are dropped instead, by
-   * HistoryPartitions). Completed and cancelled jobs are deleted row by row only where no
-   * partition drop will take them: in the pre-version-10 table and the default partition, and
-   * everywhere for a state whose retention is shorter than a partition. Failed jobs, which
-   * live in their own partition, are always deleted row by row (retention.failedMs).
+   * HistoryPartitions), one class of queues at a time (queue-retention.ts, pruneClasses): the
+   * module's retention for every queue without its own, then each queue with its own. Completed
+   * and cancelled jobs are deleted row by row only where no partition drop will take them in
+   * time: in the pre-version-10 table and the default partition, and everywhere for a state whose
+   * retention is shorter than a partition or than the longest retention of the database. Failed
+   * jobs, which live in their own partition, are always deleted row by row (retention.failedMs).
+   * One batch per class and table per pass, each a short statement of the maintenance transaction.
    */
   private async pruneHistory(client: PgPoolClient, batch: number): Promise<number> {
-    const { completedMs, cancelledMs, failedMs } = this.ctx.retention;
     const [layout] = (await client.query<{ current: boolean; legacy: boolean }>(this.q.historyLayout)).rows;
-    const completed = completedMs > 0 ? completedMs : null;
-    if (!layout.current) {
-      // The history from before version 10, not converted yet: retention as it always was.
-      return (await client.query(this.q.prune, [completed, batch, cancelledMs, failedMs])).rowCount ?? 0;
-    }
-    const rowByRow = (ms: number | null): number | null => (ms !== null && ms < this.ctx.historyPartitionMs ? ms : null);
-    const byDrop = (ms: number | null): number | null => (ms !== null && ms >= this.ctx.historyPartitionMs ? ms : null);
-    let n = (await client.query(this.q.prune, [rowByRow(completed), batch, rowByRow(cancelledMs), failedMs])).rowCount ?? 0;
-    const rest = [byDrop(completed), batch, byDrop(cancelledMs)];
-    if (rest[0] !== null || rest[2] !== null) {
-      if (layout.legacy) n += (await client.query(this.q.pruneLegacy, [...rest, null])).rowCount ?? 0;
-      n += (await client.query(this.q.pruneDoneDefault, [...rest, null])).rowCount ?? 0;
+    let n = 0;
+    for (const c of this.ctx.retentions.plan(this.ctx.historyPartitionMs)) {
+      const on = (table: 'history' | 'legacy' | 'default') => this.pruneStatement(table, c);
+      const scope = c.queue ?? c.except;
+      const { rowByRow: r, rest } = c;
+      if (!layout.current) {
+        // The history from before version 10, not converted yet: every state row by row, as it always was.
+        const all = [r.completed ?? rest.completed, batch, r.cancelled ?? rest.cancelled, r.failed];
+        n += (await client.query(on('history'), c.queue === null && !c.except.length ? all : [...all, scope])).rowCount ?? 0;
+        continue;
+      }
+      const params = (p: unknown[]) => (c.queue === null && !c.except.length ? p : [...p, scope]);
+      if (r.completed !== null || r.cancelled !== null || r.failed !== null) {
+        n += (await client.query(on('history'), params([r.completed, batch, r.cancelled, r.failed]))).rowCount ?? 0;
+      }
+      if (rest.completed !== null || rest.cancelled !== null) {
+        const p = params([rest.completed, batch, rest.cancelled, null]);
+        if (layout.legacy) n += (await client.query(on('legacy'), p)).rowCount ?? 0;
+        n += (await client.query(on('default'), p)).rowCount ?? 0;
+      }
     }
     return n;
+  }
+
+  /** The statement of one class on one table: the module's own when no queue has its own retention. */
+  private pruneStatement(table: 'history' | 'legacy' | 'default', c: PruneClass): string {
+    if (c.queue === null && !c.except.length) {
+      return table === 'history' ? this.q.prune : table === 'legacy' ? this.q.pruneLegacy : this.q.pruneDoneDefault;
+    }
+    const scope = c.queue === null ? 'others' : 'queue';
+    const key = `${table}:${scope}`;
+    let sql = this.byQueue.get(key);
+    if (!sql) {
+      const { s, history } = this.ctx.sql;
+      const t = table === 'history' ? history : table === 'legacy' ? `${s}.job_history_legacy` : `${s}.job_history_done_default`;
+      this.byQueue.set(key, (sql = queuePruneSql(t, scope)));
+    }
+    return sql;
   }
 }

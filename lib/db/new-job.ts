@@ -16,6 +16,10 @@ export interface NewJobRow {
   timeoutMs: number | null;
   uniqueKey: string | null;
   replaceWaiting: boolean;
+  /** `deduplication.key` (lib/db/dedup.ts), or null. */
+  dedupKey: string | null;
+  /** `deduplication.ttlMs` (0 without a key). */
+  dedupTtlMs: number;
   /** The enqueue's trace context as JSON ({ traceparent, tracestate }), or null without an active span. */
   traceJson: string | null;
 }
@@ -54,6 +58,7 @@ export function insertedToJob<T>(n: NewJobRow, id: string, now: Date, runAt?: Da
     result: null,
     timeoutMs: n.timeoutMs,
     progress: null,
+    uniqueKey: n.uniqueKey,
   };
 }
 

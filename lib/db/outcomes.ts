@@ -16,7 +16,7 @@ export type Outcome =
  * what its DELETE returns, instead of `j.*` and the columns history has no place for.
  */
 const ARCHIVE_SOURCE = `j.id, j.queue, j.name, j.payload, j.priority, j.run_at, j.attempt, j.max_attempts,
-  j.backoff, j.timeout_ms, j.errors, j.created_at, j.started_at, j.locked_by, j.progress, j.trace, j.logs`;
+  j.backoff, j.timeout_ms, j.errors, j.created_at, j.started_at, j.locked_by, j.progress, j.trace, j.logs, j.unique_key`;
 
 /**
  * The one row a batch write answers (completeArchive, completeDelete): `n` rows written of the
@@ -61,7 +61,7 @@ export function completionStatements({ jobs, history, ack }: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-               backoff, timeout_ms, errors, out, created_at, started_at, now(), locked_by, progress, trace, logs
+               backoff, timeout_ms, errors, out, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
         FROM done
         RETURNING id
       )
@@ -79,7 +79,7 @@ export function completionStatements({ jobs, history, ack }: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now(), locked_by, progress, trace, logs
+               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
         FROM done WHERE $5::boolean
       )
       SELECT count(*)::int AS n FROM done`,
@@ -136,7 +136,7 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
       SELECT id, queue, name, payload, $5::text, priority, run_at, attempt, max_attempts, backoff,
              timeout_ms, errors || pg_catalog.jsonb_build_array(err::jsonb ||
                pg_catalog.jsonb_build_object('worker', $4::text, 'startedAt', started_at, 'endedAt', now())), NULL, created_at,
-             started_at, now(), locked_by, progress, trace, logs
+             started_at, now(), locked_by, progress, trace, logs, unique_key
       FROM failed
       RETURNING id`,
 
@@ -192,24 +192,23 @@ export class OutcomeWriters {
     this.q = { ...completionStatements(ctx.sql), ...failureStatements(ctx.sql) };
   }
 
-  /** Completes a batch: into history, or deleted when completed jobs are not kept (retention.completedMs = 0). */
+  /** Completes a batch: into history, or deleted when no retention keeps completed jobs (completedMs = 0 everywhere). */
   async complete(done: readonly Of<'completed'>[], workerId: string): Promise<readonly { id: string }[]> {
     const ids = bigintArrayText(done.map((o) => o.id));
     const attempts = attemptParams(done);
     const resultParam = resultsByIdJson(done);
     const { db } = this.ctx;
-    const [r] =
-      this.ctx.retention.completedMs > 0
-        ? await db.query<WrittenRow>(
-            this.q.completeArchive,
-            [ids, attempts.attempt, resultParam, workerId, attempts.byId],
-            this.ctx.name(this.q.completeArchive),
-          )
-        : await db.query<WrittenRow>(
-            this.q.completeDelete,
-            [ids, attempts.attempt, workerId, attempts.byId],
-            this.ctx.name(this.q.completeDelete),
-          );
+    const [r] = this.ctx.retentions.keepsCompleted
+      ? await db.query<WrittenRow>(
+          this.q.completeArchive,
+          [ids, attempts.attempt, resultParam, workerId, attempts.byId],
+          this.ctx.name(this.q.completeArchive),
+        )
+      : await db.query<WrittenRow>(
+          this.q.completeDelete,
+          [ids, attempts.attempt, workerId, attempts.byId],
+          this.ctx.name(this.q.completeDelete),
+        );
     return r.ids === null ? ALL : r.ids.map((id) => ({ id }));
   }
 
@@ -266,7 +265,7 @@ export class OutcomeWriters {
       workerId,
       attempt,
       resultJson,
-      this.ctx.retention.completedMs > 0,
+      this.ctx.retentions.keepsCompleted,
     ]);
     return r.n > 0;
   }

@@ -2,14 +2,10 @@ import { escapeIdentifier } from 'pg';
 import type { PgPool, PgPoolClient } from '../core/pg-types';
 import { poolExecutor, type SqlExecutor } from './executor';
 import { ForeignLockWarnings } from './lock-holders';
+import { QueueRetentions, type Retention } from './queue-retention';
 import { inTransaction, lockKey } from './transaction';
 
-/** How long finished jobs are kept in history, per state (null: failed jobs kept for ever). */
-export interface Retention {
-  readonly completedMs: number;
-  readonly cancelledMs: number;
-  readonly failedMs: number | null;
-}
+export type { Retention } from './queue-retention';
 
 /** What every statement builder of a stage takes: the quoted names of one schema, and its commit clause. */
 export interface SchemaSql {
@@ -68,6 +64,8 @@ export class StoreContext {
   /** The queue's own pool, one statement per connection checkout (autocommit). */
   readonly db: SqlExecutor;
   readonly retention: Retention;
+  /** The module's retention and the queues' own (registerQueue({ retention })). */
+  readonly retentions: QueueRetentions;
   readonly historyPartitionMs: number;
   /** Warnings, rate-limited, when a session that is not a node of this app holds a try-lock. */
   readonly foreignLocks: ForeignLockWarnings;
@@ -84,6 +82,7 @@ export class StoreContext {
     this.channel = `${schema}_jobs`;
     this.db = poolExecutor(pool);
     this.retention = opts.retention;
+    this.retentions = new QueueRetentions(opts.retention);
     this.historyPartitionMs = opts.historyPartitionMs ?? 86_400_000;
     this.prepare = opts.preparedStatements;
     this.foreignLocks = new ForeignLockWarnings(opts.warn ?? (() => undefined));

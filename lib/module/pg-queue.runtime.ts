@@ -154,7 +154,13 @@ export class PgQueueRuntime implements PgQueueReadApi {
         throw new PgQueueConfigError(unknownConnectionMessage(name, resolved.connection, [...this.byName.keys()]));
       }
       this.registered.set(name, resolved);
+      this.applyRetention(resolved);
     }
+  }
+
+  /** A queue's own retention reaches its database's store (maintenance, partition drops, completions). */
+  private applyRetention(q: ResolvedQueueOptions): void {
+    if (q.retention) this.byName.get(q.connection)!.store.retentions.set(q.name, q.retention);
   }
 
   /**
@@ -167,8 +173,10 @@ export class PgQueueRuntime implements PgQueueReadApi {
       throw new PgQueueConfigError(unknownConnectionMessage(resolved.name, resolved.connection, [...this.byName.keys()]));
     }
     const prev = this.registered.get(resolved.name);
-    if (!prev) this.registered.set(resolved.name, resolved);
-    else if (!isBareRegistration(opts)) sameRegistration(prev, resolved);
+    if (!prev) {
+      this.registered.set(resolved.name, resolved);
+      this.applyRetention(resolved);
+    } else if (!isBareRegistration(opts)) sameRegistration(prev, resolved);
     else if (opts.connection !== undefined) sameRegistration(prev, { ...prev, connection: resolved.connection });
     return this.queue(resolved.name);
   }

@@ -155,6 +155,16 @@ export class QueueService {
     return this.runtime.queue(queue, 'QueueService.getJobByKey').getJobByKey(uniqueKey, target) as Promise<Job<TPayload> | null>;
   }
 
+  /** `Queue.getDeduplicationJobId` of a registered queue: the job holding a `deduplication` key, or null. */
+  async getDeduplicationJobId(queue: string, key: string, target?: TransactionTarget): Promise<string | null> {
+    return this.runtime.queue(queue, 'QueueService.getDeduplicationJobId').getDeduplicationJobId(key, target);
+  }
+
+  /** `Queue.removeDeduplicationKey` of a registered queue: frees a `deduplication` key; true when it was held. */
+  async removeDeduplicationKey(queue: string, key: string, target?: TransactionTarget): Promise<boolean> {
+    return this.runtime.queue(queue, 'QueueService.removeDeduplicationKey').removeDeduplicationKey(key, target);
+  }
+
   /** `Queue.promote` of a registered queue: a delayed job due now; false when it is not delayed. */
   async promote(queue: string, id: string, target?: TransactionTarget): Promise<boolean> {
     return this.runtime.queue(queue, 'QueueService.promote').promote(id, target);

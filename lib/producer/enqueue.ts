@@ -3,11 +3,12 @@ import type { ExistingDependency } from '../db/flow-insert';
 import { toJsonText, UnstorableJsonError } from '../db/jsonb';
 import { PgQueueConfigError, PgQueuePayloadError } from '../core/errors';
 import { nameProblem, quote } from '../core/input-text';
-import type { ChildFailurePolicy, Dependency, JobOptions } from '../core/job';
+import type { ChildFailurePolicy, Dependency, EnqueueOptions, JobOptions } from '../core/job';
 import { isJobId, validateJobName } from '../core/names';
 import { activeTraceJson } from '../core/telemetry';
 import { DEFAULTS } from '../core/options/defaults';
-import { resolveJobDefaults, resolveRunAt, type JobOptionsSource } from '../core/options/job-checks';
+import { MAX_DELAY_MS, resolveJobDefaults, resolveRunAt, type JobOptionsSource } from '../core/options/job-checks';
+import { refuseUnknownKeys } from '../core/options/unknown-keys';
 import type { ResolvedBackoff, ResolvedJobDefaults } from '../core/options/resolved';
 
 function sameBackoff(a: ResolvedBackoff, b: ResolvedBackoff): boolean {
@@ -40,6 +41,7 @@ export function buildJobRow(
   const payloadJson = payloadJsonOf(queue, name, payload, maxPayloadBytes);
   const { runAt, delayMs } = opts === undefined ? NOW : resolveRunAt(where, opts);
   const { uniqueKey, replaceWaiting } = opts === undefined ? NOT_UNIQUE : uniqueness(where, opts);
+  const { dedupKey, dedupTtlMs } = opts?.deduplication === undefined ? NO_DEDUP : deduplication(where, opts);
   // A literal of fixed shape (no spread): V8 builds it from one map, 1,000 times per addBulk.
   return {
     queue,
@@ -56,6 +58,8 @@ export function buildJobRow(
     timeoutMs: o.timeoutMs,
     uniqueKey,
     replaceWaiting,
+    dedupKey,
+    dedupTtlMs,
     // Every job records the trace active where it is built (with @opentelemetry/api only): the
     // producer span of add(), or whatever span the caller runs in (a flow, a handler).
     traceJson: activeTraceJson(),
@@ -140,6 +144,52 @@ function uniqueness(where: string, opts: JobOptions): { uniqueKey: string | null
       `${where}: uniqueKey ${quote(key)} cannot be used: ${why}. Use a string of 1 to 1000 characters.`,
     );
   return { uniqueKey: key, replaceWaiting: replace ?? false };
+}
+
+const NO_DEDUP = { dedupKey: null, dedupTtlMs: 0 } as const;
+const DEDUP_KEYS = ['key', 'ttlMs'] as const;
+const DEDUP_HINTS: Readonly<Record<string, string>> = {
+  id: 'key (BullMQ calls it id)',
+  ttl: 'ttlMs (milliseconds)',
+  extend: 'nothing: a window starts at the first add and is never extended; to debounce use uniqueKey with replaceWaiting',
+  replace: 'uniqueKey with replaceWaiting: true (debounce), instead of deduplication',
+};
+
+/**
+ * `deduplication: { key, ttlMs }` (BullMQ's throttle mode): checked alone, then against the
+ * options it cannot be combined with (each combination has one meaning, or none; see docs/producing.md).
+ */
+function deduplication(where: string, opts: JobOptions): { dedupKey: string; dedupTtlMs: number } {
+  const d = opts.deduplication as unknown;
+  if (typeof d !== 'object' || d === null || Array.isArray(d)) {
+    throw new PgQueueConfigError(`${where}: deduplication must be { key, ttlMs }, got ${quote(d)}.`);
+  }
+  refuseUnknownKeys(`${where}.deduplication`, d, DEDUP_KEYS, DEDUP_HINTS);
+  const { key, ttlMs } = d as { key?: unknown; ttlMs?: unknown };
+  const why = nameProblem(key, 1000);
+  if (why) {
+    throw new PgQueueConfigError(
+      `${where}: deduplication.key ${quote(key)} cannot be used: ${why}. Use a string of 1 to 1000 characters.`,
+    );
+  }
+  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > MAX_DELAY_MS) {
+    throw new PgQueueConfigError(
+      `${where}: deduplication.ttlMs must be a whole number of milliseconds from 1 to ${MAX_DELAY_MS} (100 years), got ${quote(ttlMs)}. ` +
+        'For a key held only while its job is live, use uniqueKey instead.',
+    );
+  }
+  if (opts.uniqueKey !== undefined) {
+    throw new PgQueueConfigError(
+      `${where}: deduplication cannot be combined with uniqueKey. uniqueKey holds a key while its job is live; ` +
+        'deduplication holds it for ttlMs from the first add, finished or not. Pick the one you mean.',
+    );
+  }
+  if ((opts as EnqueueOptions).dependsOn !== undefined) {
+    throw new PgQueueConfigError(
+      `${where}: deduplication cannot be combined with dependsOn; a job with dependencies is always new.`,
+    );
+  }
+  return { dedupKey: key as string, dedupTtlMs: ttlMs };
 }
 
 const POLICIES: readonly ChildFailurePolicy[] = ['fail-parent', 'ignore'];

@@ -7,6 +7,7 @@ import {
   resolvePriority,
   resolvePromoteJobs,
   resolveUniqueKey,
+  resolveDeduplicationKey,
   type GetJobsOptions,
   type JobPage,
   type PromoteJobsOptions,
@@ -103,11 +104,13 @@ export abstract class QueueOperations<TJobs extends JobMap = JobMap> extends Que
    * running ones with `force`); returns how many. Refused with `ObliterateRefusedError` while
    * jobs of the queue run, unless `force`: pause the queue first so workers claim nothing while
    * it runs. A thousand rows per statement, each its own short transaction; a rerun finishes an
-   * interrupted one. The queue's paused flag is kept.
+   * interrupted one. The queue's paused flag is kept; its `deduplication` keys go too.
    */
   async obliterate(opts?: ObliterateOptions): Promise<number> {
     const { force } = resolveObliterateOptions(opts);
-    return this.store.cleaner.obliterate(this.name, force);
+    const n = await this.store.cleaner.obliterate(this.name, force);
+    await this.store.dedup.removeQueueKeys(this.name);
+    return n;
   }
 
   /** A job of this queue by id, live or finished; null when unknown (or pruned). */
@@ -161,8 +164,10 @@ export abstract class QueueOperations<TJobs extends JobMap = JobMap> extends Que
 
   /**
    * The live job of this queue that holds `uniqueKey` (added with `{ uniqueKey }`), waiting,
-   * delayed, running or waiting on its children; null when none does (a finished job gives its
-   * key up: history keeps no unique keys).
+   * delayed, running or waiting on its children; null when none does. A finished job gives its
+   * key up: it still shows it (`job.uniqueKey`, in `getJob` and `getJobs`), but this call answers
+   * who holds the key now, as BullMQ's `getDeduplicationJobId` does. For `deduplication` keys,
+   * which a finished job holds until its window ends, see `getDeduplicationJobId`.
    */
   async getJobByKey<N extends keyof TJobs & string = keyof TJobs & string>(
     uniqueKey: string,
@@ -227,6 +232,24 @@ export abstract class QueueOperations<TJobs extends JobMap = JobMap> extends Que
     const json = payloadJsonOf(this.name, '', payload, this.maxPayloadBytes, String(id));
     if (!isJobId(String(id))) return false;
     return this.store.updatePayload(this.name, String(id), json, this.target(target, USE.UPDATE_PAYLOAD));
+  }
+
+  /**
+   * The id of the job holding a `deduplication` key of this queue (the first add's job, live or
+   * finished), or null when no window of that key is open. BullMQ's `queue.getDeduplicationJobId(id)`.
+   */
+  async getDeduplicationJobId(key: string, target?: TransactionTarget): Promise<string | null> {
+    return this.store.dedup.holder(this.name, resolveDeduplicationKey(this.name, key), this.target(target));
+  }
+
+  /**
+   * Frees a `deduplication` key of this queue before its window ends: the next add with it inserts
+   * a new job. The job that held it is left as it is. True when the key was held. With `manager` or
+   * `client` it joins that transaction. BullMQ's `queue.removeDeduplicationKey(id)`.
+   */
+  async removeDeduplicationKey(key: string, target?: TransactionTarget): Promise<boolean> {
+    const k = resolveDeduplicationKey(this.name, key);
+    return this.store.dedup.removeKey(this.name, k, this.target(target, USE.REMOVE_DEDUPLICATION_KEY));
   }
 
   /**

@@ -1,6 +1,8 @@
 import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
 import { EMPTY_COUNTS } from '../core/job';
-import type { TransactionTarget } from '../db/executor';
+import { PgQueueConfigError } from '../core/errors';
+import { quote } from '../core/input-text';
+import type { SqlExecutor, TransactionTarget } from '../db/executor';
 import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
 import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
@@ -77,6 +79,7 @@ export class Queue<TJobs extends JobMap = JobMap> extends QueueOperations<TJobs>
         return out.waitingChildren[0] ? { ...job, state: 'waiting-children' } : job;
       }
     }
+    if (row.dedupKey !== null) return this.addDeduplicated<TJobs[N]>([row], this.target(opts, USE.ADD)).then((jobs) => jobs[0]);
     if (row.uniqueKey !== null) {
       const { jobs, inserted } = await this.store.insertUnique<TJobs[N]>([row], this.target(opts, USE.ADD));
       this.enqueued(inserted);
@@ -113,6 +116,14 @@ export class Queue<TJobs extends JobMap = JobMap> extends QueueOperations<TJobs>
       checkBulkEntry(this.name, j, i);
       return buildJobRow(this.name, j.name, j.payload, j.opts, this.defaults, this.maxPayloadBytes, 'bulk');
     });
+    if (rows.some((r) => r.dedupKey !== null)) {
+      if (rows.some((r) => r.uniqueKey !== null)) {
+        throw new PgQueueConfigError(
+          `addBulk() of queue ${quote(this.name)}: jobs with deduplication and jobs with uniqueKey in one call; split the call.`,
+        );
+      }
+      return this.addDeduplicated(rows, this.target(target, USE.ADD_BULK));
+    }
     if (rows.some((r) => r.uniqueKey !== null)) {
       const { jobs: out, inserted } = await this.store.insertUnique<TJobs[N]>(rows, this.target(target, USE.ADD_BULK));
       this.enqueued(inserted);
@@ -121,6 +132,13 @@ export class Queue<TJobs extends JobMap = JobMap> extends QueueOperations<TJobs>
     const { ids, now } = await this.store.insert(rows, this.target(target, USE.ADD_BULK));
     this.enqueued(rows);
     return insertedToJobs<TJobs[N]>(rows, ids, now);
+  }
+
+  /** Adds with `deduplication` (and any others of the call) in one statement; a held key returns its job. */
+  private async addDeduplicated<T>(rows: readonly NewJobRow[], db: SqlExecutor | undefined): Promise<Job<T>[]> {
+    const { jobs, inserted } = await this.store.dedup.insertDeduplicated<T>(rows, (id, tx) => this.store.getJob<T>(id, tx), db);
+    this.enqueued(inserted);
+    return jobs;
   }
 
   /**

@@ -13,3 +13,4 @@ export const CHANGE_DELAY: TransactionUse = { caller: 'changeDelay()', effect: '
 export const UPDATE_PAYLOAD: TransactionUse = { caller: 'updatePayload()', effect: 'the new payload' };
 export const REMOVE_JOBS: TransactionUse = { caller: 'removeJobs()', effect: 'the removal' };
 export const CANCEL_JOBS: TransactionUse = { caller: 'cancelJobs()', effect: 'the cancel' };
+export const REMOVE_DEDUPLICATION_KEY: TransactionUse = { caller: 'removeDeduplicationKey()', effect: 'the freed key' };

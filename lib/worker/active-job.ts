@@ -42,6 +42,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   readonly errors: readonly JobAttemptError[];
   readonly result: null = null;
   readonly timeoutMs: number | null;
+  readonly uniqueKey: string | null;
   /** The latest reported progress: the stored one at claim (kept from an earlier attempt), then each updateProgress value. */
   progress: JobProgress | null;
   /**
@@ -85,6 +86,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     this.errors = Array.isArray(row.errors) ? row.errors : [];
     this.timeoutMs = row.timeout_ms;
     this.progress = row.progress ?? null;
+    this.uniqueKey = row.unique_key ?? null;
   }
 
   get signal(): AbortSignal {

@@ -14,7 +14,8 @@ export class HistoryUpkeep implements BackgroundService {
 
   constructor(
     private readonly partitions: HistoryPartitions,
-    private readonly retention: { readonly completedMs: number; readonly cancelledMs: number },
+    /** Past what age a whole partition goes: every retention of the database (QueueRetentions). */
+    private readonly retention: { readonly dropAfterMs: number },
     private readonly logger: EngineLogger,
     private readonly onError: (err: Error) => void,
   ) {}
@@ -28,9 +29,9 @@ export class HistoryUpkeep implements BackgroundService {
     await this.running;
   }
 
-  /** A partition goes once all of it is past both retentions (failed jobs live elsewhere). */
+  /** A partition goes once all of it is past every queue's retention of both states (failed jobs live elsewhere). */
   get dropAfterMs(): number {
-    return Math.max(this.retention.completedMs, this.retention.cancelledMs);
+    return this.retention.dropAfterMs;
   }
 
   /** One pass, or the one already running (none once stopped). Errors are reported to `onError`, never thrown. */

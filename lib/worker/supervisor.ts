@@ -76,7 +76,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
     this.history = new HistoryUpkeep(
       new HistoryPartitions(store.pool, store.schema, opts.historyPartitionMs, (m) => logger.warn(m)),
-      opts.retention,
+      store.retentions,
       logger,
       error,
     );

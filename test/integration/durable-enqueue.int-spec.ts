@@ -87,6 +87,8 @@ describe('durable enqueue', () => {
       uniqueKey: null,
       replaceWaiting: false,
       traceJson: null,
+      dedupKey: null,
+      dedupTtlMs: 0,
     };
     expect(await store.enqueueTick('dq:x:cron', new Date(), row)).toBe(true);
     const { rows } = await t.pool.query<{ sync: string }>(

@@ -239,7 +239,7 @@ describe('job logs in a partitioned history', () => {
     expect((await store.logs.page('q', recent, 0, 10))?.logs).toEqual(['recent one']);
   });
 
-  it('move with their job in the batched calls of the operator: retryJobs back to waiting, cancelJobs to history', async () => {
+  it('move with their job in the batched calls of the operator: retryJobs back to waiting, cancelJobs to history with its unique key', async () => {
     await migrate(t.pool, 'moves');
     const store = new JobStore(t.pool, {
       schema: 'moves',
@@ -258,13 +258,16 @@ describe('job logs in a partitioned history', () => {
     expect((await store.logs.page('q', '20', 0, 10))?.logs).toEqual(['failed, then retried']);
 
     await t.pool.query(
-      `INSERT INTO moves.jobs (id, queue, name, payload, run_at, logs) OVERRIDING SYSTEM VALUE VALUES (21, 'q', 'x', '{}', now(), $1)`,
+      `INSERT INTO moves.jobs (id, queue, name, payload, run_at, logs, unique_key) OVERRIDING SYSTEM VALUE VALUES (21, 'q', 'x', '{}', now(), $1, 'k21')`,
       [log(['waiting, then cancelled'])],
     );
     expect(await store.bulk.cancelMatching('q', ['waiting'], null)).toBe(2);
-    expect((await t.pool.query(`SELECT id FROM moves.job_history WHERE state = 'cancelled' ORDER BY id`)).rows).toEqual([
-      { id: '20' },
-      { id: '21' },
+    // The unique key goes to history with the job too (migration 0013), not kept by the retry.
+    expect(
+      (await t.pool.query(`SELECT id, unique_key FROM moves.job_history WHERE state = 'cancelled' ORDER BY id`)).rows,
+    ).toEqual([
+      { id: '20', unique_key: null },
+      { id: '21', unique_key: 'k21' },
     ]);
     expect((await store.logs.page('q', '20', 0, 10))?.logs).toEqual(['failed, then retried']);
     expect((await store.logs.page('q', '21', 0, 10))?.logs).toEqual(['waiting, then cancelled']);

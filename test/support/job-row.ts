@@ -17,6 +17,8 @@ export function jobRow(over: Partial<NewJobRow> = {}): NewJobRow {
     uniqueKey: null,
     replaceWaiting: false,
     traceJson: null,
+    dedupKey: null,
+    dedupTtlMs: 0,
     ...over,
   };
 }

@@ -43,6 +43,7 @@ const MUST_HAVE_TABLE = [
   'RetryJobsOptions',
   'RemoveJobsOptions',
   'CancelJobsOptions',
+  'DeduplicationOptions',
 ];
 
 /** Options types documented by another type's table, which must hold every one of their keys. */

@@ -47,6 +47,7 @@ function facts(c: Case = {}): AttemptFacts {
     name: 'send',
     payload: {},
     priority: 0,
+    unique_key: null,
     attempt: c.attempt ?? 1,
     max_attempts: c.maxAttempts ?? 3,
     backoff: null,

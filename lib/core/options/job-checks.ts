@@ -43,7 +43,7 @@ function resolveBackoff(where: string, b: BackoffOptions | undefined, base: Reso
 export type JobOptionsSource = 'add' | 'bulk' | 'flow' | 'defaults';
 
 const DEFAULT_KEYS = ['priority', 'attempts', 'backoff', 'timeoutMs'] as const;
-const BULK_KEYS = [...DEFAULT_KEYS, 'delayMs', 'runAt', 'uniqueKey', 'replaceWaiting'] as const;
+const BULK_KEYS = [...DEFAULT_KEYS, 'delayMs', 'runAt', 'uniqueKey', 'replaceWaiting', 'deduplication'] as const;
 const ADD_KEYS = [...BULK_KEYS, 'manager', 'client', 'dependsOn'] as const;
 const FLOW_KEYS = [...DEFAULT_KEYS, 'delayMs', 'runAt'] as const;
 const KEYS_OF: Readonly<Record<JobOptionsSource, readonly string[]>> = {
@@ -64,12 +64,15 @@ const NOT_HERE: Readonly<Record<JobOptionsSource, Readonly<Record<string, string
     uniqueKey: 'nothing: the jobs of a flow are always new, so a flow takes no unique keys',
     replaceWaiting: 'nothing: the jobs of a flow are always new, so a flow takes no unique keys',
     dependsOn: "the flow's children: a node's children run before it",
+    deduplication:
+      'nothing: the jobs of a flow are always new (a deduplicated node would leave its parent waiting on a job of another flow)',
   },
   defaults: {
     uniqueKey: 'it per job, in add(); it is not a default',
     replaceWaiting: 'it per job, in add(); it is not a default',
     delayMs: 'it per job, in add(); a delay is not a default',
     runAt: 'it per job, in add(); an instant is not a default',
+    deduplication: 'it per job, in add(); a key is not a default',
   },
 };
 

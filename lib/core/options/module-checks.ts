@@ -54,6 +54,7 @@ const QUEUE_KEYS = [
   'limiter',
   'repeat',
   'connection',
+  'retention',
 ] as const;
 
 /** Validates module options once, at boot, and fills in every default. */
@@ -183,7 +184,29 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
       q.connection === undefined
         ? 'default'
         : validateConnectionName(q.connection, `registerQueue({ name: ${quote(name)} }) connection`),
+    retention: queueRetention(name, q.retention),
   };
+}
+
+/** A queue's own retention: the module's fields and limits, only those given. */
+function queueRetention(name: string, r: unknown): ResolvedQueueOptions['retention'] {
+  if (r === undefined) return null;
+  const where = `queue "${name}" retention`;
+  if (typeof r !== 'object' || r === null || Array.isArray(r)) {
+    throw new PgQueueConfigError(`Invalid ${where}: ${quote(r)}. Use { completedMs?, cancelledMs?, failedMs? }.`);
+  }
+  refuseUnknownKeys(where, r, RETENTION_KEYS, {
+    removeOnComplete: 'completedMs',
+    removeOnFail: 'failedMs',
+    age: 'completedMs / cancelledMs / failedMs (milliseconds)',
+    count: 'nothing: retention is by age',
+  });
+  const o = r as { completedMs?: unknown; cancelledMs?: unknown; failedMs?: unknown };
+  const out: { completedMs?: number; cancelledMs?: number; failedMs?: number } = {};
+  for (const k of RETENTION_KEYS) {
+    if (o[k] !== undefined) out[k] = int(`${where}.${k}`, o[k] as number, 0, 0, MAX_RETENTION_MS);
+  }
+  return out;
 }
 
 const REPEAT_KEYS = ['name', 'cron', 'tz', 'payload'] as const;

@@ -58,4 +58,6 @@ export interface ResolvedQueueOptions {
   readonly repeat: readonly ResolvedSchedule[];
   /** The named connection whose database holds the queue. */
   readonly connection: string;
+  /** Its own retention (the fields given), over the module's; null: the module's. */
+  readonly retention: { readonly completedMs?: number; readonly cancelledMs?: number; readonly failedMs?: number } | null;
 }

@@ -249,4 +249,14 @@ export interface RegisterQueueOptions {
    * @default 'default'
    */
   connection?: string;
+  /**
+   * How long this queue's finished jobs stay in history, each field over the module's
+   * `retention` (the same fields and limits). A queue that keeps them shorter than the others has
+   * its rows deleted in batches by the maintenance pass; one that keeps them longer keeps every
+   * history partition that long, and the other queues' rows in them are deleted in batches.
+   * Give every node the same (a node knows only the queues its app registers). Not per job name:
+   * see docs/operations.md.
+   * @default undefined (the module's `retention`)
+   */
+  retention?: { completedMs?: number; cancelledMs?: number; failedMs?: number };
 }

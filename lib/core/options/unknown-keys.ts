@@ -5,7 +5,6 @@ import { quote } from '../input-text';
 const BULLMQ_NAMES: Readonly<Record<string, string>> = {
   delay: 'delayMs (milliseconds)',
   jobId: 'uniqueKey (at most one live job per key)',
-  deduplication: 'uniqueKey (with replaceWaiting: true to debounce)',
   debounce: 'uniqueKey with replaceWaiting: true',
   removeOnComplete: 'the module option retention.completedMs (PgQueueModule.forRoot)',
   removeOnFail: 'the module option retention.failedMs (PgQueueModule.forRoot)',
