@@ -9,7 +9,15 @@ import { isJobId, validateQueueName } from '../core/names';
  */
 export class DashboardInputError extends PgQueueConfigError {}
 
-export const STATES: readonly ListState[] = ['waiting', 'delayed', 'active', 'waiting-children', 'completed', 'failed', 'cancelled'];
+export const STATES: readonly ListState[] = [
+  'waiting',
+  'delayed',
+  'active',
+  'waiting-children',
+  'completed',
+  'failed',
+  'cancelled',
+];
 /** The most ids one action takes. */
 export const MAX_IDS = 1000;
 export const MAX_LIMIT = 200;

@@ -56,7 +56,8 @@ export interface MatchFilter {
 export function parseCountQuery(query: Record<string, unknown>): MatchFilter {
   const known = ['state', 'name', 'olderThanMs'];
   const unknown = Object.keys(query).filter((k) => !known.includes(k));
-  if (unknown.length) throw new DashboardInputError(`Unknown query parameter(s) ${unknown.join(', ')}; known: ${known.join(', ')}.`);
+  if (unknown.length)
+    throw new DashboardInputError(`Unknown query parameter(s) ${unknown.join(', ')}; known: ${known.join(', ')}.`);
   const state = stateOf(one(query, 'state'), STATES, 'Query parameter "state"');
   const name = nameOf(one(query, 'name'));
   const ageRaw = one(query, 'olderThanMs');
@@ -73,7 +74,9 @@ export function parseCleanBody(b: unknown): { state: CleanState; olderThanMs: nu
   const olderThanMs = ageOf(o.olderThanMs, '"olderThanMs"');
   if (o.limit === undefined || o.limit === null) return { state, olderThanMs };
   if (typeof o.limit !== 'number' || !Number.isSafeInteger(o.limit) || o.limit < 1)
-    throw new DashboardInputError(`"limit" must be a whole number of at least 1 (or left out: no limit), got ${JSON.stringify(o.limit)}.`);
+    throw new DashboardInputError(
+      `"limit" must be a whole number of at least 1 (or left out: no limit), got ${JSON.stringify(o.limit)}.`,
+    );
   return { state, olderThanMs, limit: o.limit };
 }
 
