@@ -209,7 +209,8 @@ export function CleanByAge(props: { queue: string; onDone: (r: ActionResult) => 
     }
     return Number(amount.trim()) * unit;
   };
-  const age = `${amount.trim()} ${UNITS.find((u) => u.ms === unit)?.label ?? ''}`;
+  const label = UNITS.find((u) => u.ms === unit)?.label ?? '';
+  const age = `${amount.trim()} ${amount.trim() === '1' ? label.slice(0, -1) : label}`;
   return (
     <div class="clean-form">
       <div class="filter-form">
