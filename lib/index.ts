@@ -15,6 +15,14 @@ export { QueueService } from './module/queue.service';
 export type { GetJobsOptions, JobPage, PromoteJobsOptions } from './core/find-options';
 export type { CleanOptions, CleanState, ObliterateOptions } from './core/clean';
 export type {
+  CancelJobsOptions,
+  CancelJobsState,
+  RemoveJobsOptions,
+  RemoveJobsState,
+  RetryJobsOptions,
+  RetryJobsState,
+} from './core/bulk-options';
+export type {
   ActiveJob,
   BackoffOptions,
   BulkJob,

@@ -39,6 +39,9 @@ const MUST_HAVE_TABLE = [
   'PromoteJobsOptions',
   'CleanOptions',
   'ObliterateOptions',
+  'RetryJobsOptions',
+  'RemoveJobsOptions',
+  'CancelJobsOptions',
 ];
 
 /** Options types documented by another type's table, which must hold every one of their keys. */
