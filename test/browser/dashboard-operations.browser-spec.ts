@@ -95,6 +95,18 @@ describe('dashboard operator actions in a real browser (Chromium, the built pack
     await jobTitle(ids.keyed);
   });
 
+  it('promotes a delayed job from its page', async () => {
+    await page.goto(`${dashboard}/jobs/${ids.keyed}`);
+    await page.locator('[data-testid="promote-job"]').click();
+    await page.locator('.notice.ok').waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('.notice.ok').innerText()).toBe(`Job ${ids.keyed} is due now`);
+    expect(await dueNames()).toEqual(['invoice']);
+    await page.waitForFunction(() => document.querySelector('.page-title .badge')?.textContent === 'waiting', undefined, {
+      timeout: WAIT_MS,
+    });
+    expect(await page.locator('[data-testid="promote-job"]').count()).toBe(0);
+  });
+
   it('says clearly when nothing has that id or key', async () => {
     await page.goto(dashboard);
     await search('no-such-key');
@@ -113,11 +125,11 @@ describe('dashboard operator actions in a real browser (Chromium, the built pack
     await confirmation.waitFor({ timeout: WAIT_MS });
     expect(await confirmation.locator('.confirm-text').innerText()).toBe('Make 3 delayed job(s) named “remind” due now?');
     // Nothing has moved before the confirmation.
-    expect(await dueNames()).toEqual([]);
+    expect(await dueNames()).toEqual(['invoice']);
     await page.locator('[data-testid="promote-all-confirm"]').click();
     await page.locator('.notice.ok').waitFor({ timeout: WAIT_MS });
     expect(await page.locator('.notice.ok').innerText()).toBe('3 delayed job(s) due now');
-    expect(await dueNames()).toEqual(['remind', 'remind', 'remind']);
+    expect(await dueNames()).toEqual(['invoice', 'remind', 'remind', 'remind']);
   });
 
   it('removes every failed job of one name after its confirmation; other names stay', async () => {
@@ -150,6 +162,6 @@ describe('dashboard operator actions in a real browser (Chromium, the built pack
     await page.locator('[data-testid="promote-all-confirmation"]').waitFor({ timeout: WAIT_MS });
     await page.getByRole('button', { name: 'Keep them' }).click();
     await page.locator('[data-testid="promote-all"]').waitFor({ timeout: WAIT_MS });
-    expect(await dueNames()).toEqual(['remind', 'remind', 'remind']);
+    expect(await dueNames()).toEqual(['invoice', 'remind', 'remind', 'remind']);
   });
 });

@@ -191,6 +191,17 @@ export function JobPage(props: { id: string; connection?: string | null }) {
                 onDone={done}
               />
             )}
+            {j.state === 'delayed' && (
+              <ActionButton
+                label="Promote"
+                testId="promote-job"
+                run={async () => {
+                  const r = await post<{ promoted: string[] }>('/jobs/promote', { ids, ...on });
+                  return r.promoted.length ? `Job ${j.id} is due now` : `Job ${j.id} was not promoted (it is no longer delayed)`;
+                }}
+                onDone={done}
+              />
+            )}
             {LIVE.has(j.state) && (
               <ActionButton
                 label="Cancel"
