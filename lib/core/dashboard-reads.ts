@@ -130,7 +130,7 @@ export interface DashboardReads {
    * more than `olderThanMs` ago, if given), counting at most `cap`.
    */
   countMatching(queue: string, state: ListState, name: string | null, olderThanMs: number | null, cap: number): Promise<number>;
-  /** Failed or cancelled jobs (any queue) back to waiting; returns the ids retried. */
+  /** Failed, cancelled or completed jobs (any queue) back to waiting; returns the ids retried. */
   retryIds(ids: readonly string[]): Promise<string[]>;
   /** Every failed job of a queue (of one name, if given) back to waiting; returns how many. */
   retryFailed(queue: string, name: string | null): Promise<number>;

@@ -19,7 +19,13 @@ import { DashboardAccessGuard, DashboardRoute } from './dashboard-access.guard';
 import { DashboardAssets, HTML_HEADERS } from './dashboard-assets';
 import { parseEmptyBody, parseIdsBody, parseIdsConnection, parseQueue } from './dashboard-input';
 import { DashboardInputFilter } from './dashboard-input.filter';
-import { parseCleanBody, parseCountQuery, parseNameBody, parseSearchQuery } from './dashboard-operations-input';
+import {
+  parseCleanBody,
+  parseCountQuery,
+  parseMatchingBody,
+  parseNameBody,
+  parseSearchQuery,
+} from './dashboard-operations-input';
 import { DashboardOperations } from './dashboard-operations.service';
 import type { DashboardRequest } from './dashboard.options';
 
@@ -81,6 +87,29 @@ export function createDashboardOperationsController(path: string, guards: readon
     @DashboardRoute('promote-all', 'queue')
     promoteAll(@Param('queue') queue: string, @Body() body: unknown) {
       return this.ops.promoteAll(parseQueue(queue), parseNameBody(body));
+    }
+
+    // Every job of a state (and name) of the queue, not a selection: the page counts them first
+    // (GET api/queues/:queue/count) and asks for a confirmation.
+    @Post('api/queues/:queue/retry-matching')
+    @HttpCode(200)
+    @DashboardRoute('retry-matching', 'queue')
+    retryMatching(@Param('queue') queue: string, @Body() body: unknown) {
+      return this.ops.matching('retry', parseQueue(queue), parseMatchingBody('retry', body));
+    }
+
+    @Post('api/queues/:queue/remove-matching')
+    @HttpCode(200)
+    @DashboardRoute('remove-matching', 'queue')
+    removeMatching(@Param('queue') queue: string, @Body() body: unknown) {
+      return this.ops.matching('remove', parseQueue(queue), parseMatchingBody('remove', body));
+    }
+
+    @Post('api/queues/:queue/cancel-matching')
+    @HttpCode(200)
+    @DashboardRoute('cancel-matching', 'queue')
+    cancelMatching(@Param('queue') queue: string, @Body() body: unknown) {
+      return this.ops.matching('cancel', parseQueue(queue), parseMatchingBody('cancel', body));
     }
 
     @Post('api/jobs/promote')

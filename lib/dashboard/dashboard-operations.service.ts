@@ -1,12 +1,13 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { CleanState } from '../core/clean';
+import type { ListState } from '../core/dashboard-reads';
 import { PgQueueError } from '../core/errors';
 import { isJobId } from '../core/names';
 import { dashboardQueue, type DashboardQueue } from '../module/dashboard-reads';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import { DashboardInputError } from './dashboard-input';
-import type { MatchFilter } from './dashboard-operations-input';
+import type { MatchFilter, MatchingAction } from './dashboard-operations-input';
 import { PG_QUEUE_DASHBOARD_OPTIONS, type DashboardRequest, type ResolvedDashboardOptions } from './dashboard.options';
 import { DashboardService } from './dashboard.service';
 
@@ -106,6 +107,26 @@ export class DashboardOperations {
   /** queue.promoteJobs({ name }): every delayed job (of a name) due now (`POST api/queues/:queue/promote-all`). */
   promoteAll(queue: string, name: string | null): Promise<{ promoted: number }> {
     return this.run(async () => ({ promoted: await this.queue(queue).promoteJobs(name === null ? {} : { name }) }));
+  }
+
+  /**
+   * Every job of a queue in a state (of a name): `retryJobs`, `removeJobs` or `cancelJobs` with
+   * that filter, in batches of a thousand, each its own short transaction on the queue's pool
+   * (`POST api/queues/:queue/retry-matching`, `remove-matching`, `cancel-matching`). The states
+   * each takes were checked (MATCHING_STATES); the call checks them again.
+   */
+  matching(
+    action: MatchingAction,
+    queue: string,
+    f: { state: ListState; name: string | null },
+  ): Promise<{ retried: number } | { removed: number } | { cancelled: number }> {
+    const filter = { state: f.state, ...(f.name === null ? {} : { name: f.name }) };
+    return this.run(async () => {
+      const q = this.queue(queue);
+      if (action === 'retry') return { retried: await q.retryJobs(filter as Parameters<DashboardQueue['retryJobs']>[0]) };
+      if (action === 'remove') return { removed: await q.removeJobs(filter as Parameters<DashboardQueue['removeJobs']>[0]) };
+      return { cancelled: await q.cancelJobs(filter as Parameters<DashboardQueue['cancelJobs']>[0]) };
+    });
   }
 
   /** queue.promote(id) of each delayed job of these ids; returns the ids promoted (`POST api/jobs/promote`). */

@@ -318,7 +318,7 @@ export class DashboardService implements OnApplicationBootstrap {
     return { nodes: all.flat() };
   }
 
-  /** Puts these failed or cancelled jobs back to waiting with fresh attempts; returns the ids it retried (`POST api/jobs/retry`). */
+  /** Puts these failed, cancelled or completed jobs back to waiting with fresh attempts; returns the ids it retried (`POST api/jobs/retry`). */
   async retry(ids: string[], connection: string | null = null) {
     return this.changed({ retried: await this.storeNamed(connection).retryIds(ids) });
   }

@@ -270,7 +270,7 @@ export class DashboardStore implements DashboardReads {
     return r.n;
   }
 
-  /** Failed or cancelled jobs (any queue) back to waiting; returns the ids retried. */
+  /** Failed, cancelled or completed jobs (any queue) back to waiting; returns the ids retried. */
   async retryIds(ids: readonly string[]): Promise<string[]> {
     return (await this.db.query<{ id: string }>(this.q.retryIds, [ids, this.channel])).map((r) => r.id);
   }

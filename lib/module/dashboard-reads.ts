@@ -24,7 +24,19 @@ export function createDashboardReads(
  * The operator's calls the dashboard makes on one queue, the same `Queue` methods an app calls
  * (validation, batching and wake-ups included). Only these: lib/dashboard sees no more of Queue.
  */
-export type DashboardQueue = Pick<Queue, 'name' | 'clean' | 'drain' | 'promote' | 'promoteJobs' | 'getJobByKey' | 'getJobCounts'>;
+export type DashboardQueue = Pick<
+  Queue,
+  | 'name'
+  | 'clean'
+  | 'drain'
+  | 'promote'
+  | 'promoteJobs'
+  | 'getJobByKey'
+  | 'getJobCounts'
+  | 'retryJobs'
+  | 'removeJobs'
+  | 'cancelJobs'
+>;
 
 /**
  * The queue `name` on the connection `connection` names, for the dashboard's actions: the app's

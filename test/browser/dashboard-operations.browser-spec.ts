@@ -132,6 +132,30 @@ describe('dashboard operator actions in a real browser (Chromium, the built pack
     expect(await dueNames()).toEqual(['invoice', 'remind', 'remind', 'remind']);
   });
 
+  it('removes every failed job of one name after its confirmation; other names stay', async () => {
+    await sql.query(
+      `INSERT INTO pgqueue.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at)
+       SELECT g, 'ops', CASE WHEN g < 9000002 THEN 'export' ELSE 'other' END, '{}', 'failed', 0, now(), 1, 1, '[]', now(), now()
+       FROM generate_series(9000000, 9000002) g`,
+    );
+    const failed = async (): Promise<string[]> =>
+      (
+        await sql.query<{ name: string }>(
+          `SELECT name FROM pgqueue.job_history WHERE queue = 'ops' AND state = 'failed' ORDER BY id`,
+        )
+      ).rows.map((r) => r.name);
+    await page.goto(`${dashboard}/queues/ops?state=failed&name=export`);
+    await page.locator('[data-testid="remove-matching"]').click();
+    const confirmation = page.locator('[data-testid="remove-matching-confirmation"]');
+    await confirmation.waitFor({ timeout: WAIT_MS });
+    expect(await confirmation.locator('.confirm-text').innerText()).toBe('Remove 2 failed job(s) named “export” for good?');
+    expect(await failed()).toEqual(['export', 'export', 'other']);
+    await page.locator('[data-testid="remove-matching-confirm"]').click();
+    await page.locator('.notice.ok').waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('.notice.ok').innerText()).toBe('Removed 2 failed job(s) named “export”');
+    expect(await failed()).toEqual(['other']);
+  });
+
   it('"Keep them" at the confirmation runs nothing', async () => {
     await page.goto(`${dashboard}/queues/ops?state=delayed&name=report`);
     await page.locator('[data-testid="promote-all"]').click();

@@ -282,12 +282,75 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
     });
   });
 
+  describe('actions over every job matching a state and name', () => {
+    it('retry-matching runs again every completed (or failed, cancelled) job of a name; the count said how many', async () => {
+      const q = `rm-retry-${platform}`;
+      await seedHistory(q, 'completed', 3, { name: 'export' });
+      await seedHistory(q, 'completed', 2, { name: 'other' });
+      await seedHistory(q, 'failed', 1, { name: 'export' });
+      const before = await http().get(`/queues/api/queues/${q}/count?state=completed&name=export`);
+      expect(before.body.count).toBe(3);
+      const res = await post(`/queues/api/queues/${q}/retry-matching`, { state: 'completed', name: 'export' });
+      expect(res.status).toBe(200);
+      expect(res.body).toEqual({ retried: 3 });
+      expect(await liveCount(q, `name = 'export' AND state = 'waiting'`)).toBe(3);
+      expect(await historyCount(q, 'completed')).toBe(2);
+      expect(await historyCount(q, 'failed')).toBe(1);
+      expect((await post(`/queues/api/queues/${q}/retry-matching`, { state: 'failed' })).body).toEqual({ retried: 1 });
+    });
+
+    it('remove-matching removes every job of the state (live or finished), of one name if given', async () => {
+      const q = `rm-remove-${platform}`;
+      await seedLive(q, [{ name: 'a', delayMs: 3_600_000 }, { name: 'b', delayMs: 3_600_000 }, { name: 'a' }]);
+      await seedHistory(q, 'failed', 4);
+      expect((await post(`/queues/api/queues/${q}/remove-matching`, { state: 'delayed', name: 'a' })).body).toEqual({
+        removed: 1,
+      });
+      expect(await liveCount(q)).toBe(2);
+      expect((await post(`/queues/api/queues/${q}/remove-matching`, { state: 'failed' })).body).toEqual({ removed: 4 });
+      expect(await historyCount(q, 'failed')).toBe(0);
+    });
+
+    it('cancel-matching cancels every waiting job of a name; they end cancelled in history', async () => {
+      const q = `rm-cancel-${platform}`;
+      await seedLive(q, [{ name: 'mail' }, { name: 'mail' }, { name: 'sms' }]);
+      const res = await post(`/queues/api/queues/${q}/cancel-matching`, { state: 'waiting', name: 'mail' });
+      expect(res.body).toEqual({ cancelled: 2 });
+      expect(await historyCount(q, 'cancelled')).toBe(2);
+      expect(await liveCount(q)).toBe(1);
+    });
+
+    it('a state the call does not take, or an unknown field, answers 400 and changes nothing', async () => {
+      const q = `rm-bad-${platform}`;
+      await seedLive(q, [{}]);
+      await seedHistory(q, 'failed', 1);
+      const bad: [string, unknown, RegExp][] = [
+        ['retry', { state: 'waiting' }, /"state" of retry-matching must be one of completed, failed, cancelled/],
+        ['remove', { state: 'active' }, /"state" of remove-matching must be one of waiting, delayed/],
+        ['cancel', { state: 'failed' }, /"state" of cancel-matching must be one of waiting, delayed, waiting-children, active/],
+        ['remove', {}, /"state" of remove-matching must be one of/],
+        ['remove', { state: 'failed', ids: ['1'] }, /Unknown field\(s\) ids/],
+        ['cancel', { state: 'waiting', name: 5 }, /"name" must be a job name/],
+      ];
+      for (const [action, b, msg] of bad) {
+        const res = await post(`/queues/api/queues/${q}/${action}-matching`, b);
+        expect([action, b, res.status]).toEqual([action, b, 400]);
+        expect(res.body.error).toMatch(msg);
+      }
+      expect(await liveCount(q)).toBe(1);
+      expect(await historyCount(q, 'failed')).toBe(1);
+    });
+  });
+
   describe('access rules on every new POST', () => {
     const routes = (queue: string, id: string): [string, unknown][] => [
       [`/api/queues/${queue}/clean`, { state: 'completed', olderThanMs: 0 }],
       [`/api/queues/${queue}/drain`, {}],
       [`/api/queues/${queue}/promote-all`, {}],
       ['/api/jobs/promote', { ids: [id] }],
+      [`/api/queues/${queue}/retry-matching`, { state: 'completed' }],
+      [`/api/queues/${queue}/remove-matching`, { state: 'delayed' }],
+      [`/api/queues/${queue}/cancel-matching`, { state: 'delayed' }],
     ];
 
     it('readOnly refuses each with 403 and changes nothing', async () => {
@@ -342,10 +405,22 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
       ]) {
         expect([url, (await send(url, b)).status]).toEqual([url, 403]);
       }
-      expect(asked.map((a) => a.action)).toEqual(['clean', 'drain', 'promote-all', 'promote', 'promote-bulk', 'promote-all']);
+      expect(asked.map((a) => a.action)).toEqual([
+        'clean',
+        'drain',
+        'promote-all',
+        'promote',
+        'retry-matching',
+        'remove-matching',
+        'cancel-matching',
+        'promote-bulk',
+        'promote-all',
+      ]);
       expect(asked[0]).toEqual({ action: 'clean', queues: [q], filter: { state: 'completed', olderThanMs: '0' } });
       expect(asked[3].queues).toEqual([q]);
-      expect(asked[5].filter).toEqual({ name: 'job' });
+      expect(asked[4]).toEqual({ action: 'retry-matching', queues: [q], filter: { state: 'completed' } });
+      expect(asked[8].filter).toEqual({ name: 'job' });
+      expect(await liveCount(q)).toBe(2);
       expect(await isDue(d1)).toBe(false);
       expect(await historyCount(q, 'completed')).toBe(1);
       // A count is a read of the queue, with its filter.

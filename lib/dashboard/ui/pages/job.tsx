@@ -28,8 +28,8 @@ interface JobAnswer {
 }
 
 const LIVE = new Set(['waiting', 'delayed', 'active', 'waiting-children']);
-/** The states retry acts on (the server retries failed and cancelled jobs only). */
-const RETRYABLE = new Set(['failed', 'cancelled']);
+/** The states retry acts on (the server retries failed, cancelled and completed jobs). */
+const RETRYABLE = new Set(['failed', 'cancelled', 'completed']);
 
 /** Jobs of a flow as links with their states; a job gone from both tables shows its id only. */
 function FlowLinks(props: { links: FlowLink[]; testId: string; on: string }) {

@@ -96,15 +96,21 @@ export function CountedAction(props: {
 const countOf = (queue: string, q: { state: string; name?: string; olderThanMs?: string }): Promise<Count> =>
   get<Count>(`/queues/${enc(queue)}/count${qs(q)}`);
 
-/**
- * The actions over every job of the tab's state (and the name filter): promote all delayed. Retry,
- * cancel and remove all matching come with queue.retryJobs / cancelJobs / removeJobs (op-dash-bulk).
- */
+const RETRY: readonly JobState[] = ['completed', 'failed', 'cancelled'];
+const REMOVE: readonly JobState[] = ['waiting', 'delayed', 'waiting-children', 'completed', 'failed', 'cancelled'];
+const CANCEL: readonly JobState[] = ['waiting', 'delayed', 'waiting-children', 'active'];
+
+/** The actions over every job of the tab's state (and the name filter): retry, promote, cancel, remove. */
 export function MatchingActions(props: { queue: string; state: JobState; name: string; onDone: (r: ActionResult) => void }) {
   const { queue, state, name } = props;
   const what = (count: string): string => `${count} ${state} job(s)${name ? ` named “${name}”` : ''}`;
   const count = (): Promise<Count> => countOf(queue, { state, name });
-  if (state !== 'delayed') return null;
+  const body = { state, ...(name ? { name } : {}) };
+  const matching =
+    (action: 'retry' | 'remove' | 'cancel', key: 'retried' | 'removed' | 'cancelled', verb: string) => async () => {
+      const r = await post<Record<string, number>>(`/queues/${enc(queue)}/${action}-matching`, body);
+      return `${verb} ${num(r[key])} ${state} job(s)${name ? ` named “${name}”` : ''}`;
+    };
   return (
     <div class="matching" data-testid="matching-actions">
       <span class="muted">
@@ -121,6 +127,37 @@ export function MatchingActions(props: { queue: string; state: JobState; name: s
           }}
           onDone={props.onDone}
           testId="promote-all"
+        />
+      )}
+      {RETRY.includes(state) && (
+        <CountedAction
+          label="Retry all"
+          question={(n) => `Run ${what(n)} again?`}
+          count={count}
+          run={matching('retry', 'retried', 'Retried')}
+          onDone={props.onDone}
+          testId="retry-matching"
+        />
+      )}
+      {CANCEL.includes(state) && (
+        <CountedAction
+          label="Cancel all"
+          question={(n) => `Cancel ${what(n)}?`}
+          count={count}
+          run={matching('cancel', 'cancelled', 'Cancelled')}
+          onDone={props.onDone}
+          testId="cancel-matching"
+        />
+      )}
+      {REMOVE.includes(state) && (
+        <CountedAction
+          label="Remove all"
+          kind="danger"
+          question={(n) => `Remove ${what(n)} for good?`}
+          count={count}
+          run={matching('remove', 'removed', 'Removed')}
+          onDone={props.onDone}
+          testId="remove-matching"
         />
       )}
     </div>

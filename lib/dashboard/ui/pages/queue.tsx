@@ -59,8 +59,8 @@ const WHEN_LABEL: Record<JobState, string> = {
 };
 
 /**
- * The selection's actions each tab can act on, as the server does: retry takes failed and
- * cancelled jobs, cancel live ones, remove any but a running one. A button that would answer
+ * The selection's actions each tab can act on, as the server does: retry takes failed,
+ * cancelled and completed jobs, cancel live ones, remove any but a running one. A button that would answer
  * "0 of n" on every job of its tab is not shown.
  */
 const TAB_ACTIONS: Record<JobState, { retry: boolean; cancel: boolean; remove: boolean }> = {
@@ -68,7 +68,7 @@ const TAB_ACTIONS: Record<JobState, { retry: boolean; cancel: boolean; remove: b
   delayed: { retry: false, cancel: true, remove: true },
   active: { retry: false, cancel: true, remove: false },
   'waiting-children': { retry: false, cancel: true, remove: true },
-  completed: { retry: false, cancel: false, remove: true },
+  completed: { retry: true, cancel: false, remove: true },
   failed: { retry: true, cancel: false, remove: true },
   cancelled: { retry: true, cancel: false, remove: true },
 };
