@@ -125,7 +125,12 @@ export interface DashboardReads {
   nodes(): Promise<NodeInfo[]>;
   /** Last tick per schedule key (`queue/name`). */
   lastTicks(): Promise<Map<string, Date>>;
-  /** Failed or cancelled jobs (any queue) back to waiting; returns the ids retried. */
+  /**
+   * How many jobs of a queue are in `state` (of one name, if given; for a finished state, finished
+   * more than `olderThanMs` ago, if given), counting at most `cap`.
+   */
+  countMatching(queue: string, state: ListState, name: string | null, olderThanMs: number | null, cap: number): Promise<number>;
+  /** Failed, cancelled or completed jobs (any queue) back to waiting; returns the ids retried. */
   retryIds(ids: readonly string[]): Promise<string[]>;
   /** Every failed job of a queue (of one name, if given) back to waiting; returns how many. */
   retryFailed(queue: string, name: string | null): Promise<number>;

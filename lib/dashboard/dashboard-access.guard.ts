@@ -12,6 +12,7 @@ import {
 import { HttpAdapterHost, Reflector } from '@nestjs/core';
 import { parseConnection, parseIdsBody, parseIdsConnection, parseJobId, parseQueue } from './dashboard-input';
 import {
+  actionFilterOf,
   actionName,
   crossSiteReason,
   header,
@@ -106,13 +107,7 @@ export class DashboardAccessGuard implements CanActivate {
     const none = { queue: null, queues: [], connection: null, ids: [], filter: null };
     if (spec.scope === 'queue') {
       const queue = parseQueue(req.params?.queue);
-      const name = (req.body as { name?: unknown } | undefined)?.name;
-      const filter =
-        spec.action === 'read'
-          ? listFilterOf(req.query)
-          : spec.action === 'retry-all' && typeof name === 'string'
-            ? { name }
-            : null;
+      const filter = spec.action === 'read' ? listFilterOf(req.query) : actionFilterOf(req.body);
       return { ...none, queue, queues: [queue], connection: this.svc.connectionOfQueue(queue), filter };
     }
     if (spec.scope === 'job' || spec.scope === 'ids') {

@@ -9,13 +9,21 @@ import { isJobId, validateQueueName } from '../core/names';
  */
 export class DashboardInputError extends PgQueueConfigError {}
 
-const STATES: readonly ListState[] = ['waiting', 'delayed', 'active', 'waiting-children', 'completed', 'failed', 'cancelled'];
+export const STATES: readonly ListState[] = [
+  'waiting',
+  'delayed',
+  'active',
+  'waiting-children',
+  'completed',
+  'failed',
+  'cancelled',
+];
 /** The most ids one action takes. */
 export const MAX_IDS = 1000;
 export const MAX_LIMIT = 200;
 export const DEFAULT_LIMIT = 50;
 
-function one(query: Record<string, unknown>, key: string): string | undefined {
+export function one(query: Record<string, unknown>, key: string): string | undefined {
   const v = query[key];
   if (v === undefined) return undefined;
   if (typeof v !== 'string')
@@ -163,7 +171,7 @@ export function parseJobListQuery(query: Record<string, unknown>): JobListQuery 
   return { state, filters, cursor, limit, id };
 }
 
-function body(b: unknown, allowed: readonly string[]): Record<string, unknown> {
+export function body(b: unknown, allowed: readonly string[]): Record<string, unknown> {
   if (typeof b !== 'object' || b === null || Array.isArray(b))
     throw new DashboardInputError('The request body must be a JSON object.');
   const unknown = Object.keys(b).filter((k) => !allowed.includes(k));

@@ -6,7 +6,23 @@ import type { DashboardAction, DashboardRequest } from './dashboard.options';
  * API answer (no-store, nosniff) rather than a page or an asset.
  */
 export interface DashboardRouteSpec {
-  readonly action: 'read' | 'retry' | 'cancel' | 'remove' | 'retry-all' | 'pause' | 'resume' | 'enqueue';
+  readonly action:
+    | 'read'
+    | 'retry'
+    | 'cancel'
+    | 'remove'
+    | 'retry-all'
+    | 'pause'
+    | 'resume'
+    | 'enqueue'
+    // The operator's actions (dashboard-operations.controller.ts).
+    | 'promote'
+    | 'promote-all'
+    | 'clean'
+    | 'drain'
+    | 'retry-matching'
+    | 'remove-matching'
+    | 'cancel-matching';
   readonly scope: 'dashboard' | 'queue' | 'job' | 'ids';
   readonly api: boolean;
 }
@@ -76,14 +92,29 @@ export function crossSiteReason(req: DashboardRequest): string | null {
 
 /** The action name `authorize` is asked about: an action on several ids has its own. */
 export function actionName(spec: DashboardRouteSpec, ids: readonly string[]): DashboardAction {
-  if (spec.scope === 'ids' && ids.length > 1) return `${spec.action as 'retry' | 'cancel' | 'remove'}-bulk`;
+  if (spec.scope === 'ids' && ids.length > 1) return `${spec.action as 'retry' | 'cancel' | 'remove' | 'promote'}-bulk`;
   return spec.action;
+}
+
+/**
+ * The filter an action on a queue names in its body (retry-all's and promote-all's `name`, the
+ * `state` and `name` of an action over matching jobs, clean's `state` and `olderThanMs`), as
+ * strings; null when it names none.
+ */
+export function actionFilterOf(body: unknown): Record<string, string> | null {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return null;
+  const out: Record<string, string> = {};
+  for (const k of ['state', 'name', 'olderThanMs']) {
+    const v = (body as Record<string, unknown>)[k];
+    if (typeof v === 'string' || typeof v === 'number') out[k] = String(v);
+  }
+  return Object.keys(out).length ? out : null;
 }
 
 /** The list filter of a jobs read: its string query parameters but the cursor and limit. */
 export function listFilterOf(query: Record<string, unknown> | undefined): Record<string, string> | null {
   const out: Record<string, string> = {};
-  for (const k of ['state', 'name', 'uniqueKey', 'payload']) {
+  for (const k of ['state', 'name', 'uniqueKey', 'payload', 'olderThanMs']) {
     const v = query?.[k];
     if (typeof v === 'string' && v !== '') out[k] = v;
   }

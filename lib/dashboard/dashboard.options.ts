@@ -3,8 +3,11 @@ import { PgQueueConfigError } from '../core/errors';
 
 /**
  * What a dashboard request wants to do; `authorize` gets it with every request. An action on one
- * job is `retry`, `cancel` or `remove`; on several ids at once `retry-bulk`, `cancel-bulk` or
- * `remove-bulk`; `retry-all` retries every failed job of a queue (retry-failed).
+ * job is `retry`, `cancel`, `remove` or `promote`; on several ids at once `retry-bulk`,
+ * `cancel-bulk`, `remove-bulk` or `promote-bulk`; `retry-all` retries every failed job of a queue
+ * (retry-failed). On a queue: `promote-all` (every delayed job, of a name), `clean` (finished jobs
+ * older than an age), `drain` (every waiting and delayed job), and `retry-matching`,
+ * `remove-matching`, `cancel-matching` (every job of a state and name; the filter is in `context`).
  */
 export type DashboardAction =
   | 'read'
@@ -17,7 +20,15 @@ export type DashboardAction =
   | 'remove-bulk'
   | 'pause'
   | 'resume'
-  | 'enqueue';
+  | 'enqueue'
+  | 'promote'
+  | 'promote-bulk'
+  | 'promote-all'
+  | 'clean'
+  | 'drain'
+  | 'retry-matching'
+  | 'remove-matching'
+  | 'cancel-matching';
 
 /** The part of a request `authorize` sees: Express and Fastify requests both satisfy it. */
 export interface DashboardRequest {
@@ -47,7 +58,11 @@ export interface DashboardAccessContext {
   readonly connection: string | null;
   /** The job ids the request names (a job page, retry, cancel, remove); empty otherwise. */
   readonly ids: readonly string[];
-  /** The list filter of a jobs read (`state`, `name`, `uniqueKey`, `payload`), or retry-all's `name`; null without one. */
+  /**
+   * The list filter of a jobs read or a count (`state`, `name`, `uniqueKey`, `payload`,
+   * `olderThanMs`), or what an action on a queue names in its body (`state`, `name`,
+   * `olderThanMs`), as strings; null without one.
+   */
   readonly filter: Readonly<Record<string, string>> | null;
 }
 

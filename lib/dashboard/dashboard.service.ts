@@ -78,7 +78,7 @@ export class DashboardService implements OnApplicationBootstrap {
   }
 
   /** After an action: its effect shows on the next read. */
-  private changed<T>(result: T): T {
+  changed<T>(result: T): T {
     this.costly.clear();
     this.recentNames.clear();
     return result;
@@ -121,6 +121,26 @@ export class DashboardService implements OnApplicationBootstrap {
         `No connection "${connection}" in this app; its connections: ${this.names.map((n) => `"${n}"`).join(', ')}.`,
       );
     return store;
+  }
+
+  /** The reads of the database a queue is on (DashboardOperations: counts). */
+  readsOfQueue(queue: string): DashboardReads {
+    return this.storeOf(queue);
+  }
+
+  /** Where these ids are now, in the named connection's database (the default when null). */
+  locate(ids: readonly string[], connection: string | null): Promise<{ id: string; queue: string; state: string }[]> {
+    return this.storeNamed(connection).locate(ids);
+  }
+
+  /** Each connection (the default first) with the queues it holds: registered here, or with jobs (the overview's counts). */
+  async queuesByConnection(): Promise<{ connection: string; queues: string[] }[]> {
+    return Promise.all(
+      this.names.map(async (connection) => ({
+        connection,
+        queues: [...new Set([...this.registered(connection), ...(await this.counts(connection)).map((q) => q.name)])],
+      })),
+    );
   }
 
   /** Every database's throughput, summed per minute. */
@@ -298,7 +318,7 @@ export class DashboardService implements OnApplicationBootstrap {
     return { nodes: all.flat() };
   }
 
-  /** Puts these failed or cancelled jobs back to waiting with fresh attempts; returns the ids it retried (`POST api/jobs/retry`). */
+  /** Puts these failed, cancelled or completed jobs back to waiting with fresh attempts; returns the ids it retried (`POST api/jobs/retry`). */
   async retry(ids: string[], connection: string | null = null) {
     return this.changed({ retried: await this.storeNamed(connection).retryIds(ids) });
   }

@@ -3,6 +3,8 @@ import { DashboardAccessGuard } from './dashboard-access.guard';
 import { DashboardAssets } from './dashboard-assets';
 import { createDashboardController } from './dashboard.controller';
 import { DashboardInputFilter } from './dashboard-input.filter';
+import { createDashboardOperationsController } from './dashboard-operations.controller';
+import { DashboardOperations } from './dashboard-operations.service';
 import {
   PG_QUEUE_DASHBOARD_OPTIONS,
   resolveDashboardOptions,
@@ -53,10 +55,11 @@ function build(
   return {
     module: PgQueueDashboardModule,
     imports,
-    controllers: [createDashboardController(path, o.guards)],
+    controllers: [createDashboardController(path, o.guards), createDashboardOperationsController(path, o.guards)],
     providers: [
       options,
       DashboardService,
+      DashboardOperations,
       DashboardAccessGuard,
       DashboardInputFilter,
       {

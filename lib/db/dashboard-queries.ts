@@ -249,13 +249,14 @@ export function buildDashboardQueries(schema: string) {
     schedules: `SELECT key, last_tick FROM ${s}.cron_schedules ORDER BY key LIMIT ${MAX_ROWS}`,
 
     /**
-     * Retry by ids from any queue: failed or cancelled jobs go back to waiting under their own
-     * id, fresh attempts, errors kept (as queue.retry does), with one wake-up per queue.
+     * Retry by ids from any queue: failed, cancelled or completed jobs go back to waiting under
+     * their own id, fresh attempts, errors kept (as queue.retry does: a completed job's result is
+     * dropped, Bull Board's retry of a completed job), with one wake-up per queue.
      * $1 id[] $2 channel
      */
     retryIds: `
       WITH h AS (
-        DELETE FROM ${history} WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled') RETURNING *
+        DELETE FROM ${history} WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled', 'completed') RETURNING *
       ), back AS (
         INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
                              progress, trace, logs)

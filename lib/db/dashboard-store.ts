@@ -16,6 +16,7 @@ import type { PgPool } from '../core/pg-types';
 import { traceIdOf } from '../core/telemetry';
 import { buildDashboardQueries, buildJobList, FILTER_SCAN_LIMIT, MAX_ROWS, type DashboardQueries } from './dashboard-queries';
 import { bounded, limited, type Gate } from './dashboard/executor';
+import { buildMatchCount } from './dashboard/match-count';
 import { type SqlExecutor } from './executor';
 import { buildFlowQueries, type FlowQueries } from './flows';
 import { HistoryLayoutCache } from './history/by-id';
@@ -253,7 +254,23 @@ export class DashboardStore implements DashboardReads {
     return new Map(rows.map((r) => [r.key, r.last_tick]));
   }
 
-  /** Failed or cancelled jobs (any queue) back to waiting; returns the ids retried. */
+  /**
+   * How many jobs of a queue are in a state (of one name; finished more than `olderThanMs` ago),
+   * counting at most `cap` (dashboard/match-count.ts).
+   */
+  async countMatching(
+    queue: string,
+    state: ListState,
+    name: string | null,
+    olderThanMs: number | null,
+    cap: number,
+  ): Promise<number> {
+    const { text, values } = buildMatchCount(this.schema, state, { queue, name, olderThanMs, cap });
+    const [r] = await this.db.query<{ n: number }>(text, values);
+    return r.n;
+  }
+
+  /** Failed, cancelled or completed jobs (any queue) back to waiting; returns the ids retried. */
   async retryIds(ids: readonly string[]): Promise<string[]> {
     return (await this.db.query<{ id: string }>(this.q.retryIds, [ids, this.channel])).map((r) => r.id);
   }

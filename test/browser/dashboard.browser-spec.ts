@@ -254,8 +254,8 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     expect(last).toMatch(
       /^\d{4}-\d{2}-\d{2} [\d:.]+ [+-]\d{2}:\d{2} -> \d{4}-\d{2}-\d{2} [\d:.]+ [+-]\d{2}:\d{2} \(\d[\d.]* (ms|s)\)$/,
     );
-    // A completed job can be neither retried nor cancelled: no such buttons (removing it can).
-    expect(await page.locator('[data-testid="retry-job"]').count()).toBe(0);
+    // A completed job can be retried (run again, as Bull Board's retry) and removed, not cancelled.
+    expect(await page.locator('[data-testid="retry-job"]').count()).toBe(1);
     expect(await page.locator('[data-testid="cancel-job"]').count()).toBe(0);
     expect(await page.locator('[data-testid="remove-job"]').count()).toBe(1);
   });
@@ -268,7 +268,7 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
         .locator('[data-testid="selection-actions"] button')
         .evaluateAll((bs) => bs.map((b) => b.getAttribute('data-testid')).filter((t): t is string => !!t));
     };
-    expect(await buttons('completed')).toEqual(['remove-selected']);
+    expect(await buttons('completed')).toEqual(['retry-selected', 'remove-selected']);
     expect(await buttons('failed')).toEqual(['retry-selected', 'remove-selected']);
   });
 

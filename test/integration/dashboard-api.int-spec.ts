@@ -588,7 +588,7 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
   });
 
   describe('actions', () => {
-    it('retry: failed and cancelled jobs, single and several, back to waiting; others ignored', async () => {
+    it('retry: failed, cancelled and completed jobs, single and several, back to waiting; others ignored', async () => {
       const q = `retry-${platform}`;
       const failed = await seedHistory(q, 'failed', 2);
       const [cancelled] = await seedHistory(q, 'cancelled', 1);
@@ -596,10 +596,12 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       const one = await post('/queues/api/jobs/retry', { ids: [failed[0]] });
       expect(one.status).toBe(200);
       expect(one.body).toEqual({ retried: [failed[0]] });
-      const many = await post('/queues/api/jobs/retry', { ids: [failed[1], cancelled, completed, '55555555'] });
-      expect(many.body.retried.sort()).toEqual([failed[1], cancelled].sort());
+      const [waiting] = await seedWaiting(q, [{}]);
+      const many = await post('/queues/api/jobs/retry', { ids: [failed[1], cancelled, completed, waiting, '55555555'] });
+      expect(many.body.retried.sort()).toEqual([failed[1], cancelled, completed].sort());
       const { rows } = await sql.query(`SELECT id::text, state FROM pgqueue.jobs WHERE queue = $1 ORDER BY id`, [q]);
-      expect(rows).toEqual([failed[0], failed[1], cancelled].sort().map((id) => ({ id, state: 'waiting' })));
+      // ORDER BY the text id: in text order.
+      expect(rows).toEqual([failed[0], failed[1], cancelled, completed, waiting].sort().map((id) => ({ id, state: 'waiting' })));
     });
 
     it('retry-failed: every failed job of a queue, or of one job name', async () => {

@@ -446,6 +446,8 @@ describe('search_path hijack', () => {
       await store.listJobs('sp', state, { name: 'ok', payloadJson: '{"tag":"single"}' }, null, 10);
     }
     await store.listJobs('sp', 'waiting', { uniqueKey: 'u1' }, null, 10);
+    // The dashboard's capped counts for an action's confirmation (every state, a name, an age).
+    for (const state of states) await store.countMatching('sp', state, 'ok', state === 'failed' ? 60_000 : null, 10);
     expect((await store.job(doomed.id))?.id).toBe(doomed.id);
     expect(await store.flow(flow.job.id)).not.toBeNull();
     expect(await store.locate([doomed.id, long.id])).toHaveLength(2);

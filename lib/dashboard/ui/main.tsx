@@ -10,6 +10,7 @@ import { NodesPage } from './pages/nodes';
 import { OverviewPage } from './pages/overview';
 import { QueuePage } from './pages/queue';
 import { SchedulesPage } from './pages/schedules';
+import { SearchBox, SearchPage } from './pages/search';
 import { setPaused, useRefreshState, useTick } from './poll';
 import { useLocation, type Route } from './router';
 import { settings } from './settings';
@@ -58,6 +59,8 @@ function titleOf(r: Route): string {
       return 'Recurring jobs';
     case 'nodes':
       return 'Nodes';
+    case 'search':
+      return 'Search';
     default:
       return 'Not found';
   }
@@ -85,6 +88,9 @@ function App() {
     case 'nodes':
       page = <NodesPage />;
       break;
+    case 'search':
+      page = <SearchPage q={query.get('q') ?? ''} />;
+      break;
     default:
       page = <Empty>No dashboard page at {route.path}.</Empty>;
   }
@@ -102,6 +108,7 @@ function App() {
               </Link>
             ))}
           </nav>
+          <SearchBox current={route.page === 'search' ? (query.get('q') ?? '') : ''} />
           {settings.readOnly && (
             <span class="badge readonly" title="This dashboard is mounted with readOnly: true">
               read-only

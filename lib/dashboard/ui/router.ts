@@ -10,6 +10,7 @@ export type Route =
   | { page: 'job'; id: string }
   | { page: 'schedules' }
   | { page: 'nodes' }
+  | { page: 'search' }
   | { page: 'missing'; path: string };
 
 /** The route of a path relative to the mount point ('' or '/...'). */
@@ -18,6 +19,7 @@ export function match(rel: string): Route {
   if (path === '') return { page: 'overview' };
   if (path === '/schedules') return { page: 'schedules' };
   if (path === '/nodes') return { page: 'nodes' };
+  if (path === '/search') return { page: 'search' };
   let m = /^\/queues\/([^/]+)$/.exec(path);
   if (m) return { page: 'queue', queue: decodeURIComponent(m[1]) };
   m = /^\/jobs\/([^/]+)$/.exec(path);

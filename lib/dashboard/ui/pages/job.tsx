@@ -28,8 +28,8 @@ interface JobAnswer {
 }
 
 const LIVE = new Set(['waiting', 'delayed', 'active', 'waiting-children']);
-/** The states retry acts on (the server retries failed and cancelled jobs only). */
-const RETRYABLE = new Set(['failed', 'cancelled']);
+/** The states retry acts on (the server retries failed, cancelled and completed jobs). */
+const RETRYABLE = new Set(['failed', 'cancelled', 'completed']);
 
 /** Jobs of a flow as links with their states; a job gone from both tables shows its id only. */
 function FlowLinks(props: { links: FlowLink[]; testId: string; on: string }) {
@@ -188,6 +188,17 @@ export function JobPage(props: { id: string; connection?: string | null }) {
                   return r.retried.length
                     ? `Job ${j.id} is waiting again`
                     : `Job ${j.id} was not retried (it is no longer finished)`;
+                }}
+                onDone={done}
+              />
+            )}
+            {j.state === 'delayed' && (
+              <ActionButton
+                label="Promote"
+                testId="promote-job"
+                run={async () => {
+                  const r = await post<{ promoted: string[] }>('/jobs/promote', { ids, ...on });
+                  return r.promoted.length ? `Job ${j.id} is due now` : `Job ${j.id} was not promoted (it is no longer delayed)`;
                 }}
                 onDone={done}
               />

@@ -18,6 +18,7 @@ import { usePoll } from '../poll';
 import { navigate, qs } from '../router';
 import { settings } from '../settings';
 import { EnqueueForm } from './enqueue';
+import { CleanByAge, DrainAction, MatchingActions } from './queue-operations';
 
 interface Filters {
   state: JobState;
@@ -58,8 +59,8 @@ const WHEN_LABEL: Record<JobState, string> = {
 };
 
 /**
- * The selection's actions each tab can act on, as the server does: retry takes failed and
- * cancelled jobs, cancel live ones, remove any but a running one. A button that would answer
+ * The selection's actions each tab can act on, as the server does: retry takes failed,
+ * cancelled and completed jobs, cancel live ones, remove any but a running one. A button that would answer
  * "0 of n" on every job of its tab is not shown.
  */
 const TAB_ACTIONS: Record<JobState, { retry: boolean; cancel: boolean; remove: boolean }> = {
@@ -67,7 +68,7 @@ const TAB_ACTIONS: Record<JobState, { retry: boolean; cancel: boolean; remove: b
   delayed: { retry: false, cancel: true, remove: true },
   active: { retry: false, cancel: true, remove: false },
   'waiting-children': { retry: false, cancel: true, remove: true },
-  completed: { retry: false, cancel: false, remove: true },
+  completed: { retry: true, cancel: false, remove: true },
   failed: { retry: true, cancel: false, remove: true },
   cancelled: { retry: true, cancel: false, remove: true },
 };
@@ -151,6 +152,7 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
               }}
               onDone={done}
             />
+            <DrainAction queue={qname} onDone={done} />
           </div>
         )}
       </div>
@@ -172,6 +174,7 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
       </nav>
 
       <Filters queue={qname} f={f} names={d.names} connection={d.connection} />
+      {actions && <MatchingActions queue={qname} state={f.state} name={f.name} onDone={done} />}
 
       <Section
         title={
@@ -193,6 +196,21 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
                   run={async () => {
                     const r = await post<{ retried: string[] }>('/jobs/retry', { ids, ...onConnection(detail.data?.connection) });
                     return `Retried ${r.retried.length} of ${ids.length}`;
+                  }}
+                  onDone={done}
+                />
+              )}
+              {f.state === 'delayed' && (
+                <ActionButton
+                  label="Promote"
+                  disabled={!ids.length}
+                  testId="promote-selected"
+                  run={async () => {
+                    const r = await post<{ promoted: string[] }>('/jobs/promote', {
+                      ids,
+                      ...onConnection(detail.data?.connection),
+                    });
+                    return `Promoted ${r.promoted.length} of ${ids.length}: due now`;
                   }}
                   onDone={done}
                 />
@@ -338,6 +356,11 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
         <Section title="Limits, retention, dead letters">
           <Settings d={d} />
         </Section>
+        {actions && (
+          <Section title="Clean finished jobs by age">
+            <CleanByAge queue={qname} onDone={done} />
+          </Section>
+        )}
         {actions && (
           <Section title="Enqueue a job">
             <EnqueueForm queue={qname} names={d.names} onDone={done} />

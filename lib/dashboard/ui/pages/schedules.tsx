@@ -3,6 +3,9 @@ import { Empty, ErrorBox, Link, Loading, Section, Time } from '../components';
 import { absolute } from '../format';
 import { usePoll } from '../poll';
 
+/** The docs page on recurring jobs (the README no longer holds that section). */
+const RECURRING_DOCS = 'https://github.com/nestjs-pg-queue/nestjs-pg-queue/blob/main/docs/recurring-jobs.md';
+
 export function SchedulesPage() {
   const { data, error } = usePoll<{ schedules: Schedule[] }>('/schedules');
   if (!data) return error ? <ErrorBox error={error} /> : <Loading />;
@@ -12,7 +15,11 @@ export function SchedulesPage() {
       <Section title="Recurring jobs">
         {data.schedules.length === 0 ? (
           <Empty>
-            No recurring jobs. Declare one with <code>{'@Process({ name, cron, tz })'}</code> (README, “Recurring jobs”).
+            No recurring jobs. Declare one with <code>{'@Process({ name, cron, tz })'}</code> (see{' '}
+            <a href={RECURRING_DOCS} target="_blank" rel="noreferrer">
+              Recurring jobs
+            </a>{' '}
+            in the docs).
           </Empty>
         ) : (
           <table class="grid" data-testid="schedules-table">
