@@ -12,6 +12,8 @@ export interface FlagSpec {
   /** The value's placeholder in --help (`<queue>`). */
   readonly arg?: string;
   readonly help: string;
+  /** Must be given: checked before the CLI connects. @default false */
+  readonly required?: boolean;
 }
 
 export type Flags = Record<string, FlagSpec>;

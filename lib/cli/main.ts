@@ -103,6 +103,11 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
         `\`${command.name}\` takes ${what}, not ${positionals.length === 0 ? 'none' : JSON.stringify(positionals.join(' '))}. Usage: nestjs-pg-queue ${command.usage}`,
       );
     }
+    for (const [k, f] of Object.entries(flags)) {
+      if (f.required && (values[k] === undefined || values[k] === '')) {
+        throw new UsageError(`\`${command.name}\` needs --${k}. Usage: nestjs-pg-queue ${command.usage}`);
+      }
+    }
     db = await CliDatabase.open(
       typeof values.url === 'string' ? values.url : io.env.DATABASE_URL,
       typeof values.schema === 'string' ? values.schema : undefined,

@@ -3,7 +3,7 @@ import { parseCount, parseDuration, required, str } from '../args';
 import { EXIT, type Command } from '../command';
 import { humanDuration } from '../output';
 
-const QUEUE = { queue: { type: 'string', arg: '<name>', help: 'the queue (required)' } } as const;
+const QUEUE = { queue: { type: 'string', arg: '<name>', help: 'the queue (required)', required: true } } as const;
 
 const cleanCommand: Command = {
   name: 'clean',
@@ -16,8 +16,13 @@ const cleanCommand: Command = {
   ].join('\n'),
   flags: {
     ...QUEUE,
-    state: { type: 'string', arg: '<state>', help: 'completed, failed or cancelled (required)' },
-    'older-than': { type: 'string', arg: '<duration>', help: 'finished longer ago than this (required): 1d, 12h, 30m' },
+    state: { type: 'string', arg: '<state>', help: 'completed, failed or cancelled (required)', required: true },
+    'older-than': {
+      type: 'string',
+      arg: '<duration>',
+      help: 'finished longer ago than this (required): 1d, 12h, 30m',
+      required: true,
+    },
     limit: { type: 'string', arg: '<n>', help: 'remove at most this many (default: all that match)' },
   },
   destructive: true,

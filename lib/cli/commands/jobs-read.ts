@@ -25,7 +25,7 @@ const listCommand: Command = {
     'come in claim order, the others newest first. The last line gives the --after of the next page.',
   ].join('\n'),
   flags: {
-    queue: { type: 'string', arg: '<name>', help: 'the queue (required)' },
+    queue: { type: 'string', arg: '<name>', help: 'the queue (required)', required: true },
     state: {
       type: 'string',
       multiple: true,
