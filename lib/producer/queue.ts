@@ -141,5 +141,4 @@ export class Queue<TJobs extends JobMap = JobMap> extends QueueOperations<TJobs>
   async isPaused(): Promise<boolean> {
     return this.store.isPaused(this.name);
   }
-
 }
