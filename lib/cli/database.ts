@@ -71,8 +71,10 @@ export class CliDatabase {
     } catch (err) {
       await pool.end().catch(() => undefined);
       const message = (err as Error).message;
-      if (!isServerError(err))
-        throw new PgQueueError(await explainConnectFailure(config, CONNECT_TIMEOUT_MS, message), { cause: err });
+      if (!isServerError(err)) {
+        const why = await explainConnectFailure(config, CONNECT_TIMEOUT_MS, message);
+        throw new PgQueueError(`${why} (The CLI connects to --url, else $DATABASE_URL.)`, { cause: err });
+      }
       throw new PgQueueError(`Cannot use the database at ${url.replace(/\/\/[^@/]*@/, '//***@')}: ${message}`, { cause: err });
     }
   }

@@ -54,14 +54,23 @@ function commandHelp(c: Command, flags: Flags): string {
   ].join('\n');
 }
 
-/** The command `argv` names, and the arguments after its name. */
-function findCommand(argv: readonly string[]): { command: Command; rest: string[] } | null {
+/** Common flags that take a value: skipped with it when they come before the command's name. */
+const VALUED = new Set(['--url', '--schema']);
+
+/**
+ * The command `argv` names, and its arguments: the common flags may come first
+ * (`nestjs-pg-queue --url ... status`), so they are skipped to find the name and kept as arguments.
+ */
+function findCommand(argv: readonly string[]): { command: Command; rest: string[] } | { unknown: string } {
+  let i = 0;
+  while (i < argv.length && argv[i].startsWith('-')) i += VALUED.has(argv[i]) ? 2 : 1;
+  const before = argv.slice(0, i);
   for (const words of [2, 1]) {
-    const name = argv.slice(0, words).join(' ');
+    const name = argv.slice(i, i + words).join(' ');
     const command = COMMANDS.find((c) => c.name === name);
-    if (command) return { command, rest: argv.slice(words) };
+    if (command) return { command, rest: [...before, ...argv.slice(i + words)] };
   }
-  return null;
+  return { unknown: argv[i] === 'jobs' && argv[i + 1] !== undefined ? `jobs ${argv[i + 1]}` : (argv[i] ?? '') };
 }
 
 /**
@@ -80,12 +89,14 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
     return argv.length === 0 ? EXIT.usage : EXIT.ok;
   }
   const found = findCommand(argv);
-  if (!found) {
-    const word = argv[0] === 'jobs' && argv[1] ? `jobs ${argv[1]}` : argv[0];
-    return fail(
-      EXIT.usage,
-      `unknown command "${word}". Commands: ${COMMANDS.map((c) => c.name).join(', ')}. Run nestjs-pg-queue --help.`,
-    );
+  if ('unknown' in found) {
+    const names = COMMANDS.map((c) => c.name);
+    if (found.unknown === 'jobs') {
+      const subs = names.filter((n) => n.startsWith('jobs ')).map((n) => n.slice(5));
+      return fail(EXIT.usage, `\`jobs\` needs one of ${subs.join(', ')}: nestjs-pg-queue jobs list --queue <name>.`);
+    }
+    const what = found.unknown === '' ? 'no command' : `unknown command "${found.unknown}"`;
+    return fail(EXIT.usage, `${what}. Commands: ${names.join(', ')}. Run nestjs-pg-queue --help.`);
   }
   const { command, rest } = found;
   const flags: Flags = { ...command.flags, ...(command.destructive ? YES : {}), ...COMMON_FLAGS };

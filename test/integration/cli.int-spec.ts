@@ -82,6 +82,22 @@ describe('nestjs-pg-queue CLI', () => {
       expect(extra.err).toContain('takes no arguments');
     });
 
+    it('the common flags may come before the command; `jobs` alone names its subcommands', async () => {
+      const before = await cli(undefined, ['--url', url(), '--json', 'jobs', 'list', '--help']);
+      expect(before.code).toBe(0);
+      expect(before.out).toContain('Usage: nestjs-pg-queue jobs list');
+      const jobs = await cli(url(), ['jobs']);
+      expect(jobs.code).toBe(2);
+      expect(jobs.err).toContain('`jobs` needs one of list, show, retry, remove, cancel, promote');
+    });
+
+    it('a server that is not there: exit 1, saying where it tried', async () => {
+      const r = await cli(undefined, ['status', '--url', 'postgres://postgres@127.0.0.1:1/none']);
+      expect(r.code).toBe(1);
+      expect(r.err).toMatch(/127\.0\.0\.1:1/);
+      expect(r.err).toContain('--url');
+    });
+
     it('no database, or a bad --schema: exit 2, saying what to pass', async () => {
       const none = await cli(undefined, ['status']);
       expect(none.code).toBe(2);
