@@ -4,12 +4,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
+import { DataSource, type MigrationInterface } from 'typeorm';
+import ts from 'typescript';
+import * as lib from '../../lib';
 import { pgQueueMigrations, type Job } from '../../lib';
 import { CliDatabase } from '../../lib/cli/database';
 import { loadMigrations } from '../../lib/db/migrator';
 import { assertBuilt } from '../support/built';
 import { cli } from '../support/cli';
 import { useTestDatabase, waitFor } from '../support/database';
+import { ROOT, typeCheck } from '../support/readme';
 
 // Issue 27 point 7: `npx nestjs-pg-queue ...` against a fresh database, in-process (runCli, what
 // bin.ts runs) for every command, and one run of the built bin as a child process.
@@ -150,7 +154,7 @@ describe('nestjs-pg-queue CLI', () => {
       db = await CliDatabase.open(url(), undefined, () => undefined);
     });
 
-    it('--typeorm <dir>: one file per migration, named as pgQueueMigrations() names them; a rerun keeps them', async () => {
+    it('--typeorm <dir>: one file per migration, named as pgQueueMigrations() names them, that TypeORM runs; a rerun keeps them', async () => {
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'pgq-typeorm-'));
       try {
         const r = await cli(url(), ['migrate', '--typeorm', dir, '--json']);
@@ -164,6 +168,31 @@ describe('nestjs-pg-queue CLI', () => {
         const again = await cli(url(), ['migrate', '--typeorm', dir, '--json']);
         expect(again.json()).toMatchObject({ written: [], kept: expect.arrayContaining([path.join(dir, files[0])]) });
         expect(await cli(url(), ['migrate', '--typeorm', dir, '--print'])).toMatchObject({ code: 2 });
+
+        // The files type-check as an app's (strict), and TypeORM runs them: a schema they made
+        // is one `migrate` finds up to date.
+        const sources = Object.fromEntries(
+          files.map((f) => [path.join(ROOT, 'test', '.typeorm-probe', f), fs.readFileSync(path.join(dir, f), 'utf8')]),
+        );
+        expect(typeCheck(sources)).toEqual([]);
+        const sch = await cli(url(), ['migrate', '--typeorm', path.join(dir, 'other'), '--schema', 'typeorm_made']);
+        expect(sch.code).toBe(0);
+        const classes = fs.readdirSync(path.join(dir, 'other')).map((f) => {
+          const js = ts.transpileModule(fs.readFileSync(path.join(dir, 'other', f), 'utf8'), {
+            compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022 },
+          }).outputText;
+          const exports: Record<string, new () => MigrationInterface> = {};
+          new Function('require', 'exports', js)((m: string) => (m === 'nestjs-pg-queue' ? lib : require(m)), exports);
+          return Object.values(exports)[0];
+        });
+        const ds = new DataSource({ type: 'postgres', url: url(), migrations: classes });
+        await ds.initialize();
+        try {
+          expect(await ds.runMigrations({ transaction: 'each' })).toHaveLength(loadMigrations().length);
+        } finally {
+          await ds.destroy();
+        }
+        expect((await cli(url(), ['migrate', '--schema', 'typeorm_made', '--json'])).json()).toMatchObject({ applied: [] });
       } finally {
         fs.rmSync(dir, { recursive: true, force: true });
       }
@@ -206,6 +235,27 @@ describe('nestjs-pg-queue CLI', () => {
           .endsWith('3'),
       ).toBe(true);
       expect(human.out).toContain('No live nodes');
+
+      // A node heartbeating (its registry row, as a worker process writes it) is listed.
+      await t.pool.query(
+        `INSERT INTO pgqueue.nodes (id, host, pid, started_at, last_seen_at, heartbeat_ms, queues)
+         VALUES ('live-node', 'host-b', 99, now(), now(), 3600000, '[{"name":"mail","concurrency":5}]')`,
+      );
+      try {
+        const withNode = await cli(url(), ['status', '--json']);
+        expect(withNode.json<{ nodes: unknown[] }>().nodes).toEqual([
+          expect.objectContaining({
+            id: 'live-node',
+            host: 'host-b',
+            pid: 99,
+            running: 0,
+            queues: [{ name: 'mail', concurrency: 5 }],
+          }),
+        ]);
+        expect((await cli(url(), ['status'])).out).toMatch(/live-node\s+host-b\s+99\s+0\s+\S+ ago[\s\S]*mail\(5\)/);
+      } finally {
+        await t.pool.query(`DELETE FROM pgqueue.nodes WHERE id = 'live-node'`);
+      }
     });
 
     it('jobs list: by state and name, paged with --after; --json is { queue, jobs, next }', async () => {
