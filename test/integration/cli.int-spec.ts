@@ -471,7 +471,7 @@ describe('nestjs-pg-queue CLI', () => {
             expect.objectContaining({
               check: 'xmin-horizon',
               severity: 'error',
-              details: expect.objectContaining({ pid, application: 'cli-test-holder' }),
+              details: expect.objectContaining({ pid }),
             }),
             expect.objectContaining({ check: 'partitions', severity: 'error' }),
           ]),
