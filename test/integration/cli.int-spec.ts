@@ -357,8 +357,13 @@ describe('nestjs-pg-queue CLI', () => {
     it('jobs retry: a failed job by id, then every failed job of the queue', async () => {
       const q = db.queue('flaky');
       const [a, b, c] = await q.addBulk([0, 1, 2].map((i) => ({ name: 'n', payload: { i }, opts: { attempts: 1 } })));
+      const [other] = await q.addBulk([{ name: 'other', payload: {}, opts: { attempts: 1 } }]);
       await finish('flaky', 'failed');
-      await waitFor(async () => (await q.getJobCounts('failed')).failed === 3);
+      await waitFor(async () => (await q.getJobCounts('failed')).failed === 4);
+      const byName = await cli(url(), ['jobs', 'retry', '--queue', 'flaky', '--state', 'failed', '--name', 'other', '--json']);
+      expect(byName.json()).toEqual({ queue: 'flaky', retried: 1 });
+      expect((await db.store.getJob(other.id))!.state).toBe('waiting');
+      expect((await db.store.getJob(a.id))!.state).toBe('failed');
       const one = await cli(url(), ['jobs', 'retry', a.id, '--queue', 'flaky']);
       expect(one.code).toBe(0);
       expect((await db.store.getJob(a.id))!.state).toBe('waiting');
