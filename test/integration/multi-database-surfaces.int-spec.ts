@@ -134,11 +134,13 @@ describe('counts, health, metrics, dashboard and cron over two databases', () =>
     ]);
     expect((await http().get('/q/api/queues/bulk').expect(200)).body.connection).toBe('bulk');
 
-    // Ids are per database: make both databases hold a job with the same id.
+    // Ids are per database: make both databases hold a job with the same id. The bulk queue's
+    // every-second cron may take an id of its sequence at any moment, so the bulk job is added
+    // first and the app database's sequence (no cron there) is set from the id it got.
     await bulkPool.query(`SELECT setval(pg_get_serial_sequence('pgqueue.jobs', 'id'), 100000)`);
-    await t.pool.query(`SELECT setval(pg_get_serial_sequence('pgqueue.jobs', 'id'), 100000)`);
-    const [onApp] = await queues.addBulk('app', [{ name: 'same-id-app', payload: {} }]);
     const [onBulk] = await queues.addBulk('bulk', [{ name: 'same-id-bulk', payload: {} }]);
+    await t.pool.query(`SELECT setval(pg_get_serial_sequence('pgqueue.jobs', 'id'), $1::bigint - 1)`, [onBulk.id]);
+    const [onApp] = await queues.addBulk('app', [{ name: 'same-id-app', payload: {} }]);
     expect(onBulk.id).toBe(onApp.id);
     const inBulk = (await http().get(`/q/api/jobs/${onBulk.id}?connection=bulk`).expect(200)).body;
     expect([inBulk.job.name, inBulk.connection]).toEqual(['same-id-bulk', 'bulk']);
