@@ -1,5 +1,6 @@
 import { PgQueueError } from './errors';
 import type { Job } from './job';
+import type { JobLogsPage } from './job-logs';
 
 // What the dashboard reads, in core types only: lib/module builds the store behind DashboardReads
 // (lib/module/dashboard-reads.ts, over lib/db/dashboard-store.ts) and hands it to lib/dashboard,
@@ -117,6 +118,8 @@ export interface DashboardReads {
   job(id: string): Promise<DashboardJob | null>;
   /** A job's place in a flow, or null for a job in no flow. */
   flow(id: string): Promise<DashboardFlow | null>;
+  /** Lines `offset + 1` to `offset + limit` of a job's log (job.log()), or null when there is no such job. */
+  jobLogs(id: string, offset: number, limit: number): Promise<JobLogsPage | null>;
   /** The queue and state of each id found (live or finished). */
   locate(ids: readonly string[]): Promise<{ id: string; queue: string; state: string }[]>;
   nodes(): Promise<NodeInfo[]>;

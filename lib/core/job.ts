@@ -226,6 +226,18 @@ export interface ActiveJob<TPayload = unknown> extends Job<TPayload> {
    * @example await job.updateProgress({ done: i, total: rows.length });
    */
   updateProgress(value: JobProgress): Promise<void>;
+  /**
+   * Adds a line to the job's log, kept with the job across its attempts and into history, and
+   * read with `queue.getJobLogs(id)` or on the dashboard's job page. Returns at once, nothing to
+   * await (BullMQ's `log()` resolves to the line count after a round trip): the line is buffered
+   * and the worker writes the lines of all its jobs in one statement at most once per
+   * `progressIntervalMs`, and those of an attempt before its outcome. Lines written before a
+   * crash stay; a line logged less than `progressIntervalMs` before one is lost with the process.
+   * Capped by the module's `jobLogs` (the first lines are kept, the rest counted). Throws
+   * `PgQueuePayloadError` for anything but a string. After the attempt ended it changes nothing.
+   * @example job.log(`fetched ${rows.length} rows`);
+   */
+  log(line: string): void;
 }
 
 /** A `@Process` handler. What it returns is stored as the job's result. */

@@ -185,6 +185,27 @@ export function parseConnection(value: unknown): string | null {
   return value;
 }
 
+/** Which lines of a job's log the job page reads (`GET api/jobs/:id/logs?offset=&limit=&connection=`). */
+export function parseLogsQuery(query: Record<string, unknown>): { offset: number; limit: number; connection: string | null } {
+  const known = ['offset', 'limit', 'connection'];
+  const unknown = Object.keys(query).filter((k) => !known.includes(k));
+  if (unknown.length)
+    throw new DashboardInputError(`Unknown query parameter(s) ${unknown.join(', ')}; known: ${known.join(', ')}.`);
+  const num = (key: string, fallback: number, min: number, max: number): number => {
+    const raw = one(query, key);
+    if (raw === undefined || raw === '') return fallback;
+    const n = Number(raw);
+    if (!/^\d+$/.test(raw) || n < min || n > max)
+      throw new DashboardInputError(`${key} must be an integer from ${min} to ${max} (got ${JSON.stringify(raw)}).`);
+    return n;
+  };
+  return {
+    offset: num('offset', 0, 0, 1_000_000),
+    limit: num('limit', 200, 1, 1000),
+    connection: parseConnection(query.connection),
+  };
+}
+
 /** The `connection` of an ids body (`{ ids, connection? }`). */
 export function parseIdsConnection(b: unknown): string | null {
   return parseConnection(body(b, ['ids', 'connection']).connection);

@@ -26,6 +26,7 @@ import {
   parseIdsConnection,
   parseJobId,
   parseJobListQuery,
+  parseLogsQuery,
   parseQueue,
   parseRetryFailedBody,
 } from './dashboard-input';
@@ -124,6 +125,18 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
           error: `No job ${id}: it never existed, or it was removed or pruned after its retention.`,
         });
       return found;
+    }
+
+    @Get('api/jobs/:id/logs')
+    @DashboardRoute('read', 'job')
+    async jobLogs(@Param('id') id: string, @Query() query: Record<string, unknown>) {
+      const q = parseLogsQuery(query ?? {});
+      const page = await this.svc.jobLogs(parseJobId(id), q.offset, q.limit, q.connection);
+      if (!page)
+        throw new NotFoundException({
+          error: `No job ${id}: it never existed, or it was removed or pruned after its retention.`,
+        });
+      return page;
     }
 
     @Get('api/schedules')

@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs
 import type { JobOptions } from '../core/job';
 import { PgQueueError } from '../core/errors';
 import type { DashboardFlow, DashboardJob, DashboardReads } from '../core/dashboard-reads';
+import type { JobLogsPage } from '../core/job-logs';
 import { createDashboardReads } from '../module/dashboard-reads';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
@@ -221,6 +222,15 @@ export class DashboardService implements OnApplicationBootstrap {
       const store = this.storeNamed(name);
       const [job, flow] = await Promise.all([store.job(id), store.flow(id)]);
       if (job) return { job, timeline: timeline(job), connection: name, flow };
+    }
+    return null;
+  }
+
+  /** A page of a job's log (`GET api/jobs/:id/logs`), in the named connection's database, else in each in turn. */
+  async jobLogs(id: string, offset: number, limit: number, connection: string | null = null): Promise<JobLogsPage | null> {
+    for (const name of connection === null ? this.names : [connection]) {
+      const page = await this.storeNamed(name).jobLogs(id, offset, limit);
+      if (page) return page;
     }
     return null;
   }

@@ -28,7 +28,7 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
         SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
                timeout_ms, errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('attempt', attempt, 'name', 'CancelJobError',
                  'message', 'Cancelled by queue.cancel() while waiting.', 'at', now())),
-               NULL, created_at, started_at, now(), locked_by, progress, trace
+               NULL, created_at, started_at, now(), locked_by, progress, trace, logs
         FROM waiting RETURNING id
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
@@ -73,9 +73,9 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
         RETURNING *
       ), back AS (
         INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
-                             progress, trace)
+                             progress, trace, logs)
         OVERRIDING SYSTEM VALUE
-        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace FROM h
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace, logs FROM h
         RETURNING id
       ), wake AS (SELECT pg_catalog.pg_notify($4, $2 || '|0') WHERE EXISTS (SELECT 1 FROM back))
       SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,

@@ -10,6 +10,7 @@ import type {
   QueueOverviewRow,
   Throughput,
 } from '../core/dashboard-reads';
+import type { JobLogsPage } from '../core/job-logs';
 import { isJobId } from '../core/names';
 import type { PgPool } from '../core/pg-types';
 import { traceIdOf } from '../core/telemetry';
@@ -18,6 +19,8 @@ import { bounded, limited, type Gate } from './dashboard/executor';
 import { type SqlExecutor } from './executor';
 import { buildFlowQueries, type FlowQueries } from './flows';
 import { HistoryLayoutCache } from './history/by-id';
+import { logStatements, readLogPage } from './job-logs';
+import { schemaSql } from './store-context';
 import { rowToJob, type JobRow } from './job-row';
 
 const EMPTY_LIVE = {
@@ -206,6 +209,15 @@ export class DashboardStore implements DashboardReads {
       childrenPending: counts.pending,
     };
   }
+
+  /** A page of a job's log, any queue (job-logs.ts), on the dashboard's bounded connections. */
+  async jobLogs(id: string, offset: number, limit: number): Promise<JobLogsPage | null> {
+    if (!isJobId(id)) return null;
+    this.logPages ??= logStatements(schemaSql(this.schema), this.schema).pageIn;
+    return readLogPage(this.db, this.layout, this.logPages, null, id, offset, limit);
+  }
+
+  private logPages: ReturnType<typeof logStatements>['pageIn'] | null = null;
 
   /** The queue and state of each id found (live or finished). */
   async locate(ids: readonly string[]): Promise<{ id: string; queue: string; state: string }[]> {

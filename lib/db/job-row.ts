@@ -11,8 +11,9 @@ export const HISTORY_COLS = `id, queue, name, payload, state, priority, run_at, 
   backoff, timeout_ms, errors, created_at, started_at, finished_at, result, progress`;
 // locked_by: the worker of the final attempt (the dashboard's job page names it). progress and
 // trace follow the job into history: its last reported progress, and the trace it belongs to.
+// logs: the lines its handlers wrote with job.log() (migration 0012), pruned with the row.
 export const ARCHIVE_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
-  backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by, progress, trace`;
+  backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by, progress, trace, logs`;
 
 /** One statement per history layout. */
 export function byLayout(build: (layout: HistoryLayout) => string): Readonly<Record<HistoryLayout, string>> {

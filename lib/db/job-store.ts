@@ -12,6 +12,7 @@ import { FlowInserts, type ExistingDependency, type FlowInserted, type FlowNodeR
 import { Finder, type FoundPage } from './find';
 import { FlowStore } from './flows';
 import { HistoryLayoutCache } from './history/by-id';
+import { JobLogs } from './job-logs';
 import { CoalescedInserts } from './insert-coalesced';
 import { Inserts, type Inserted } from './insert';
 import { UniqueInserts } from './insert-unique';
@@ -36,6 +37,7 @@ export type { Outcome } from './outcomes';
 export type { NodeRow } from './running';
 export type { SettleResult } from './settle';
 export type { JobsTableSize } from './vacuum';
+export type { LogAppend, LogCaps, LogPage } from './job-logs';
 
 /**
  * Every read and write of job rows, on the queue's pool or on a caller's transaction: the one
@@ -55,6 +57,8 @@ export class JobStore {
   readonly flows: FlowStore;
   /** The operator's bulk removals (clean.ts): clean, drain, obliterate, a batch per statement. */
   readonly cleaner: Cleaner;
+  /** Job logs (job-logs.ts): the worker's batched appends, getJobLogs' pages. */
+  readonly logs: JobLogs;
   private readonly ctx: StoreContext;
   private readonly inserts: Inserts;
   private readonly unique: UniqueInserts;
@@ -95,7 +99,9 @@ export class JobStore {
     this.cron = new Cron(ctx);
     this.maintenance = new Maintenance(ctx);
     this.vacuum = new Vacuum(ctx);
-    this.reads = new Reads(ctx, new HistoryLayoutCache(ctx.db, opts.schema), this.flows);
+    const layout = new HistoryLayoutCache(ctx.db, opts.schema);
+    this.reads = new Reads(ctx, layout, this.flows);
+    this.logs = new JobLogs(ctx, layout);
   }
 
   // Enqueue (insert.ts, insert-unique.ts, insert-coalesced.ts, flow-insert.ts)

@@ -58,7 +58,7 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
-               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace
+               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace, logs
         FROM dead RETURNING id, queue, name, attempt
       ), wake AS (SELECT pg_catalog.pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
       SELECT id, queue, name, attempt, true AS retried, (SELECT count(*) FROM wake) AS woken FROM retried

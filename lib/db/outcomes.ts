@@ -16,7 +16,7 @@ export type Outcome =
  * what its DELETE returns, instead of `j.*` and the columns history has no place for.
  */
 const ARCHIVE_SOURCE = `j.id, j.queue, j.name, j.payload, j.priority, j.run_at, j.attempt, j.max_attempts,
-  j.backoff, j.timeout_ms, j.errors, j.created_at, j.started_at, j.locked_by, j.progress, j.trace`;
+  j.backoff, j.timeout_ms, j.errors, j.created_at, j.started_at, j.locked_by, j.progress, j.trace, j.logs`;
 
 /**
  * The one row a batch write answers (completeArchive, completeDelete): `n` rows written of the
@@ -61,7 +61,7 @@ export function completionStatements({ jobs, history, ack }: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-               backoff, timeout_ms, errors, out, created_at, started_at, now(), locked_by, progress, trace
+               backoff, timeout_ms, errors, out, created_at, started_at, now(), locked_by, progress, trace, logs
         FROM done
         RETURNING id
       )
@@ -79,7 +79,7 @@ export function completionStatements({ jobs, history, ack }: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now(), locked_by, progress, trace
+               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now(), locked_by, progress, trace, logs
         FROM done WHERE $5::boolean
       )
       SELECT count(*)::int AS n FROM done`,
@@ -136,7 +136,7 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
       SELECT id, queue, name, payload, $5::text, priority, run_at, attempt, max_attempts, backoff,
              timeout_ms, errors || pg_catalog.jsonb_build_array(err::jsonb ||
                pg_catalog.jsonb_build_object('worker', $4::text, 'startedAt', started_at, 'endedAt', now())), NULL, created_at,
-             started_at, now(), locked_by, progress, trace
+             started_at, now(), locked_by, progress, trace, logs
       FROM failed
       RETURNING id`,
 

@@ -11,6 +11,7 @@ import {
 } from '../core/job';
 import type { GetJobsOptions, JobPage, PromoteJobsOptions } from '../core/find-options';
 import type { CleanOptions, ObliterateOptions } from '../core/clean';
+import type { GetJobLogsOptions, JobLogsPage } from '../core/job-logs';
 import { executorFor, type TransactionTarget } from '../db/executor';
 import type { JobMap, Queue } from '../producer/queue';
 import { PgQueueConfigError } from '../core/errors';
@@ -181,6 +182,11 @@ export class QueueService {
     target?: TransactionTarget,
   ): Promise<boolean> {
     return this.runtime.queue(queue, 'QueueService.updatePayload').updatePayload(id, payload as never, target);
+  }
+
+  /** `Queue.getJobLogs` of a registered queue: a page of a job's log lines, oldest first, and how many it holds. */
+  async getJobLogs(queue: string, id: string, opts?: GetJobLogsOptions, target?: TransactionTarget): Promise<JobLogsPage> {
+    return this.runtime.queue(queue, 'QueueService.getJobLogs').getJobLogs(id, opts, target);
   }
 }
 

@@ -15,6 +15,7 @@ import type { TransactionTarget } from '../db/executor';
 import { isJobId } from '../core/names';
 import { resolveCleanOptions, resolveObliterateOptions, type CleanOptions, type ObliterateOptions } from '../core/clean';
 import { payloadJsonOf } from './enqueue';
+import { EMPTY_LOGS, resolveGetJobLogs, type GetJobLogsOptions, type JobLogsPage } from '../core/job-logs';
 import { QueueCore } from './queue-core';
 import * as USE from './transaction-uses';
 
@@ -215,5 +216,19 @@ export abstract class QueueOperations<TJobs extends JobMap = JobMap> extends Que
     const json = payloadJsonOf(this.name, '', payload, this.maxPayloadBytes, String(id));
     if (!isJobId(String(id))) return false;
     return this.store.updatePayload(this.name, String(id), json, this.target(target, USE.UPDATE_PAYLOAD));
+  }
+
+  /**
+   * A page of the log of a job of this queue, live or finished (the lines its handlers wrote with
+   * `job.log()`, oldest first), with how many lines it holds and how many the caps dropped. An
+   * unknown job, or one of another queue, has an empty log. Lines of a running job show once the
+   * worker has written them (within `progressIntervalMs`). BullMQ's `getJobLogs(id, start, end)`.
+   * @example
+   * const { logs, count } = await queue.getJobLogs(id, { offset: 0, limit: 100 });
+   */
+  async getJobLogs(id: string, opts?: GetJobLogsOptions, target?: TransactionTarget): Promise<JobLogsPage> {
+    const { offset, limit } = resolveGetJobLogs(this.name, opts);
+    if (!isJobId(String(id))) return EMPTY_LOGS;
+    return (await this.store.logs.page(this.name, String(id), offset, limit, this.target(target))) ?? EMPTY_LOGS;
   }
 }

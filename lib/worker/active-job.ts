@@ -11,6 +11,11 @@ import type {
   TransactionManager,
 } from '../core/job';
 
+/** Where `log` goes: the worker's JobLogBuffer (one per worker). */
+export interface LogSink {
+  log(job: RunningJob, line: string): void;
+}
+
 /** Where `updateProgress` goes: the worker's ProgressTracker (one per worker, not one per job). */
 export interface ProgressSink {
   update(job: RunningJob, value: JobProgress): Promise<void>;
@@ -63,6 +68,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     queue: string,
     private readonly progressSink: ProgressSink | null = null,
     flows: FlowStore | null = null,
+    private readonly logSink: LogSink | null = null,
   ) {
     this.flows = flows;
     this.id = String(row.id);
@@ -108,6 +114,10 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     return this.progressSink.update(this, value);
   }
 
+  log(line: string): void {
+    this.logSink?.log(this, line);
+  }
+
   /** @internal The tracker's: what `progress` reads from now on. */
   setProgress(value: JobProgress): void {
     this.progress = value;
@@ -122,7 +132,16 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   }
 
   toJSON() {
-    const { controller: _c, abortReason: _r, aborted: _a, completeIn: _i, progressSink: _p, flows: _f, ...rest } = this;
+    const {
+      controller: _c,
+      abortReason: _r,
+      aborted: _a,
+      completeIn: _i,
+      progressSink: _p,
+      flows: _f,
+      logSink: _l,
+      ...rest
+    } = this;
     return rest;
   }
 }

@@ -3,7 +3,6 @@ import { CompleteWithError, LeaseLostError, PgQueueConfigError } from '../core/e
 import { transactionExecutorFor, type SqlExecutor, type TransactionUse } from '../db/executor';
 import type { RunningJob } from './active-job';
 import { storedResultJson } from './outcome';
-import type { ProgressTracker } from './progress';
 import type { RunningSet } from './running-set';
 
 /** job.completeWith() outside a transaction would complete the job whatever the caller's writes then do. */
@@ -24,7 +23,8 @@ export interface CompleteWithDeps {
  */
 export function completeWithFor(
   running: RunningSet,
-  progress: ProgressTracker,
+  /** The progress tracker and the log buffer: what they hold of the attempt lands before the completion. */
+  flushers: readonly { flush(job: RunningJob): Promise<void> | null }[],
   deps: CompleteWithDeps,
 ): NonNullable<RunningJob['completeIn']> {
   return async (job, target, result) => {
@@ -39,8 +39,8 @@ export function completeWithFor(
     // A result JSON cannot carry throws here, before the call counts: the handler may correct it.
     const resultJson = storedResultJson(job, result);
     entry.completeCalled = true;
-    // The last progress lands first: the completion moves the row to history with it.
-    await progress.flush(job);
+    // The last progress and log lines land first: the completion moves the row to history with them.
+    await Promise.all(flushers.map((f) => f.flush(job)));
     if (!(await deps.store.completeInTransaction(db, job.id, deps.workerId, job.attempt, resultJson))) {
       throw new LeaseLostError(job.id);
     }

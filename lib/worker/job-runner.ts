@@ -2,6 +2,7 @@ import type { ClaimedRow } from '../db/job-store';
 import { RunningJob } from './active-job';
 import { JobSpan } from './job-span';
 import { ProgressTracker } from './progress';
+import { JobLogBuffer } from './job-logs';
 import { CancelJobError, JobTimeoutError, UnknownJobNameError } from '../core/errors';
 import type { JobHandler } from '../core/job';
 import type { ResolvedQueueOptions } from '../core/options/resolved';
@@ -23,6 +24,8 @@ export class JobRunner {
   /** How fast handlers have been: how far ahead the loop claims. */
   readonly pace = new PrefetchPace();
   readonly progress: ProgressTracker;
+  /** job.log(): the lines of every job of this worker, written together. */
+  readonly logs: JobLogBuffer;
   private readonly completeIn: NonNullable<RunningJob['completeIn']>;
 
   constructor(
@@ -41,7 +44,15 @@ export class JobRunner {
       ctx.events,
       (job) => this.running.get(job.id)?.job === job,
     );
-    this.completeIn = completeWithFor(this.running, this.progress, ctx);
+    this.logs = new JobLogBuffer(
+      ctx.store,
+      ctx.workerId,
+      ctx.progressIntervalMs,
+      ctx.jobLogs,
+      (err) => ctx.events.error(err),
+      (job) => this.running.get(job.id)?.job === job,
+    );
+    this.completeIn = completeWithFor(this.running, [this.progress, this.logs], ctx);
   }
 
   /**
@@ -67,6 +78,7 @@ export class JobRunner {
    */
   abandon(reason: Error, ids: string[]): void {
     this.progress.forgetAll();
+    this.logs.forgetAll();
     this.running.endAll((entry) => {
       entry.span?.end('abandoned', reason);
       entry.job.abort(reason);
@@ -77,7 +89,7 @@ export class JobRunner {
 
   /** Starts the attempt of a claimed row (or, cancelled meanwhile, ends it cancelled). */
   run(row: ClaimedRow): void {
-    const job = new RunningJob(row, this.queue.name, this.progress, this.ctx.store.flows);
+    const job = new RunningJob(row, this.queue.name, this.progress, this.ctx.store.flows, this.logs);
     const backoff = usableBackoff(row.backoff, this.queue.defaultJobOptions.backoff);
     if (backoff !== row.backoff && row.backoff !== null) {
       const shown = JSON.stringify(row.backoff).slice(0, 200);
@@ -140,10 +152,11 @@ export class JobRunner {
 
   /**
    * Hands an outcome to the completer; a job that reported progress first gets its latest value
-   * written (at most one UPDATE, only for such jobs), so the outcome's write carries it to history.
+   * written (at most one UPDATE, only for such jobs), and one that logged its last lines (one
+   * UPDATE shared with the worker's other jobs), so the outcome's write carries them to history.
    */
   private handOn(job: RunningJob, outcome: PendingOutcome): void {
-    const flushed = this.progress.flush(job);
+    const flushed = flushBoth(this.progress.flush(job), this.logs.flush(job));
     if (!flushed) {
       this.ctx.completer.push(outcome);
       return;
@@ -155,6 +168,12 @@ export class JobRunner {
       this.running.notifyIdle();
     });
   }
+}
+
+/** Both flushes of an attempt's end (either may be null: nothing to write). */
+export function flushBoth(a: Promise<void> | null, b: Promise<void> | null): Promise<void> | null {
+  if (a && b) return Promise.all([a, b]).then(() => undefined);
+  return a ?? b;
 }
 
 /** What the span of a failed attempt records: what was thrown (a result JSON refused: that error). */

@@ -138,6 +138,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         pollIntervalMs: this.opts.pollIntervalMs,
         progressIntervalMs: this.opts.progressIntervalMs,
         maxProgressBytes: this.opts.maxProgressBytes,
+        jobLogs: this.opts.jobLogs,
         logger: this.logger,
         events,
         onOwnDatabase: this.onOwnDatabase,

@@ -2,6 +2,7 @@ import type { JobStore } from '../db/job-store';
 import type { SqlExecutor } from '../db/executor';
 import type { Job, JobProgress } from '../core/job';
 import type { Completer } from './completer';
+import type { LogBufferCaps } from './job-logs';
 import type { EngineLogger } from './logger';
 
 /**
@@ -26,6 +27,8 @@ export interface QueueWorkerContext {
   /** job.updateProgress(): one write per job per this many ms, values up to maxProgressBytes. */
   readonly progressIntervalMs: number;
   readonly maxProgressBytes: number;
+  /** job.log(): the caps of one job's log; lines are written at most once per progressIntervalMs. */
+  readonly jobLogs: LogBufferCaps;
   readonly logger: EngineLogger;
   readonly events: WorkerEvents;
   /** Checks a `completeWith()` transaction is on this queue's database (an app with more than one). */

@@ -28,7 +28,13 @@ const behaviour: { failing: boolean; gate: Promise<void> } = { failing: true, ga
 @pgq.Processor('work')
 class WorkProcessor {
   @pgq.Process('flaky')
-  async flaky(job: { payload: { note: string }; updateProgress(v: number): Promise<void> }) {
+  async flaky(job: {
+    payload: { note: string };
+    attempt: number;
+    updateProgress(v: number): Promise<void>;
+    log(line: string): void;
+  }) {
+    job.log(`attempt ${job.attempt}: ${job.payload.note}`);
     if (behaviour.failing) throw new Error(job.payload.note);
     await job.updateProgress(60);
     await behaviour.gate;
@@ -211,6 +217,16 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     await page.locator('[data-testid="job-progress"]').waitFor({ timeout: WAIT_MS });
     expect(await page.locator('[data-testid="job-progress"]').innerText()).toBe('60 %');
     expect(await page.locator('[data-testid="job-progress"] [role="progressbar"]').getAttribute('aria-valuenow')).toBe('60');
+    // Its log: the failed attempt's line, then the running one's, written by the worker within
+    // its flush interval and shown by the page's polling.
+    await page.waitForFunction(
+      () => document.querySelector('[data-testid="job-logs"]')?.textContent?.split('\n').length === 2,
+      null,
+      { timeout: WAIT_MS },
+    );
+    expect(await page.locator('[data-testid="job-logs"]').textContent()).toBe(
+      'attempt 1: disk full on /var/spool\nattempt 1: disk full on /var/spool',
+    );
     release();
     await badge('completed');
     expect(await page.locator('[data-testid="job-progress"]').innerText()).toBe('60 %');

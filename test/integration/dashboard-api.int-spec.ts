@@ -485,6 +485,47 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       expect((await http().get(`/queues/api/jobs/${done}`)).body.job).toMatchObject({ progress: null, traceId: null });
     });
 
+    it("job logs: a page of a live and a finished job, kept through the dashboard's retry; 404 and 400", async () => {
+      const q = `logs-${platform}`;
+      const logs = (lines: string[], dropped = 0) => JSON.stringify({ lines, bytes: 0, dropped });
+      const [live] = await seedWaiting(q, [{}]);
+      await sql.query(`UPDATE pgqueue.jobs SET logs = $2 WHERE id = $1`, [live, logs(['one', 'two', 'three'])]);
+      expect((await http().get(`/queues/api/jobs/${live}/logs`)).body).toEqual({
+        logs: ['one', 'two', 'three'],
+        count: 3,
+        dropped: 0,
+      });
+      expect((await http().get(`/queues/api/jobs/${live}/logs?offset=1&limit=1`)).body).toEqual({
+        logs: ['two'],
+        count: 3,
+        dropped: 0,
+      });
+      const [failed] = await seedHistory(q, 'failed', 1);
+      await sql.query(`UPDATE pgqueue.job_history SET logs = $2 WHERE id = $1`, [failed, logs(['<b>markup</b>'], 4)]);
+      expect((await http().get(`/queues/api/jobs/${failed}/logs`)).body).toEqual({
+        logs: ['<b>markup</b>'],
+        count: 1,
+        dropped: 4,
+      });
+      // Retried from the dashboard, a failed job keeps its log, as queue.retry(id) does.
+      expect((await post('/queues/api/jobs/retry', { ids: [failed] })).status).toBe(200);
+      expect((await http().get(`/queues/api/jobs/${failed}/logs`)).body.logs).toEqual(['<b>markup</b>']);
+      // A job that never logged: an empty log; no job: 404; bad input: 400.
+      const [plain] = await seedWaiting(q, [{}]);
+      expect((await http().get(`/queues/api/jobs/${plain}/logs`)).body).toEqual({ logs: [], count: 0, dropped: 0 });
+      expect((await http().get('/queues/api/jobs/987654321/logs')).status).toBe(404);
+      for (const bad of [
+        'x/logs',
+        `${live}/logs?limit=0`,
+        `${live}/logs?limit=1001`,
+        `${live}/logs?offset=-1`,
+        `${live}/logs?from=1`,
+      ]) {
+        const r = await http().get(`/queues/api/jobs/${bad}`);
+        expect([bad, r.status]).toEqual([bad, 400]);
+      }
+    });
+
     it('schedules: expression, time zone, last tick and the next five runs', async () => {
       await sql.query(
         `INSERT INTO pgqueue.cron_schedules (key, last_tick) VALUES ($1, '2026-01-01T02:00:00Z') ON CONFLICT DO NOTHING`,

@@ -23,6 +23,26 @@ async function migrateBefore10(pool: Pool, schema: string): Promise<void> {
   }
 }
 
+/**
+ * Version 12's logs column (catalog-only ALTERs: no row read), which the library's rescue and
+ * outcome statements name: the maintenance passes below run today's statements on a schema of
+ * version 10 or 11.
+ */
+async function addLogsColumn(pool: Pool, schema: string): Promise<void> {
+  const c = await pool.connect();
+  try {
+    await c.query('BEGIN');
+    await applyMigration(
+      clientExecutor(c),
+      schema,
+      loadMigrations().find((x) => x.version === 12)!,
+    );
+    await c.query('COMMIT');
+  } finally {
+    c.release();
+  }
+}
+
 /** `rows` finished jobs over the last 2,000 minutes, every 100th failed, ids 1..rows. */
 async function fillHistory(pool: Pool, schema: string, rows: number): Promise<void> {
   await pool.query(
@@ -159,6 +179,7 @@ describe('migrating a big history to partitions (version 10)', () => {
     expect(rows[0].n).toBe(0);
 
     // Retention goes on in batches in the old table (its rows are older than any partition), failed jobs kept.
+    await addLogsColumn(t.pool, 'big');
     const pass = await store.maintain(1000);
     expect(pass?.pruned).toBe(1000);
     expect((await t.pool.query(`SELECT count(*)::int AS n FROM big.job_history WHERE state = 'failed'`)).rows[0].n).toBe(
@@ -287,6 +308,7 @@ describe('migrating a big history to partitions (version 10)', () => {
       asyncCommit: false,
       preparedStatements: false,
     });
+    await addLogsColumn(t.pool, 'v10');
     expect((await pruning.maintain(1000))?.pruned).toBe(1000);
   });
 
@@ -300,7 +322,9 @@ describe('migrating a big history to partitions (version 10)', () => {
     } finally {
       await ds.destroy();
     }
-    expect((await t.pool.query(`SELECT max(version) AS v FROM orm.migrations`)).rows[0].v).toBe(11);
+    expect((await t.pool.query(`SELECT max(version) AS v FROM orm.migrations`)).rows[0].v).toBe(
+      Math.max(...loadMigrations().map((m) => m.version)),
+    );
     expect((await t.pool.query(`SELECT count(*)::int AS n FROM orm.job_history`)).rows[0].n).toBe(1000);
     // A bound left by a pass whose swap never ran, 5 minutes ahead, is about to reject new rows: the
     // next pass drops it; the one after converts (all of its steps in one pass).

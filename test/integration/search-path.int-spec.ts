@@ -37,7 +37,7 @@ import { testPool, useTestDatabase, waitFor } from '../support/database';
 // jsonb operator for every pair of the types the statements use. The queue's life (add, bulk,
 // delayed, unique, flows, claim, limited claim, progress, complete, retry, fail, cancel, pause,
 // remove, heartbeat, maintenance, getJobs, getJobCounts, getJobByKey, promote, promoteJobs,
-// changePriority, changeDelay, updatePayload, clean, drain, obliterate) and every dashboard read and
+// changePriority, changeDelay, updatePayload, clean, drain, obliterate, job logs) and every dashboard read and
 // action must call none of them.
 
 const OP_TYPES = [
@@ -81,7 +81,10 @@ const CALLED: Record<string, readonly number[]> = {
   json_agg: [1],
   json_build_array: [3],
   json_build_object: [2, 6],
+  jsonb_agg: [1],
   jsonb_array_elements: [1],
+  jsonb_array_elements_text: [1],
+  jsonb_array_length: [1],
   jsonb_build_array: [1],
   jsonb_build_object: [6, 8, 10],
   left: [2],
@@ -89,6 +92,7 @@ const CALLED: Record<string, readonly number[]> = {
   max: [1],
   md5: [1],
   min: [1],
+  octet_length: [1],
   nextval: [1],
   pg_advisory_xact_lock: [1],
   pg_get_constraintdef: [1],
@@ -127,6 +131,7 @@ const EXACT: readonly (readonly [string, readonly string[]])[] = [
   ['jsonb_build_object', ['text', 'integer', 'text', 'text', 'text', 'text', 'text', 'timestamptz']],
   ['jsonb_build_object', ['text', 'integer', 'text', 'text', 'text', 'timestamptz', 'text', 'text', 'text', 'text']],
   ['json_build_object', ['text', 'text', 'text', 'integer', 'text', 'text']],
+  ['jsonb_build_object', ['text', 'jsonb', 'text', 'integer', 'text', 'integer']],
   ['json_build_array', ['text', 'text', 'boolean']],
   ['set_config', ['varchar', 'varchar', 'boolean']],
   ['set_config', ['text', 'text', 'boolean']],
@@ -232,6 +237,7 @@ class Handlers {
   async progress(job: ActiveJob<{ tag: string }>) {
     await job.updateProgress(50);
     await job.updateProgress({ done: 2, total: 2 });
+    job.log('a line of the job log');
     return job.payload.tag;
   }
 
@@ -392,6 +398,14 @@ describe('search_path hijack', () => {
     await queue.getJobs({ limit: 5 });
     expect((await queue.getJobCounts()).failed).toBe(1);
     await queue.getJobByKey('u1');
+    // Job logs (job-logs.ts): the append ran with the progress job; a page of them, and none.
+    const progressJob = (await queue.getJobs({ state: 'completed', name: 'progress', limit: 1 })).jobs[0];
+    expect(await queue.getJobLogs(progressJob.id, { offset: 0, limit: 10 })).toEqual({
+      logs: ['a line of the job log'],
+      count: 1,
+      dropped: 0,
+    });
+    expect((await queue.getJobLogs('999999999')).count).toBe(0);
     const movable = await queue.add('ok', { tag: 'movable' }, { delayMs: 3_600_000 });
     expect(await queue.changePriority(movable.id, 3)).toBe(true);
     expect(await queue.updatePayload(movable.id, { tag: 'movable' })).toBe(true);

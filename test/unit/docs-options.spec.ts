@@ -37,6 +37,7 @@ const MUST_HAVE_TABLE = [
   'TestPostgresOptions',
   'GetJobsOptions',
   'PromoteJobsOptions',
+  'GetJobLogsOptions',
   'CleanOptions',
   'ObliterateOptions',
 ];

@@ -18,6 +18,7 @@ export const DEFAULTS = {
   maxPayloadBytes: 1_048_576,
   progressIntervalMs: 500,
   maxProgressBytes: 4096,
+  jobLogs: { maxLines: 1000, maxLineBytes: 4096, maxBytes: 262_144 },
   asyncCommit: true,
   preparedStatements: true,
   handleUnhandledRejections: true,

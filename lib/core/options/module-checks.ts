@@ -33,6 +33,7 @@ const KNOWN_MODULE_KEYS = [
   'maxPayloadBytes',
   'progressIntervalMs',
   'maxProgressBytes',
+  'jobLogs',
   'asyncCommit',
   'preparedStatements',
   'handleUnhandledRejections',
@@ -43,6 +44,7 @@ const KNOWN_MODULE_KEYS = [
   'connections',
 ] as const;
 const RETENTION_KEYS = ['completedMs', 'cancelledMs', 'failedMs'] as const;
+const JOB_LOGS_KEYS = ['maxLines', 'maxLineBytes', 'maxBytes'] as const;
 const QUEUE_KEYS = [
   'name',
   'concurrency',
@@ -98,6 +100,7 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     maxPayloadBytes: int('maxPayloadBytes', o.maxPayloadBytes, DEFAULTS.maxPayloadBytes, 1, 256 * 1_048_576),
     progressIntervalMs: int('progressIntervalMs', o.progressIntervalMs, DEFAULTS.progressIntervalMs, 10, 3_600_000),
     maxProgressBytes: int('maxProgressBytes', o.maxProgressBytes, DEFAULTS.maxProgressBytes, 16, 1_048_576),
+    jobLogs: jobLogs(o.jobLogs),
     asyncCommit: bool('asyncCommit', o.asyncCommit, DEFAULTS.asyncCommit),
     preparedStatements: bool('preparedStatements', o.preparedStatements, DEFAULTS.preparedStatements),
     handleUnhandledRejections: bool('handleUnhandledRejections', o.handleUnhandledRejections, DEFAULTS.handleUnhandledRejections),
@@ -114,6 +117,28 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
 }
 
 const HOUR_MS = 3_600_000;
+
+/** The caps of job.log(): an object of known keys, each a whole number in range, a line no larger than the whole. */
+function jobLogs(v: unknown): ResolvedPgQueueOptions['jobLogs'] {
+  if (v !== undefined && (typeof v !== 'object' || v === null || Array.isArray(v))) {
+    throw new PgQueueConfigError(`Invalid jobLogs: ${quote(v)}. Use { maxLines?, maxLineBytes?, maxBytes? }.`);
+  }
+  const o = (v ?? {}) as NonNullable<PgQueueModuleOptions['jobLogs']>;
+  refuseUnknownKeys('jobLogs', o, JOB_LOGS_KEYS);
+  const d = DEFAULTS.jobLogs;
+  const caps = {
+    maxLines: int('jobLogs.maxLines', o.maxLines, d.maxLines, 1, 1_000_000),
+    maxLineBytes: int('jobLogs.maxLineBytes', o.maxLineBytes, d.maxLineBytes, 16, 1_048_576),
+    maxBytes: int('jobLogs.maxBytes', o.maxBytes, d.maxBytes, 16, 64 * 1_048_576),
+  };
+  if (caps.maxLineBytes > caps.maxBytes) {
+    throw new PgQueueConfigError(
+      `Invalid jobLogs: maxLineBytes (${caps.maxLineBytes}) is above maxBytes (${caps.maxBytes}), so a line of that ` +
+        'length could never be kept. Lower maxLineBytes or raise maxBytes.',
+    );
+  }
+  return caps;
+}
 
 /** A role name (any PostgreSQL identifier, compared as it is stored), false, or left out. */
 function schemaOwner(v: unknown): string | false | null {

@@ -37,6 +37,8 @@ export interface ResolvedPgQueueOptions {
   readonly maxPayloadBytes: number;
   readonly progressIntervalMs: number;
   readonly maxProgressBytes: number;
+  /** job.log(): the caps of one job's log (lines kept, bytes of one line, bytes of all). */
+  readonly jobLogs: { readonly maxLines: number; readonly maxLineBytes: number; readonly maxBytes: number };
   readonly asyncCommit: boolean;
   readonly preparedStatements: boolean;
   readonly handleUnhandledRejections: boolean;

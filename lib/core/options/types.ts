@@ -97,6 +97,15 @@ export interface PgQueueModuleOptions {
   /** Largest progress value `job.updateProgress()` accepts, in bytes of JSON. @default 4096 */
   maxProgressBytes?: number;
   /**
+   * Caps of the log each job keeps (`job.log(line)`, read with `queue.getJobLogs()`), across its
+   * attempts. A line longer than `maxLineBytes` (UTF-8) is cut to that length, ending in `…`.
+   * The first lines are kept: once a job holds `maxLines` lines or `maxBytes` bytes of them,
+   * later lines are dropped and counted (`dropped` of `getJobLogs()`). Buffered lines are
+   * written at most once per `progressIntervalMs` per worker, and at the end of each attempt.
+   * @default { maxLines: 1000, maxLineBytes: 4096, maxBytes: 262_144 }
+   */
+  jobLogs?: { maxLines?: number; maxLineBytes?: number; maxBytes?: number };
+  /**
    * Let claims, job outcomes and heartbeats commit without waiting for the WAL flush
    * (`synchronous_commit = off` for those statements only). Several times the drain rate; the
    * cost is that a PostgreSQL crash (not a clean restart) can forget the last fraction of a

@@ -18,7 +18,7 @@ const BULLMQ_NAMES: Readonly<Record<string, string>> = {
   ignoreDependencyOnFailure: "the flow child's onFailure: 'ignore'",
   removeDependencyOnFailure: "the flow child's onFailure: 'ignore' (the parent then sees the failure in job.childResults())",
   continueParentOnFailure: "the flow child's onFailure: 'ignore'",
-  keepLogs: "nothing: there are no job logs; every attempt's error is kept in job.errors",
+  keepLogs: 'the module option jobLogs.maxLines (PgQueueModule.forRoot): each job keeps its first lines',
   stackTraceLimit: "nothing: every attempt's error is kept with its stack",
   timestamp: 'nothing: createdAt is set by the database',
   prevMillis: 'nothing',

@@ -17,6 +17,7 @@ import { absolute, duration } from '../format';
 import { usePoll } from '../poll';
 import { navigate, qs } from '../router';
 import { settings } from '../settings';
+import { JobLogs } from './job-logs';
 
 interface JobAnswer {
   job: JobDetail;
@@ -304,6 +305,8 @@ export function JobPage(props: { id: string; connection?: string | null }) {
           {j.state === 'completed' ? <Json value={j.result ?? null} /> : <Empty>No result: the job has not completed.</Empty>}
         </Section>
       </div>
+
+      <JobLogs id={j.id} on={on} />
 
       <Section title={`Errors (${j.errors.length})`}>
         {j.errors.length === 0 ? (

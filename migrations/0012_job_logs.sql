@@ -1,0 +1,25 @@
+-- nestjs-pg-queue schema, version 12: job logs (job.log(line) from a handler, queue.getJobLogs()).
+-- One nullable jsonb column on jobs and on job_history, without a default: catalog-only, so each
+-- ALTER's ACCESS EXCLUSIVE lock is held for milliseconds whatever the tables' sizes (it still
+-- waits for statements already running on the table; claims and outcomes are short).
+--
+-- {"lines": ["first line", ...], "bytes": 1234, "dropped": 0}: the lines kept (the first ones:
+-- once a job holds jobLogs.maxLines lines or jobLogs.maxBytes bytes of them, later lines are
+-- dropped and only counted), their size in bytes of UTF-8, and how many lines were dropped.
+-- NULL on every job that never logged.
+--
+-- Why a column, not a job_logs table keyed by job id: the logs must go when their history row
+-- goes, and history is pruned by dropping whole partitions (version 10). A column rides in the
+-- row: every statement that moves a job (completion, failure, retry from history, rescue) carries
+-- it, and a partition drop takes the logs with the jobs, at no cost. A separate table would need
+-- its own pruning, by id, of rows whose job left a dropped partition: a scan that partitions by
+-- finish time cannot give (ids are not ordered by finish time).
+-- What a column costs: each write of a running job's lines is an UPDATE of its jobs row, a dead
+-- tuple on the table the claim scans. So the worker buffers the lines and writes them at most
+-- once per progressIntervalMs per worker (one statement for all its jobs with new lines) and at
+-- the end of the attempt; a job that logs and ends within one interval is written once. The
+-- column is not indexed, so those UPDATEs can be HOT (no index entry written). The appended
+-- value is rewritten whole in TOAST (jsonb has no in-place append): bounded by maxBytes (256 KiB
+-- by default), and written at most once per interval.
+ALTER TABLE jobs ADD COLUMN logs jsonb;
+ALTER TABLE job_history ADD COLUMN logs jsonb;
