@@ -314,6 +314,24 @@ describe('nestjs-pg-queue CLI', () => {
         state: 'waiting',
         payload: { user: 3 },
       });
+      expect(json.json<{ logs: unknown }>().logs).toEqual({ logs: [], count: 0, dropped: 0 });
+      // Its log (job.log() lines, as a worker writes them: migration 12's column), paged.
+      await t.pool.query(`UPDATE pgqueue.jobs SET logs = $2::jsonb WHERE id = $1`, [
+        jobs[2].id,
+        JSON.stringify({ lines: ['first line', 'second line', 'third line'], bytes: 30, dropped: 2 }),
+      ]);
+      const logged = await cli(url(), ['jobs', 'show', jobs[2].id, '--log-offset', '1', '--log-limit', '1']);
+      expect(logged.out).toContain('log (lines 2 to 2 of 3; 2 more dropped over the caps)');
+      expect(logged.out).toMatch(/^ +2 {2}second line$/m);
+      expect(logged.out).toContain('more: --log-offset 2');
+      expect(logged.out).not.toContain('first line');
+      const loggedJson = await cli(url(), ['jobs', 'show', jobs[2].id, '--json']);
+      expect(loggedJson.json<{ logs: unknown }>().logs).toEqual({
+        logs: ['first line', 'second line', 'third line'],
+        count: 3,
+        dropped: 2,
+      });
+      expect((await cli(url(), ['jobs', 'show', jobs[2].id, '--log-limit', '0'])).code).toBe(2);
       expect((await cli(url(), ['jobs', 'show', '999999'])).code).toBe(1);
       expect((await cli(url(), ['jobs', 'show', jobs[2].id, '--queue', 'other'])).code).toBe(1);
       expect((await cli(url(), ['jobs', 'show'])).code).toBe(2);

@@ -1,5 +1,6 @@
 import type { Job, JobState } from '../../core/job';
 import type { GetJobsOptions } from '../../core/find-options';
+import type { JobLogsPage } from '../../core/job-logs';
 import { list, parseCount, required, str } from '../args';
 import { EXIT, type Command } from '../command';
 import { ago, humanDuration, humanTime, table } from '../output';
@@ -104,12 +105,29 @@ function describeJob(j: Job): string {
   return out.join('\n');
 }
 
+/** The job's log lines (job.log()) as `jobs show` prints them, numbered from 1. */
+function describeLogs(page: JobLogsPage, offset: number): string[] {
+  if (page.count === 0 && page.dropped === 0) return [];
+  const shown = page.logs.length
+    ? `lines ${offset + 1} to ${offset + page.logs.length} of ${page.count}`
+    : `none of ${page.count} lines here`;
+  return [
+    `log (${shown}${page.dropped ? `; ${page.dropped} more dropped over the caps` : ''})`,
+    ...page.logs.map((l, i) => `  ${String(offset + i + 1).padStart(4)}  ${l}`),
+    ...(offset + page.logs.length < page.count ? [`  more: --log-offset ${offset + page.logs.length}`] : []),
+  ];
+}
+
 const showCommand: Command = {
   name: 'jobs show',
-  summary: 'one job, live or finished, with its payload, errors and result (queue.getJob)',
+  summary: 'one job, live or finished, with its payload, errors, result and log (getJob, getJobLogs)',
   usage: 'jobs show <id> [--queue <name>] [--json]',
   details: 'Exit code 1 when no job has that id (unknown, or pruned from history), or it is of another queue than --queue.',
-  flags: { queue: { type: 'string', arg: '<name>', help: 'fail unless the job is of this queue' } },
+  flags: {
+    queue: { type: 'string', arg: '<name>', help: 'fail unless the job is of this queue' },
+    'log-offset': { type: 'string', arg: '<n>', help: "skip this many of the job's log lines (default 0)" },
+    'log-limit': { type: 'string', arg: '<n>', help: 'show at most this many log lines (default 100)' },
+  },
   positionals: { min: 1, max: 1, name: 'job id' },
   async run({ values, positionals, db, print, io, json }) {
     const id = positionals[0];
@@ -121,7 +139,13 @@ const showCommand: Command = {
       io.err(`nestjs-pg-queue: ${message}`);
       return EXIT.failed;
     }
-    print({ job }, () => describeJob(job));
+    const offset = str(values, 'log-offset');
+    const limit = str(values, 'log-limit');
+    const logs = await db.queue(job.queue).getJobLogs(job.id, {
+      offset: offset === undefined ? 0 : parseCount('log-offset', offset, 0),
+      limit: limit === undefined ? 100 : parseCount('log-limit', limit),
+    });
+    print({ job, logs }, () => [describeJob(job), ...describeLogs(logs, offset === undefined ? 0 : Number(offset))].join('\n'));
     return EXIT.ok;
   },
 };
