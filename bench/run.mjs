@@ -22,6 +22,9 @@
 //   --raw-batch=N    claim size of the raw reference's worker (default 100; diagnostics)
 //   --raw-loops=N    concurrent claim loops of the raw worker, on a pool of N (default 10; 1 is
 //                    the earlier, weaker single-connection reference)
+//                    ops (alone: --only=ops [--ops-jobs=N] [--smoke]): retryJobs, removeJobs, clean,
+//                    cancelJobs, promoteJobs and drain over N jobs (default 1,000,000) beside plain
+//                    SQL, with the rows per statement, WAL and a claim loop's latency (bench/ops.mjs)
 //   --scale-jobs=N   jobs per scale run (default 200,000)
 //   --drain-jobs=N   jobs per drain run of the library and the raw loop (default 200,000;
 //                    graphile-worker's stay 50,000; diagnostics: a fixed cost per process shows
@@ -243,6 +246,8 @@ function header(meta) {
 }
 
 async function main() {
+  // The operator's bulk calls at a million jobs (issue 27): a workload of its own, bench/ops.mjs.
+  if (process.argv.includes('--only=ops')) return (await import('./ops.mjs')).main(process.argv.slice(2));
   const opts = parseArgs(process.argv.slice(2));
   let pkg;
   try {

@@ -16,6 +16,14 @@ export type { GetJobsOptions, JobPage, PromoteJobsOptions } from './core/find-op
 export type { GetJobLogsOptions, JobLogsPage } from './core/job-logs';
 export type { CleanOptions, CleanState, ObliterateOptions } from './core/clean';
 export type {
+  CancelJobsOptions,
+  CancelJobsState,
+  RemoveJobsOptions,
+  RemoveJobsState,
+  RetryJobsOptions,
+  RetryJobsState,
+} from './core/bulk-options';
+export type {
   ActiveJob,
   BackoffOptions,
   BulkJob,

@@ -1,4 +1,5 @@
 import type { SqlExecutor } from './executor';
+import { afterClaimKey, CLAIM_KEY_START, claimKeyOf, claimKeyParams, lastClaimKey, type ClaimKey } from './keyset';
 import type { SchemaSql, StoreContext } from './store-context';
 
 /** How many delayed jobs one statement of promoteJobs makes due: each batch is its own short statement. */
@@ -28,16 +29,21 @@ export function changeStatements({ jobs }: SchemaSql) {
      * wake-up. The batch is found on jobs_claim_idx (queue, priority, run_at, id) WHERE state =
      * 'waiting' with run_at > now() an index condition; SKIP LOCKED passes over a row a claim or
      * another promote holds, so a batch never waits behind one, and the caller loops until a
-     * batch comes back short. $1 queue $2 name or NULL $3 channel $4 batch
+     * batch comes back short. Each batch starts after the last (priority, run_at, id) of the one
+     * before (keyset.ts): a promoted job moves to run_at = now(), behind that key, and the due
+     * jobs in front are not read again by every batch. $1 queue $2 name or NULL $3 channel
+     * $4 batch $5..$7 key
      */
     promoteDelayed: `
       WITH batch AS (
-        SELECT id FROM ${jobs} WHERE queue = $1 AND state = 'waiting' AND run_at > now() AND ($2::text IS NULL OR name = $2)
-        LIMIT $4 FOR UPDATE SKIP LOCKED
+        SELECT id, priority, run_at FROM ${jobs}
+        WHERE queue = $1 AND state = 'waiting' AND run_at > now() AND ($2::text IS NULL OR name = $2) AND ${afterClaimKey(5)}
+        ORDER BY priority, run_at, id LIMIT $4 FOR UPDATE SKIP LOCKED
       ), up AS (
         UPDATE ${jobs} j SET run_at = now() FROM batch b WHERE j.id = b.id AND j.state = 'waiting' RETURNING j.id
       ), wake AS (SELECT pg_catalog.pg_notify($3, $1 || '|0') WHERE EXISTS (SELECT 1 FROM up))
-      SELECT (SELECT count(*) FROM up)::int AS n, (SELECT count(*) FROM batch)::int AS found, (SELECT count(*) FROM wake)::int AS woken`,
+      SELECT (SELECT count(*) FROM up)::int AS n, (SELECT count(*) FROM batch)::int AS found, (SELECT count(*) FROM wake)::int AS woken,
+             ${lastClaimKey('batch')} AS last`,
 
     /**
      * queue.changePriority(id, p). A waiting job's place in the claim order moves with it; workers
@@ -84,15 +90,16 @@ export class Changes {
   /** Every delayed job of a queue (of one name) due now, a batch per statement; returns how many. */
   async promoteMany(queue: string, name: string | null, batch = PROMOTE_BATCH): Promise<number> {
     let total = 0;
+    let key: ClaimKey = CLAIM_KEY_START;
     for (;;) {
-      const [r] = await this.ctx.db.query<{ n: number; found: number }>(this.q.promoteDelayed, [
-        queue,
-        name,
-        this.ctx.channel,
-        batch,
-      ]);
+      const [r] = await this.ctx.db.query<{ n: number; found: number; last: [number, string, string] | null }>(
+        this.q.promoteDelayed,
+        [queue, name, this.ctx.channel, batch, ...claimKeyParams(key)],
+      );
       total += r.n;
-      if (r.found < batch) return total;
+      const next = claimKeyOf(r.last);
+      if (r.found < batch || !next) return total;
+      key = next;
     }
   }
 

@@ -1,4 +1,6 @@
 import { ObliterateRefusedError } from '../core/errors';
+import type { LiveSelection, LiveWalks } from './bulk-live';
+import { ID_START } from './keyset';
 import type { SchemaSql, StoreContext } from './store-context';
 
 /**
@@ -10,41 +12,15 @@ import type { SchemaSql, StoreContext } from './store-context';
  */
 export const CLEAN_BATCH = 1000;
 
-/** The live states drain and obliterate remove, each read through its own partial index. */
+/** The live states drain and obliterate remove, each walked through its own partial index (bulk-live.ts). */
 export type LiveState = 'waiting' | 'waiting-children' | 'active';
 
-/**
- * Deletes up to $2 live jobs of queue $1 in `state` that no other job waits on, skipping rows
- * another transaction holds (a claim in flight): FOR UPDATE rechecks the state of a row that
- * changed after the snapshot, so a job a worker claimed meanwhile is never taken for a waiting
- * one. `queue = $1 AND state = '...'` matches a partial index per state (jobs_claim_idx,
- * jobs_waiting_children_idx, jobs_active_idx), so each batch starts where the rows are.
- */
-function liveBatchSql(jobs: string, state: LiveState): string {
-  return `
-      WITH picked AS (
-        SELECT id FROM ${jobs} WHERE queue = $1 AND state = '${state}' AND NOT has_dependents LIMIT $2 FOR UPDATE SKIP LOCKED
-      ), gone AS (
-        DELETE FROM ${jobs} j USING picked p WHERE j.id = p.id AND j.state = '${state}' RETURNING j.id
-      )
-      SELECT count(*)::int AS n FROM gone`;
-}
-
-/**
- * The same for one job another job waits on (a flow's child, a `dependsOn` target), one per
- * statement: the trigger of migration 0008 tells its parents it was removed (not completed) only
- * for the id named in the transaction-local setting, as queue.remove() does.
- */
-function liveOneSql(jobs: string, state: LiveState): string {
-  return `
-      WITH picked AS (
-        SELECT id FROM ${jobs} WHERE queue = $1 AND state = '${state}' AND has_dependents LIMIT 1 FOR UPDATE SKIP LOCKED
-      ), gone AS (
-        DELETE FROM ${jobs} j USING picked p WHERE j.id = p.id AND j.state = '${state}' RETURNING j.id
-      )
-      SELECT (SELECT count(*) FROM gone)::int AS n,
-             pg_catalog.set_config('pgqueue.removing_job', coalesce((SELECT id::text FROM gone), ''), true) IS NOT NULL AS marked`;
-}
+/** drain's 'waiting' is every job in state 'waiting', due or delayed: the walk over both. */
+const WALK_OF: Readonly<Record<LiveState, LiveSelection>> = {
+  waiting: 'queued',
+  'waiting-children': 'waiting-children',
+  active: 'active',
+};
 
 /** clean(), drain() and obliterate(): the operator's bulk removals, a batch per statement. */
 export function cleanStatements({ jobs, history }: SchemaSql) {
@@ -53,39 +29,37 @@ export function cleanStatements({ jobs, history }: SchemaSql) {
      * queue.clean(): finished jobs of one state older than an age. The batch's ids are picked
      * once (an InitPlan: the history's (queue, state, id) index, migration 0007), then deleted by
      * each partition's id index: as `id IN (subquery)`, a history without statistics yet was
-     * planned as a nested loop that read the subquery again for every row.
-     * $1 queue $2 state $3 older than (ms) $4 batch
+     * planned as a nested loop that read the subquery again for every row. Each batch starts
+     * after the last id of the one before (keyset.ts): without that, each batch read again the
+     * index entries of every row the batches before it deleted. $1 queue $2 state $3 older than
+     * (ms) $4 batch $5 after id
      */
     cleanHistory: `
-      WITH gone AS (
-        DELETE FROM ${history} WHERE queue = $1 AND state = $2 AND id = ANY(ARRAY(
-          SELECT id FROM ${history}
-          WHERE queue = $1 AND state = $2 AND finished_at < now() - $3::bigint::float8 * interval '1 millisecond'
-          LIMIT $4))
-        RETURNING 1
+      WITH picked AS (
+        SELECT id FROM ${history}
+        WHERE queue = $1 AND state = $2 AND id > $5::bigint AND finished_at < now() - $3::bigint::float8 * interval '1 millisecond'
+        ORDER BY id LIMIT $4
+      ), gone AS (
+        DELETE FROM ${history} WHERE queue = $1 AND state = $2 AND id = ANY(ARRAY(SELECT id FROM picked)) RETURNING 1
       )
-      SELECT count(*)::int AS n FROM gone`,
+      SELECT (SELECT count(*) FROM gone)::int AS n, (SELECT count(*) FROM picked)::int AS found,
+             (SELECT pg_catalog.max(id)::text FROM picked) AS last`,
 
-    /** obliterate(): a batch of the queue's history, whatever its state. $1 queue $2 batch */
+    /**
+     * obliterate(): a batch of the queue's history, whatever its state, in (state, id) order
+     * after $3, $4: the same index, walked from where the last batch ended. $1 queue $2 batch
+     */
     obliterateHistory: `
-      WITH gone AS (
-        DELETE FROM ${history} WHERE queue = $1 AND id = ANY(ARRAY(SELECT id FROM ${history} WHERE queue = $1 LIMIT $2)) RETURNING 1
+      WITH picked AS (
+        SELECT state, id FROM ${history} WHERE queue = $1 AND (state, id) > ($3::text, $4::bigint) ORDER BY state, id LIMIT $2
+      ), gone AS (
+        DELETE FROM ${history} WHERE queue = $1 AND id = ANY(ARRAY(SELECT id FROM picked)) RETURNING 1
       )
-      SELECT count(*)::int AS n FROM gone`,
+      SELECT (SELECT count(*) FROM gone)::int AS n, (SELECT count(*) FROM picked)::int AS found,
+             (SELECT pg_catalog.json_build_array(state, id::text) FROM picked ORDER BY state DESC, id DESC LIMIT 1) AS last`,
 
     /** How many jobs of queue $1 run now (obliterate refuses while any do). */
     activeCount: `SELECT count(*)::int AS n FROM ${jobs} WHERE queue = $1 AND state = 'active'`,
-
-    liveBatch: {
-      waiting: liveBatchSql(jobs, 'waiting'),
-      'waiting-children': liveBatchSql(jobs, 'waiting-children'),
-      active: liveBatchSql(jobs, 'active'),
-    } satisfies Record<LiveState, string>,
-    liveOne: {
-      waiting: liveOneSql(jobs, 'waiting'),
-      'waiting-children': liveOneSql(jobs, 'waiting-children'),
-      active: liveOneSql(jobs, 'active'),
-    } satisfies Record<LiveState, string>,
   };
 }
 
@@ -95,6 +69,7 @@ export class Cleaner {
 
   constructor(
     private readonly ctx: StoreContext,
+    private readonly walks: LiveWalks,
     private readonly batch = CLEAN_BATCH,
   ) {
     this.q = cleanStatements(ctx.sql);
@@ -103,42 +78,45 @@ export class Cleaner {
   /** Removes finished jobs of `state` older than `olderThanMs`, at most `limit` (null: all). Returns how many. */
   async cleanHistory(queue: string, state: string, olderThanMs: number, limit: number | null): Promise<number> {
     let total = 0;
+    let after = ID_START;
     for (;;) {
       const want = limit === null ? this.batch : Math.min(this.batch, limit - total);
       if (want <= 0) return total;
-      const n = await this.counted(this.q.cleanHistory, [queue, state, olderThanMs, want]);
-      total += n;
-      if (n < want) return total;
+      const [r] = await this.ctx.db.query<{ n: number; found: number; last: string | null }>(this.q.cleanHistory, [
+        queue,
+        state,
+        olderThanMs,
+        want,
+        after,
+      ]);
+      total += r.n;
+      if (r.found < want || r.last === null) return total;
+      after = r.last;
     }
   }
 
   /**
    * Removes every live job of `queue` in `state` (skipping rows another transaction holds at that
    * moment): the jobs no other job waits on a batch at a time, then those one is waiting on, one
-   * per statement. Returns how many.
+   * per statement (bulk-live.ts). Returns how many.
    */
-  async removeLive(queue: string, state: LiveState): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const n = await this.counted(this.q.liveBatch[state], [queue, this.batch]);
-      total += n;
-      // A short batch may still leave rows: ones skipped while locked. The loop ends on an empty one.
-      if (n === 0) break;
-    }
-    for (;;) {
-      const n = await this.counted(this.q.liveOne[state], [queue]);
-      total += n;
-      if (n === 0) return total;
-    }
+  removeLive(queue: string, state: LiveState): Promise<number> {
+    return this.walks.remove(queue, WALK_OF[state], null);
   }
 
   /** Removes every finished job of `queue`, a batch at a time. Returns how many. */
   async removeHistory(queue: string): Promise<number> {
     let total = 0;
+    let after: [string, string] = ['', ID_START];
     for (;;) {
-      const n = await this.counted(this.q.obliterateHistory, [queue, this.batch]);
-      total += n;
-      if (n < this.batch) return total;
+      const [r] = await this.ctx.db.query<{ n: number; found: number; last: [string, string] | null }>(this.q.obliterateHistory, [
+        queue,
+        this.batch,
+        ...after,
+      ]);
+      total += r.n;
+      if (r.found < this.batch || r.last === null) return total;
+      after = r.last;
     }
   }
 

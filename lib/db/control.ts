@@ -59,17 +59,15 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
     isPaused: `SELECT coalesce((SELECT paused FROM ${s}.queues WHERE name = $1), false) AS paused`,
 
     /**
-     * queue.retry(id) / retryFailed(): failed or cancelled jobs of a queue go back to waiting
-     * under their own id, with fresh attempts and their errors kept. $1 id[] or NULL (every
-     * failed job) $2 queue $3 batch $4 channel
+     * queue.retry(id): failed, cancelled or completed jobs of a queue go back to waiting under
+     * their own id, with fresh attempts and their errors kept (a completed job's result is
+     * dropped: it will have a new one, as Bull Board's retry of a completed job). retryFailed()
+     * and retryJobs() walk the history in batches instead (bulk-history.ts).
+     * $1 id[] $2 queue $3 channel
      */
     retryFinished: `
       WITH h AS (
-        DELETE FROM ${history} WHERE id IN (
-          SELECT id FROM ${history}
-          WHERE queue = $2 AND (CASE WHEN $1::bigint[] IS NULL THEN state = 'failed'
-                                     ELSE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled') END)
-          LIMIT $3)
+        DELETE FROM ${history} WHERE queue = $2 AND id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled', 'completed')
         RETURNING *
       ), back AS (
         INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
@@ -77,7 +75,7 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
         OVERRIDING SYSTEM VALUE
         SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace, logs FROM h
         RETURNING id
-      ), wake AS (SELECT pg_catalog.pg_notify($4, $2 || '|0') WHERE EXISTS (SELECT 1 FROM back))
+      ), wake AS (SELECT pg_catalog.pg_notify($3, $2 || '|0') WHERE EXISTS (SELECT 1 FROM back))
       SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,
 
     /**
@@ -116,14 +114,14 @@ export class Control {
     return null;
   }
 
-  /** Failed or cancelled jobs back to waiting (ids; or null: every failed job). Returns how many. */
-  async retryFinished(queue: string, ids: string[] | null, db: SqlExecutor = this.ctx.db): Promise<number> {
+  /** Finished jobs (failed, cancelled or completed) with these ids back to waiting. Returns how many. */
+  async retryFinished(queue: string, ids: readonly string[], db: SqlExecutor = this.ctx.db): Promise<number> {
     let total = 0;
-    for (;;) {
-      const [r] = await db.query<{ n: number }>(this.q.retryFinished, [ids, queue, 1000, this.ctx.channel]);
+    for (let i = 0; i < ids.length; i += 1000) {
+      const [r] = await db.query<{ n: number }>(this.q.retryFinished, [ids.slice(i, i + 1000), queue, this.ctx.channel]);
       total += r.n;
-      if (ids !== null || r.n < 1000) return total;
     }
+    return total;
   }
 
   /** Deletes a waiting or finished job; false when there was none (or it is running). */

@@ -3,6 +3,7 @@ import type { Job, JobState, QueueCounts } from '../core/job';
 import type { PgPool } from '../core/pg-types';
 import { Claims, type ClaimedRow } from './claim';
 import { LimitedClaims } from './claim-limited';
+import { BulkChanges } from './bulk';
 import { Changes } from './change';
 import { Cleaner } from './clean';
 import { Control } from './control';
@@ -47,7 +48,8 @@ export type { LogAppend, LogCaps, LogPage } from './job-logs';
  * claim-limited.ts (claim); running.ts (heartbeat, progress, hand-back); outcomes.ts and
  * settle.ts (an attempt's end); control.ts (cancel, pause, retry, remove); change.ts (promote,
  * priority, delay, payload of a waiting job); find.ts (getJobs, getJobCounts, getJobByKey); clean.ts
- * (clean, drain, obliterate); cron.ts; maintenance.ts (rescue, retention) and vacuum.ts; reads.ts and
+ * (clean, drain, obliterate); bulk.ts, bulk-live.ts, bulk-history.ts (retryJobs, removeJobs,
+ * cancelJobs); cron.ts; maintenance.ts (rescue, retention) and vacuum.ts; reads.ts and
  * flows.ts (getJob, counts, children); history/ (partitions, reads by id).
  */
 export class JobStore {
@@ -59,6 +61,8 @@ export class JobStore {
   readonly cleaner: Cleaner;
   /** Job logs (job-logs.ts): the worker's batched appends, getJobLogs' pages. */
   readonly logs: JobLogs;
+  /** The operator's changes of many jobs (bulk.ts): retryJobs, removeJobs, cancelJobs, by filter in batches or by ids. */
+  readonly bulk: BulkChanges;
   private readonly ctx: StoreContext;
   private readonly inserts: Inserts;
   private readonly unique: UniqueInserts;
@@ -95,7 +99,8 @@ export class JobStore {
     this.control = new Control(ctx);
     this.changes = new Changes(ctx);
     this.finder = new Finder(ctx);
-    this.cleaner = new Cleaner(ctx);
+    this.bulk = new BulkChanges(ctx, this.control);
+    this.cleaner = new Cleaner(ctx, this.bulk.walks);
     this.cron = new Cron(ctx);
     this.maintenance = new Maintenance(ctx);
     this.vacuum = new Vacuum(ctx);
@@ -232,8 +237,9 @@ export class JobStore {
     return this.control.cancel(queue, id, db);
   }
 
-  /** Failed or cancelled jobs back to waiting (ids; or null: every failed job). Returns how many. */
+  /** Finished jobs back to waiting (ids; or null: every failed job, in batches). Returns how many. */
   retryFinished(queue: string, ids: string[] | null, db?: SqlExecutor): Promise<number> {
+    if (ids === null) return this.bulk.retryFinished(queue, { state: 'failed', name: null, finishedBefore: null });
     return this.control.retryFinished(queue, ids, db);
   }
 

@@ -12,6 +12,7 @@ import {
 import type { GetJobsOptions, JobPage, PromoteJobsOptions } from '../core/find-options';
 import type { CleanOptions, ObliterateOptions } from '../core/clean';
 import type { GetJobLogsOptions, JobLogsPage } from '../core/job-logs';
+import type { CancelJobsOptions, RemoveJobsOptions, RetryJobsOptions } from '../core/bulk-options';
 import { executorFor, type TransactionTarget } from '../db/executor';
 import type { JobMap, Queue } from '../producer/queue';
 import { PgQueueConfigError } from '../core/errors';
@@ -187,6 +188,35 @@ export class QueueService {
   /** `Queue.getJobLogs` of a registered queue: a page of a job's log lines, oldest first, and how many it holds. */
   async getJobLogs(queue: string, id: string, opts?: GetJobLogsOptions, target?: TransactionTarget): Promise<JobLogsPage> {
     return this.runtime.queue(queue, 'QueueService.getJobLogs').getJobLogs(id, opts, target);
+  }
+
+  /**
+   * `Queue.retryJobs` of a registered queue: its finished jobs of one state (of one name,
+   * finished before a time) run again, in batches on the queue's pool; returns how many.
+   * @example await queues.retryJobs('email', { state: 'failed', name: 'welcome' });
+   */
+  async retryJobs(queue: string, opts: RetryJobsOptions): Promise<number> {
+    return this.runtime.queue(queue, 'QueueService.retryJobs').retryJobs(opts);
+  }
+
+  /**
+   * `Queue.removeJobs` of a registered queue: jobs by ids (in `target`'s transaction when
+   * given), or every job a filter matches, in batches on the queue's pool; never a running one.
+   * Returns how many.
+   * @example await queues.removeJobs('email', { state: 'completed', finishedBefore: Date.now() - 86_400_000 });
+   */
+  async removeJobs(queue: string, opts: RemoveJobsOptions, target?: TransactionTarget): Promise<number> {
+    return this.runtime.queue(queue, 'QueueService.removeJobs').removeJobs(opts, target);
+  }
+
+  /**
+   * `Queue.cancelJobs` of a registered queue: jobs by ids (in `target`'s transaction when
+   * given), or every live job a filter matches, in batches on the queue's pool; running ones
+   * are signalled as by `cancel(id)`. Returns how many.
+   * @example await queues.cancelJobs('email', { states: ['waiting', 'delayed'], name: 'newsletter' });
+   */
+  async cancelJobs(queue: string, opts: CancelJobsOptions, target?: TransactionTarget): Promise<number> {
+    return this.runtime.queue(queue, 'QueueService.cancelJobs').cancelJobs(opts, target);
   }
 }
 

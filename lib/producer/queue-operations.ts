@@ -14,6 +14,16 @@ import {
 import type { TransactionTarget } from '../db/executor';
 import { isJobId } from '../core/names';
 import { resolveCleanOptions, resolveObliterateOptions, type CleanOptions, type ObliterateOptions } from '../core/clean';
+import {
+  resolveCancelJobs,
+  resolveRemoveJobs,
+  resolveRetryJobs,
+  type CancelJobsOptions,
+  type RemoveJobsOptions,
+  type RetryJobsOptions,
+} from '../core/bulk-options';
+import { PgQueueConfigError } from '../core/errors';
+import type { FinishedState, LiveSelection } from '../db/bulk';
 import { payloadJsonOf } from './enqueue';
 import { EMPTY_LOGS, resolveGetJobLogs, type GetJobLogsOptions, type JobLogsPage } from '../core/job-logs';
 import { QueueCore } from './queue-core';
@@ -42,15 +52,16 @@ export abstract class QueueOperations<TJobs extends JobMap = JobMap> extends Que
   }
 
   /**
-   * Runs a failed or cancelled job of this queue again: back to waiting under its own id, with
-   * fresh attempts and its earlier errors kept. False when no such job is in history.
+   * Runs a failed, cancelled or completed job of this queue again: back to waiting under its own
+   * id, with fresh attempts and its earlier errors kept (a completed job's result is dropped, as
+   * Bull Board's retry of a completed job). False when no such job is in history.
    */
   async retry(id: string, target?: TransactionTarget): Promise<boolean> {
     if (!isJobId(String(id))) return false;
     return (await this.store.retryFinished(this.name, [String(id)], this.target(target, USE.RETRY))) > 0;
   }
 
-  /** Runs every failed job of this queue again (a thousand per statement); returns how many. */
+  /** Runs every failed job of this queue again (a thousand per statement); returns how many. `retryJobs({ state: 'failed' })`. */
   async retryFailed(): Promise<number> {
     return this.store.retryFinished(this.name, null);
   }
@@ -231,4 +242,79 @@ export abstract class QueueOperations<TJobs extends JobMap = JobMap> extends Que
     if (!isJobId(String(id))) return EMPTY_LOGS;
     return (await this.store.logs.page(this.name, String(id), offset, limit, this.target(target))) ?? EMPTY_LOGS;
   }
+
+  // Changes of many jobs (issue 27, point 2): db/bulk.ts, bulk-live.ts, bulk-history.ts.
+
+  /**
+   * Runs again every finished job of this queue in `state` (of one job name, finished before a
+   * time, if given): back to waiting under its own id, fresh attempts, earlier errors kept, as
+   * `retry(id)`. Returns how many. In batches of 1,000 by id, each its own short transaction on
+   * the queue's pool (never a caller's): a crash in the middle leaves whole batches done, and a
+   * rerun retries the rest. BullMQ's `queue.retryJobs({ state, timestamp })`.
+   * @example const retried = await queue.retryJobs({ state: 'failed', name: 'welcome' });
+   */
+  async retryJobs(opts: RetryJobsOptions): Promise<number> {
+    const f = resolveRetryJobs(this.name, opts);
+    return this.store.bulk.retryFinished(this.name, f);
+  }
+
+  /**
+   * Removes jobs of this queue, never a running one: by `ids` (waiting, delayed, waiting on
+   * children, or finished; one statement per 1,000 ids, in `target`'s transaction when given, as
+   * `remove(id)`), or every job in the filter's states (of one job name; finished before a time),
+   * in batches of 1,000, each its own short transaction on the queue's pool, passing over a job a
+   * worker is claiming. The filter must name its states: `{ states: [...] }` for all of them.
+   * Returns how many were removed. BullMQ removes one job at a time (`job.remove()`) or by state
+   * with `clean()` and `drain()`.
+   * @example await queue.removeJobs({ state: 'completed', name: 'report', finishedBefore: Date.now() - 86_400_000 });
+   */
+  async removeJobs(opts: RemoveJobsOptions, target?: TransactionTarget): Promise<number> {
+    const r = resolveRemoveJobs(this.name, opts);
+    if ('ids' in r) return this.store.bulk.removeIds(this.name, r.ids, this.target(target, USE.REMOVE_JOBS));
+    this.poolOnly('removeJobs', target);
+    const { live, finished } = splitStates(r.filter.states);
+    return this.store.bulk.removeMatching(this.name, live, finished, r.filter.name, r.filter.finishedBefore);
+  }
+
+  /**
+   * Cancels jobs of this queue as `cancel(id)` does each: a waiting (or delayed, or
+   * waiting-children) job ends cancelled at once; a running one has its handler's `job.signal`
+   * fired and ends cancelled unless it completes anyway. By `ids` (one statement per 1,000, in
+   * `target`'s transaction when given), or every live job in the filter's states (of one job
+   * name), in batches of 1,000 on the queue's pool. Returns how many were cancelled or signalled.
+   * BullMQ has no bulk cancel.
+   * @example await queue.cancelJobs({ states: ['waiting', 'delayed'], name: 'newsletter' });
+   */
+  async cancelJobs(opts: CancelJobsOptions, target?: TransactionTarget): Promise<number> {
+    const r = resolveCancelJobs(this.name, opts);
+    if ('ids' in r) return this.store.bulk.cancelIds(this.name, r.ids, this.target(target, USE.CANCEL_JOBS));
+    this.poolOnly('cancelJobs', target);
+    return this.store.bulk.cancelMatching(this.name, splitStates(r.filter.states).live, r.filter.name);
+  }
+
+  /** A filter form walks a queue in batches, each committed on its own: a caller's transaction cannot hold them. */
+  private poolOnly(call: string, target: TransactionTarget | undefined): void {
+    if (target?.manager || target?.client) {
+      throw new PgQueueConfigError(
+        `${call}() of queue "${this.name}": a filter runs in batches on the queue's own pool, each committed on its own ` +
+          `(no statement locks more than 1,000 rows), so it cannot join your transaction. Pass { ids } to change jobs ` +
+          `in your transaction, or leave the transaction out.`,
+      );
+    }
+  }
+}
+
+/** A filter's states as the live walks and finished states the store takes. */
+function splitStates(states: readonly string[]): { live: LiveSelection[]; finished: FinishedState[] } {
+  const live: LiveSelection[] = [];
+  const finished: FinishedState[] = [];
+  for (const s of states) {
+    if (s === 'completed' || s === 'failed' || s === 'cancelled') finished.push(s);
+    else live.push(s as LiveSelection);
+  }
+  // Waiting and delayed together: one walk over the claim index rather than two.
+  if (live.includes('waiting') && live.includes('delayed')) {
+    return { live: ['queued', ...live.filter((s) => s !== 'waiting' && s !== 'delayed')], finished };
+  }
+  return { live, finished };
 }

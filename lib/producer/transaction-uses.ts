@@ -11,3 +11,5 @@ export const PROMOTE: TransactionUse = { caller: 'promote()', effect: 'the promo
 export const CHANGE_PRIORITY: TransactionUse = { caller: 'changePriority()', effect: 'the change' };
 export const CHANGE_DELAY: TransactionUse = { caller: 'changeDelay()', effect: 'the change' };
 export const UPDATE_PAYLOAD: TransactionUse = { caller: 'updatePayload()', effect: 'the new payload' };
+export const REMOVE_JOBS: TransactionUse = { caller: 'removeJobs()', effect: 'the removal' };
+export const CANCEL_JOBS: TransactionUse = { caller: 'cancelJobs()', effect: 'the cancel' };

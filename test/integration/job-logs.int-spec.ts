@@ -238,4 +238,35 @@ describe('job logs in a partitioned history', () => {
     expect((await store.logs.page('q', failed, 0, 10))?.logs).toEqual(['failed one']);
     expect((await store.logs.page('q', recent, 0, 10))?.logs).toEqual(['recent one']);
   });
+
+  it('move with their job in the batched calls of the operator: retryJobs back to waiting, cancelJobs to history', async () => {
+    await migrate(t.pool, 'moves');
+    const store = new JobStore(t.pool, {
+      schema: 'moves',
+      retention: { completedMs: D, cancelledMs: D, failedMs: null },
+      asyncCommit: false,
+      preparedStatements: false,
+    });
+    const log = (lines: string[]) => JSON.stringify({ lines, bytes: 0, dropped: 0 });
+    await t.pool.query(
+      `INSERT INTO moves.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors, created_at, finished_at, logs)
+       VALUES (20, 'q', 'x', '{}', 'failed', 0, now(), 1, 1, '[]', now(), now(), $1)`,
+      [log(['failed, then retried'])],
+    );
+    expect(await store.bulk.retryFinished('q', { state: 'failed', name: null, finishedBefore: null })).toBe(1);
+    expect((await t.pool.query(`SELECT state FROM moves.jobs WHERE id = 20`)).rows[0].state).toBe('waiting');
+    expect((await store.logs.page('q', '20', 0, 10))?.logs).toEqual(['failed, then retried']);
+
+    await t.pool.query(
+      `INSERT INTO moves.jobs (id, queue, name, payload, run_at, logs) OVERRIDING SYSTEM VALUE VALUES (21, 'q', 'x', '{}', now(), $1)`,
+      [log(['waiting, then cancelled'])],
+    );
+    expect(await store.bulk.cancelMatching('q', ['waiting'], null)).toBe(2);
+    expect((await t.pool.query(`SELECT id FROM moves.job_history WHERE state = 'cancelled' ORDER BY id`)).rows).toEqual([
+      { id: '20' },
+      { id: '21' },
+    ]);
+    expect((await store.logs.page('q', '20', 0, 10))?.logs).toEqual(['failed, then retried']);
+    expect((await store.logs.page('q', '21', 0, 10))?.logs).toEqual(['waiting, then cancelled']);
+  });
 });

@@ -72,7 +72,9 @@ describe('retry, remove, dead letters, retention', () => {
     expect(done?.attempt).toBe(1);
     expect(done?.errors.map((e) => e.message)).toEqual(['run 1 fails']);
     expect(done?.result).toBe(2);
-    expect(await queue.retry(job.id)).toBe(false); // completed: nothing to retry
+    // Completed: it runs again too (issue 27, as Bull Board's retry), with a new result.
+    expect(await queue.retry(job.id)).toBe(true);
+    await waitFor(async () => (await queue.getJob(job.id))?.result === 3, { message: 'the completed job to run again' });
     expect(await queue.retry('nonsense')).toBe(false);
   });
 

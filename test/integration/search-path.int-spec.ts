@@ -37,7 +37,8 @@ import { testPool, useTestDatabase, waitFor } from '../support/database';
 // jsonb operator for every pair of the types the statements use. The queue's life (add, bulk,
 // delayed, unique, flows, claim, limited claim, progress, complete, retry, fail, cancel, pause,
 // remove, heartbeat, maintenance, getJobs, getJobCounts, getJobByKey, promote, promoteJobs,
-// changePriority, changeDelay, updatePayload, clean, drain, obliterate, job logs) and every dashboard read and
+// changePriority, changeDelay, updatePayload, clean, drain, obliterate, job logs, retryJobs, removeJobs,
+// cancelJobs) and every dashboard read and
 // action must call none of them.
 
 const OP_TYPES = [
@@ -79,7 +80,7 @@ const CALLED: Record<string, readonly number[]> = {
   date_trunc: [2],
   generate_series: [3],
   json_agg: [1],
-  json_build_array: [3],
+  json_build_array: [2, 3],
   json_build_object: [2, 6],
   jsonb_agg: [1],
   jsonb_array_elements: [1],
@@ -415,6 +416,20 @@ describe('search_path hijack', () => {
     await queue.add('ok', { tag: 'promoted' }, { delayMs: 3_600_000 });
     expect(await queue.promoteJobs({ name: 'ok' })).toBe(1);
     await ended('promoted', 'completed');
+
+    // Changes of many jobs (bulk.ts, bulk-live.ts, bulk-history.ts), each statement with a row to change.
+    const delayed = (tag: string) => queue.add('ok', { tag }, { delayMs: 3_600_000 });
+    expect(await queue.removeJobs({ ids: [(await delayed('bulk-1')).id] })).toBe(1);
+    expect(await queue.cancelJobs({ ids: [(await delayed('bulk-2')).id] })).toBe(1);
+    await delayed('bulk-3');
+    expect(await queue.cancelJobs({ state: 'delayed', name: 'ok' })).toBe(1);
+    await delayed('bulk-4');
+    expect(await queue.removeJobs({ states: ['waiting', 'delayed'], name: 'ok' })).toBe(1);
+    await delayed('bulk-5');
+    expect(await queue.removeJobs({ state: 'delayed' })).toBe(1);
+    expect(await queue.retryJobs({ state: 'cancelled', name: 'ok', finishedBefore: Date.now() + 60_000 })).toBeGreaterThan(0);
+    await ended('bulk-3', 'completed');
+    expect(await queue.removeJobs({ state: 'completed', name: 'ok', finishedBefore: Date.now() + 60_000 })).toBeGreaterThan(0);
 
     const supervisor = runtimeOf(app).supervisor;
     await supervisor.heartbeat();

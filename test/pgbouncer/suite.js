@@ -29,6 +29,8 @@ const notRouted = {
   'testing-tester.int-spec.ts':
     "nestjs-pg-queue/testing's PgQueueTester with its own forRoot({ connection: db.url }), not bootApp",
   'readme-testing.int-spec.ts': "the README's test files run by jest in a child process, with the README's own module",
+  'bulk-crash.int-spec.ts':
+    'the batched call under test runs in a child process (test/fixtures/bulk-process.js) on its own direct connection, which the test kills',
 };
 
 /** Files that cannot pass through PgBouncer in a mode by nature, with the reason. */
@@ -71,6 +73,10 @@ const testsByNature = {
     'shutdown.int-spec.ts': {
       'a job handed back at shutdown wakes another worker at once, by NOTIFY, not at its poll':
         'it tests the NOTIFY wake-up (10 min polls)',
+    },
+    'bulk-change.int-spec.ts': {
+      'cancels waiting jobs by filter (to history) and signals running ones, as cancel(id)':
+        "cancelJobs reaches the running jobs' node by NOTIFY; without LISTEN it comes with the next heartbeat (leaseMs / 3, 10 s), after the test's 5 s wait",
     },
     'metrics.int-spec.ts': {
       'counts enqueued, completed, retried, failed and stalled jobs, times handlers and waits, and reports the listener':

@@ -40,6 +40,9 @@ const MUST_HAVE_TABLE = [
   'GetJobLogsOptions',
   'CleanOptions',
   'ObliterateOptions',
+  'RetryJobsOptions',
+  'RemoveJobsOptions',
+  'CancelJobsOptions',
 ];
 
 /** Options types documented by another type's table, which must hold every one of their keys. */
