@@ -393,6 +393,48 @@ describe('nestjs-pg-queue CLI', () => {
       expect((await cli(url(), ['jobs', 'retry', a.id, '--state', 'failed'])).code).toBe(2);
     });
 
+    it('by filter: jobs retry --state cancelled, jobs cancel and jobs remove --state (queue.retryJobs, cancelJobs, removeJobs)', async () => {
+      const q = db.queue('sweep');
+      const jobs = await q.addBulk([0, 1, 2, 3].map((i) => ({ name: i < 3 ? 'news' : 'keep', payload: { i } })));
+      const refused = await cli(url(), ['jobs', 'cancel', '--queue', 'sweep', '--state', 'waiting', '--name', 'news']);
+      expect(refused.code).toBe(2);
+      expect(refused.err).toContain('Cancel the waiting jobs of queue "sweep" named news?');
+      const cancelled = await cli(url(), [
+        'jobs',
+        'cancel',
+        '--queue',
+        'sweep',
+        '--state',
+        'waiting',
+        '--name',
+        'news',
+        '--yes',
+        '--json',
+      ]);
+      expect(cancelled.json()).toEqual({ queue: 'sweep', cancelled: 3 });
+      expect((await db.store.getJob(jobs[3].id))!.state).toBe('waiting');
+      const retried = await cli(url(), [
+        'jobs',
+        'retry',
+        '--queue',
+        'sweep',
+        '--state',
+        'cancelled',
+        '--older-than',
+        '1d',
+        '--json',
+      ]);
+      expect(retried.json()).toEqual({ queue: 'sweep', retried: 0 }); // none finished a day ago
+      expect((await cli(url(), ['jobs', 'retry', '--queue', 'sweep', '--state', 'cancelled', '--json'])).json()).toEqual({
+        queue: 'sweep',
+        retried: 3,
+      });
+      const removed = await cli(url(), ['jobs', 'remove', '--queue', 'sweep', '--state', 'waiting,delayed', '--yes', '--json']);
+      expect(removed.json()).toEqual({ queue: 'sweep', removed: 4 });
+      expect((await cli(url(), ['jobs', 'remove', '--queue', 'sweep', '--yes'])).code).toBe(2); // a filter names its states
+      expect((await cli(url(), ['jobs', 'cancel', '--queue', 'sweep', '--state', 'completed', '--yes'])).code).toBe(2);
+    });
+
     it('clean, drain, obliterate, pause and resume', async () => {
       const q = db.queue('tidy');
       await q.addBulk([1, 2].map((i) => ({ name: 'n', payload: { i } })));
