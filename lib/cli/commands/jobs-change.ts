@@ -24,7 +24,7 @@ const BY_ID: Record<'retry' | 'remove' | 'cancel' | 'promote', ByIdChange> = {
   retry: {
     verb: 'retried',
     apply: async (q, id) =>
-      (await q.retry(id)) ? { changed: true, outcome: 'retried' } : { changed: false, outcome: 'not failed or cancelled' },
+      (await q.retry(id)) ? { changed: true, outcome: 'retried' } : { changed: false, outcome: 'not finished (or gone)' },
   },
   remove: {
     verb: 'removed',
@@ -121,7 +121,7 @@ const retryCommand: Command = {
   usage:
     'jobs retry <id...> [--queue <name>] | jobs retry --queue <name> --state failed|cancelled|completed [--name <job name>] [--older-than <duration>]',
   details: [
-    'By id: queue.retry(id) for each (a failed or cancelled job goes back to waiting under its id).',
+    'By id: queue.retry(id) for each (a failed, cancelled or completed job goes back to waiting under its id).',
     'By filter: queue.retryJobs({ state, name, finishedBefore }): every job of the queue in that finished',
     'state (of one job name; finished more than --older-than ago), a thousand per statement, each its own',
     'short transaction, the workers woken.',
