@@ -35,10 +35,12 @@ export const MAY_IMPORT = {
   metrics: ['core', 'module'],
   dashboard: ['core', 'module'],
   testing: ['core', 'module'],
+  // The command-line tool: the framework-free layers only, as the runtime wires them (no Nest).
+  cli: ['core', 'db', 'producer'],
   index: [...BELOW_MODULE, 'module'],
 };
 const FOLDERS = Object.keys(MAY_IMPORT).filter((f) => f !== 'index');
-const NEST_FREE = ['core', 'db', 'worker', 'producer'];
+const NEST_FREE = ['core', 'db', 'worker', 'producer', 'cli'];
 
 const NEST = { group: ['@nestjs/*'], message: 'The engine and the SQL layer know nothing of Nest: wire it in lib/module.' };
 /**

@@ -7,7 +7,7 @@
 //      moduleResolution x module, CommonJS- and ESM-style, with only the peers the README names
 //      (no @types/pg, no typeorm), plus two that pass real pg objects with @types/pg installed;
 //      and each entry point loads at runtime with require() and import();
-//   4. @arethetypeswrong/cli and publint;
+//   4. @arethetypeswrong/cli and publint; the "bin" commands run (--help) from node_modules/.bin;
 //   5. the package page: package.json's repository, homepage, bugs and keywords, and no relative
 //      link or image in the packed README that points at a file the tarball does not hold (npm
 //      shows the README without the repository: such a link is dead there, such an image broken).
@@ -169,6 +169,7 @@ function checkContents(files, unpacked) {
       );
     }
   }
+  for (const f of Object.values(pkg.bin ?? {})) required.push(path.posix.normalize(f));
   for (const f of required) if (!has.has(f)) problem('contents', `the tarball lacks ${f}.`);
   const forbidden =
     /(^|\/)(test|tests|bench|sample|coverage|\.ci|scripts)\/|\.(spec|int-spec|e2e-spec|test)\.|(^|\/)tsconfig[^/]*\.json$|^dist-sample\//;
@@ -279,6 +280,27 @@ async function checkConsumer(c, tarball, dir) {
   }
 }
 
+/**
+ * Every command of package.json's "bin" runs from an install: linked into node_modules/.bin and
+ * made executable as npm install does, run by its shebang with --help (no database needed).
+ */
+async function checkBins(dir) {
+  const home = path.join(dir, 'node16-cjs');
+  for (const [name, file] of Object.entries(pkg.bin ?? {})) {
+    const target = path.join(home, 'node_modules', pkg.name, file);
+    const link = path.join(home, 'node_modules', '.bin', name);
+    fs.mkdirSync(path.dirname(link), { recursive: true });
+    fs.chmodSync(target, 0o755);
+    fs.symlinkSync(path.relative(path.dirname(link), target), link);
+    try {
+      const { stdout } = await execFile(link, ['--help'], { cwd: home });
+      if (!stdout.includes(`Usage: ${name} `)) problem('bin', `${name} --help printed no usage:\n${indent(stdout.trim())}`);
+    } catch (err) {
+      problem('bin', `${name} (${file}) does not run from an install:\n${indent((err.stderr || err.message).trim())}`);
+    }
+  }
+}
+
 /** Every entry point loads with require() and with import(), from a consumer's folder. */
 async function checkRuntime(dir) {
   const home = path.join(dir, 'node16-cjs');
@@ -353,6 +375,8 @@ async function main() {
     step(`${CONSUMERS.length} consumer projects type-checked`);
     await checkRuntime(dir);
     step('entry points loaded with require() and import()');
+    await checkBins(dir);
+    step(`bin ${Object.keys(pkg.bin ?? {}).join(', ')} ran from an install`);
 
     // --no-definitely-typed: the package ships its own types, and this check must not need the network.
     const attw = await runTool(

@@ -44,6 +44,7 @@ export const SECTIONS: readonly { text: string; pages: readonly string[] }[] = [
     text: 'Operating it',
     pages: [
       'managing-jobs',
+      'cli',
       'multiple-databases',
       'pgbouncer',
       'operations',

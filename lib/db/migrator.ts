@@ -23,8 +23,8 @@ export function latestVersion(): number {
   return list.length ? list[list.length - 1].version : 0;
 }
 
-/** A stable 64-bit advisory lock key per schema, so two apps with two schemas never wait on each other. */
-function lockSql(): string {
+/** A stable 64-bit advisory lock key per schema, so two apps with two schemas never wait on each other. $1 schema */
+export function lockSql(): string {
   return `SELECT pg_catalog.pg_advisory_xact_lock(('x' || pg_catalog.substr(pg_catalog.md5('nestjs-pg-queue:migrate:' || $1), 1, 15))::bit(60)::bigint)`;
 }
 
@@ -66,6 +66,12 @@ function lockTimeoutMessage(schema: string, timeoutMs: number, holders: string):
   );
 }
 
+/** The table of applied versions, created by the first migration run. `s` the quoted schema */
+export function migrationsTableSql(s: string): string {
+  return `CREATE TABLE IF NOT EXISTS ${s}.migrations (version integer PRIMARY KEY, name text NOT NULL,
+       applied_at timestamptz NOT NULL DEFAULT now())`;
+}
+
 /**
  * Applies one migration inside the caller's open transaction (TypeORM migrations use this):
  * sets the search path to the schema for the transaction only, runs the SQL, records the version.
@@ -88,11 +94,7 @@ export async function applyMigration(
     throw err;
   }
   await db.query(`CREATE SCHEMA IF NOT EXISTS ${s}`, []);
-  await db.query(
-    `CREATE TABLE IF NOT EXISTS ${s}.migrations (version integer PRIMARY KEY, name text NOT NULL,
-       applied_at timestamptz NOT NULL DEFAULT now())`,
-    [],
-  );
+  await db.query(migrationsTableSql(s), []);
   const done = await db.query<{ version: number }>(`SELECT version FROM ${s}.migrations WHERE version = $1`, [m.version]);
   if (done.length) return false;
   // The SQL files name no schema: point search_path at ours for the step, then put the caller's

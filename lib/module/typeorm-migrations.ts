@@ -1,5 +1,6 @@
 import { clientExecutor } from '../db/executor';
 import { applyMigration, loadMigrations } from '../db/migrator';
+import { typeormMigrationName } from '../db/migration-script';
 import { validateSchemaName } from '../core/names';
 
 /** The part of TypeORM's QueryRunner a migration uses. */
@@ -21,8 +22,7 @@ export interface PgQueueMigrationClass {
 export function pgQueueMigrations(opts: { schema?: string } = {}): PgQueueMigrationClass[] {
   const schema = validateSchemaName(opts.schema ?? 'pgqueue');
   return loadMigrations().map((m) => {
-    // TypeORM orders migrations by the timestamp at the end of the name.
-    const name = `PgQueue${m.version.toString().padStart(4, '0')}${schema.replace(/_/g, '')}${1700000000000 + m.version}`;
+    const name = typeormMigrationName(m.version, schema);
     const cls = class {
       name = name;
       async up(queryRunner: QueryRunnerLike): Promise<void> {

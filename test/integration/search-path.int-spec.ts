@@ -6,6 +6,8 @@ import type { Pool } from 'pg';
 import { Process, Processor, QueueService, type ActiveJob, type PgQueueModuleOptions } from '../../lib';
 import type { ListState } from '../../lib/core/dashboard-reads';
 import { DashboardStore } from '../../lib/db/dashboard-store';
+import { DoctorReads } from '../../lib/db/doctor';
+import { poolExecutor } from '../../lib/db/executor';
 import { migrate } from '../../lib/db/migrator';
 import { bootApp, runtimeOf } from '../support/app';
 import { testPool, useTestDatabase, waitFor } from '../support/database';
@@ -67,6 +69,7 @@ const JSONB_OPS = ['->', '->>', '@>', '?'];
  * `pg_catalog.fn(...)`, so a new call cannot slip past unqualified (and should be added here).
  */
 const CALLED: Record<string, readonly number[]> = {
+  age: [1],
   array_agg: [1],
   array_cat: [2],
   array_fill: [2],
@@ -471,6 +474,14 @@ describe('search_path hijack', () => {
     await ended('drained-parent', 'failed');
     expect(await queue.clean({ state: 'completed', olderThanMs: 0, limit: 1 })).toBe(1);
     expect(await queue.obliterate({ force: true })).toBeGreaterThan(0);
+
+    // The CLI's doctor reads (lib/db/doctor.ts), on a session with the planted path.
+    const doctor = new DoctorReads(poolExecutor(dashboardPool), 'pgqueue');
+    await doctor.xminHolders();
+    await doctor.otherHolders();
+    await doctor.silentNodes();
+    expect(await doctor.jobsVacuumStats()).toHaveProperty('lastAutovacuum');
+    expect(await doctor.listeners('LISTEN "pgqueue_jobs"')).toBe(1);
 
     expect(errors).toEqual([]);
   });
