@@ -1,4 +1,4 @@
-import { ARCHIVE_COLS } from './job-row';
+import { archiveCancelledSql } from './job-row';
 import { afterClaimKey, CLAIM_KEY_START, claimKeyOf, claimKeyParams, lastClaimKey, type ClaimKey } from './keyset';
 import type { SchemaSql, StoreContext } from './store-context';
 
@@ -91,12 +91,7 @@ function cancelWaitingSql({ jobs, history }: SchemaSql, sel: LiveSelection): str
       WITH picked AS (${pickSql(jobs, sel, '')}),
       gone AS (DELETE FROM ${jobs} j USING picked p WHERE j.id = p.id AND j.state = '${stateOf(sel)}' RETURNING j.*),
       archived AS (
-        INSERT INTO ${history} (${ARCHIVE_COLS})
-        SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
-               timeout_ms, errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('attempt', attempt,
-                 'name', 'CancelJobError', 'message', 'Cancelled by queue.cancelJobs() while waiting.', 'at', now())),
-               NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
-        FROM gone RETURNING id
+        ${archiveCancelledSql(history, 'gone', 'queue.cancelJobs()')}
       )
       SELECT (SELECT count(*) FROM archived)::int AS n, (SELECT count(*) FROM picked)::int AS found,
              ${lastKey(sel)} AS last`;

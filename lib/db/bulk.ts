@@ -2,7 +2,7 @@ import { HistoryWalks, type FinishedState, type HistoryFilter } from './bulk-his
 import { LiveWalks, type LiveSelection } from './bulk-live';
 import type { Control } from './control';
 import type { SqlExecutor } from './executor';
-import { ARCHIVE_COLS } from './job-row';
+import { archiveCancelledSql } from './job-row';
 import type { SchemaSql, StoreContext } from './store-context';
 
 export type { FinishedState, HistoryFilter } from './bulk-history';
@@ -40,12 +40,7 @@ export function idsStatements({ jobs, history }: SchemaSql) {
       ), waiting AS (
         DELETE FROM ${jobs} j USING target t WHERE j.id = t.id AND t.state IN ('waiting', 'waiting-children') RETURNING j.*
       ), archived AS (
-        INSERT INTO ${history} (${ARCHIVE_COLS})
-        SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
-               timeout_ms, errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('attempt', attempt, 'name', 'CancelJobError',
-                 'message', 'Cancelled by queue.cancelJobs() while waiting.', 'at', now())),
-               NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
-        FROM waiting RETURNING id
+        ${archiveCancelledSql(history, 'waiting', 'queue.cancelJobs()')}
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
         FROM target t WHERE j.id = t.id AND t.state = 'active' RETURNING j.id

@@ -1,5 +1,5 @@
 import type { SqlExecutor } from './executor';
-import { ARCHIVE_COLS } from './job-row';
+import { archiveCancelledSql } from './job-row';
 import type { SchemaSql, StoreContext } from './store-context';
 
 /** The operator's writes: cancel, pause and resume, retry of finished jobs, remove. */
@@ -24,12 +24,7 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
       ), waiting AS (
         DELETE FROM ${jobs} j USING target t WHERE j.id = t.id AND t.state IN ('waiting', 'waiting-children') RETURNING j.*
       ), archived AS (
-        INSERT INTO ${history} (${ARCHIVE_COLS})
-        SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
-               timeout_ms, errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('attempt', attempt, 'name', 'CancelJobError',
-                 'message', 'Cancelled by queue.cancel() while waiting.', 'at', now())),
-               NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
-        FROM waiting RETURNING id
+        ${archiveCancelledSql(history, 'waiting', 'queue.cancel()')}
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
         FROM target t WHERE j.id = t.id AND t.state = 'active' RETURNING j.id

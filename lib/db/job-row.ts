@@ -16,6 +16,22 @@ export const HISTORY_COLS = `id, queue, name, payload, state, priority, run_at, 
 export const ARCHIVE_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
   backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by, progress, trace, logs, unique_key`;
 
+/**
+ * The archive step of every cancel of waiting jobs (queue.cancel, cancelJobs by ids and by
+ * filter): the rows `source` (a CTE of deleted jobs rows) go to history as cancelled, with a
+ * CancelJobError naming `caller` added to their errors. One builder, so a column added to
+ * ARCHIVE_COLS is carried by all of them or the build fails in one place.
+ */
+export function archiveCancelledSql(history: string, source: string, caller: string): string {
+  if (!/^[a-zA-Z.()]+$/.test(caller)) throw new Error(`archiveCancelledSql: unexpected caller ${caller}`);
+  return `INSERT INTO ${history} (${ARCHIVE_COLS})
+        SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
+               timeout_ms, errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('attempt', attempt,
+                 'name', 'CancelJobError', 'message', 'Cancelled by ${caller} while waiting.', 'at', now())),
+               NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
+        FROM ${source} RETURNING id`;
+}
+
 /** One statement per history layout. */
 export function byLayout(build: (layout: HistoryLayout) => string): Readonly<Record<HistoryLayout, string>> {
   return { flat: build('flat'), partitioned: build('partitioned'), 'partitioned-legacy': build('partitioned-legacy') };
