@@ -6,23 +6,8 @@ import type { DashboardAction, DashboardRequest } from './dashboard.options';
  * API answer (no-store, nosniff) rather than a page or an asset.
  */
 export interface DashboardRouteSpec {
-  readonly action:
-    | 'read'
-    | 'retry'
-    | 'cancel'
-    | 'remove'
-    | 'retry-all'
-    | 'pause'
-    | 'resume'
-    | 'enqueue'
-    // The operator's actions (dashboard-operations.controller.ts).
-    | 'promote'
-    | 'promote-all'
-    | 'clean'
-    | 'drain'
-    | 'retry-matching'
-    | 'remove-matching'
-    | 'cancel-matching';
+  /** The route's action; its `-bulk` form is added below when a request names several ids. */
+  readonly action: Exclude<DashboardAction, `${string}-bulk`>;
   readonly scope: 'dashboard' | 'queue' | 'job' | 'ids';
   readonly api: boolean;
 }
