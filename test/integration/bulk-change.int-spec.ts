@@ -114,11 +114,20 @@ describe('retryJobs, removeJobs, cancelJobs', () => {
 
     it('runs completed jobs again, retry(id) included, and workers take them', async () => {
       const [a, b, c] = await work.addBulk([...Array(3)].map(() => ({ name: 'fast', payload: {} })));
-      await waitFor(async () => (await history('work', 'completed')) >= 3, { message: 'the three jobs to complete' });
+      await waitFor(async () => (await history('work', 'completed')) >= 3, {
+        message: 'the three jobs to complete',
+        timeoutMs: 20_000,
+      });
       expect(await work.retry(a.id)).toBe(true);
       expect(await work.retryJobs({ state: 'completed' })).toBeGreaterThanOrEqual(2);
-      await waitFor(() => [a, b, c].every((j) => ran.get(j.id) === 2), { message: 'each job to run a second time' });
-      await waitFor(async () => (await work.getJob(c.id))?.state === 'completed', { message: 'c to complete again' });
+      await waitFor(() => [a, b, c].every((j) => ran.get(j.id) === 2), {
+        message: 'each job to run a second time',
+        timeoutMs: 20_000,
+      });
+      await waitFor(async () => (await work.getJob(c.id))?.state === 'completed', {
+        message: 'c to complete again',
+        timeoutMs: 20_000,
+      });
       expect((await work.getJob(c.id))?.result).toBeNull();
     });
 
@@ -150,7 +159,7 @@ describe('retryJobs, removeJobs, cancelJobs', () => {
     it('removes by ids (waiting or finished, never running), in the caller transaction, a child telling its parent', async () => {
       gate = new Promise<void>((r) => (release = r));
       const running = await work.add('hold', {});
-      await waitFor(() => held.has(running.id), { message: 'the held job to start' });
+      await waitFor(() => held.has(running.id), { message: 'the held job to start', timeoutMs: 20_000 });
       const [w1, w2] = await idle.addBulk([
         { name: 'x', payload: {} },
         { name: 'x', payload: {}, opts: { delayMs: 60_000 } },
@@ -180,7 +189,10 @@ describe('retryJobs, removeJobs, cancelJobs', () => {
       expect(parent?.state).toBe('failed');
       expect(parent?.errors.at(-1)?.message).toMatch(/ended removed/);
       release?.();
-      await waitFor(async () => (await work.getJob(running.id))?.state === 'completed', { message: 'the held job to end' });
+      await waitFor(async () => (await work.getJob(running.id))?.state === 'completed', {
+        message: 'the held job to end',
+        timeoutMs: 20_000,
+      });
     });
 
     it('refuses a filter without states, a running state, and what it does not know', async () => {
@@ -204,7 +216,7 @@ describe('retryJobs, removeJobs, cancelJobs', () => {
     it('cancels waiting jobs by filter (to history) and signals running ones, as cancel(id)', async () => {
       gate = new Promise<void>((r) => (release = r));
       const running = await work.addBulk([...Array(2)].map(() => ({ name: 'hold', payload: {} })));
-      await waitFor(() => running.every((j) => held.has(j.id)), { message: 'the held jobs to start' });
+      await waitFor(() => running.every((j) => held.has(j.id)), { message: 'the held jobs to start', timeoutMs: 20_000 });
       await idle.addBulk([...Array(1100)].map(() => ({ name: 'x', payload: {} })));
       await idle.add('x', {}, { delayMs: 60_000 });
       expect(await idle.cancelJobs({ state: 'waiting' })).toBe(1100);
@@ -214,9 +226,15 @@ describe('retryJobs, removeJobs, cancelJobs', () => {
       expect(await queues.cancelJobs('idle', { states: ['waiting', 'delayed'] })).toBe(1);
 
       expect(await work.cancelJobs({ state: 'active' })).toBe(2);
-      await waitFor(() => running.every((j) => held.get(j.id)?.aborted), { message: 'both handlers to see job.signal' });
+      await waitFor(() => running.every((j) => held.get(j.id)?.aborted), {
+        message: 'both handlers to see job.signal',
+        timeoutMs: 20_000,
+      });
       expect(held.get(running[0].id)?.reason).toBeInstanceOf(CancelJobError);
-      await waitFor(async () => (await history('work', 'cancelled')) === 2, { message: 'the two running jobs to end cancelled' });
+      await waitFor(async () => (await history('work', 'cancelled')) === 2, {
+        message: 'the two running jobs to end cancelled',
+        timeoutMs: 20_000,
+      });
       release?.();
     });
 
@@ -242,7 +260,10 @@ describe('retryJobs, removeJobs, cancelJobs', () => {
     it('never half-changes a running job: every job ends in exactly one place', async () => {
       gate = new Promise<void>((r) => (release = r));
       const holds = await work.addBulk([...Array(4)].map(() => ({ name: 'hold', payload: {} })));
-      await waitFor(() => holds.every((j) => held.has(j.id)), { message: 'four held jobs to fill the workers' });
+      await waitFor(() => holds.every((j) => held.has(j.id)), {
+        message: 'four held jobs to fill the workers',
+        timeoutMs: 20_000,
+      });
       const total = 3000;
       const added = await work.addBulk([...Array(total)].map(() => ({ name: 'fast', payload: {} })));
       const failedBefore = await history('work', 'failed');
@@ -252,7 +273,10 @@ describe('retryJobs, removeJobs, cancelJobs', () => {
         work.removeJobs({ state: 'waiting', name: 'fast' }),
         work.cancelJobs({ state: 'waiting' }),
       ]);
-      await waitFor(async () => (await live('work')) === 0, { message: 'the workers to finish what they took' });
+      await waitFor(async () => (await live('work')) === 0, {
+        message: 'the workers to finish what they took',
+        timeoutMs: 20_000,
+      });
       const ids = added.map((j) => j.id);
       const { rows } = await t.pool.query<{ state: string; n: number }>(
         `SELECT state, count(*)::int AS n FROM pgqueue.job_history WHERE id = ANY($1::bigint[]) GROUP BY state`,
@@ -274,7 +298,7 @@ describe('retryJobs, removeJobs, cancelJobs', () => {
       const retried = await work.retryJobs({ state: 'failed', name: 'boom' });
       expect(retried).toBeGreaterThanOrEqual(1500);
       await waitFor(() => jobs.every((j) => ran.get(j.id) === 2), { message: 'each to run a second time', timeoutMs: 20_000 });
-      await waitFor(async () => (await live('work')) === 0, { message: 'the second attempts to end' });
+      await waitFor(async () => (await live('work')) === 0, { message: 'the second attempts to end', timeoutMs: 20_000 });
       expect(jobs.every((j) => ran.get(j.id) === 2)).toBe(true);
     });
   });

@@ -200,7 +200,8 @@ describe('UnrecoverableError, clean, drain, obliterate', () => {
       const drained = await busy.drain();
       await waitFor(async () => (await live('busy', 'active')) === 0, { message: 'the claimed jobs to finish' });
       const done = await history('busy', 'completed');
-      expect(drained).toBeGreaterThan(total / 10); // the delayed ones at least
+      // The delayed ones at least (exactly those when the workers took every due job first: a loaded machine).
+      expect(drained).toBeGreaterThanOrEqual(total / 10);
       // Every job was either run to the end or drained: a claimed job deleted by the drain would be in neither.
       expect(done + drained).toBe(total);
       expect(await live('busy', 'waiting')).toBe(0);
