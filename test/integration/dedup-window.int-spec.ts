@@ -43,7 +43,10 @@ describe('deduplication with a window', () => {
     const b = await queue.add('x', { v: 2 }, { deduplication: { key: 'k1', ttlMs: 3_600_000 } });
     expect(b.id).toBe(a.id);
     expect(b.payload).toEqual({ v: 1 });
-    await waitFor(async () => (await queue.getJob(a.id))?.state === 'completed', { message: 'the first job to complete' });
+    await waitFor(async () => (await queue.getJob(a.id))?.state === 'completed', {
+      message: 'the first job to complete',
+      timeoutMs: 20_000,
+    });
     const before = await jobsOf();
     const c = await queue.add('x', { v: 3 }, { deduplication: { key: 'k1', ttlMs: 3_600_000 } });
     expect([c.id, c.state, c.payload]).toEqual([a.id, 'completed', { v: 1 }]);
@@ -54,7 +57,10 @@ describe('deduplication with a window', () => {
 
   it('once the window is over, the next add inserts a new job', async () => {
     const a = await queue.add('x', { v: 1 }, { deduplication: { key: 'short', ttlMs: 200 }, delayMs: 60_000 });
-    await waitFor(async () => (await queue.getDeduplicationJobId('short')) === null, { message: 'the window to end' });
+    await waitFor(async () => (await queue.getDeduplicationJobId('short')) === null, {
+      message: 'the window to end',
+      timeoutMs: 20_000,
+    });
     const b = await queue.add('x', { v: 2 }, { deduplication: { key: 'short', ttlMs: 60_000 }, delayMs: 60_000 });
     expect(b.id).not.toBe(a.id);
     expect(await queue.getDeduplicationJobId('short')).toBe(b.id);
@@ -196,7 +202,10 @@ describe('deduplication with a window', () => {
     const keys = async () =>
       (await t.pool.query(`SELECT key FROM pgqueue.job_dedup WHERE key IN ('old', 'open') ORDER BY key`)).rows.map((r) => r.key);
     expect(await keys()).toEqual(['old', 'open']);
-    await waitFor(async () => (await runtimeOf(app).store.maintain(1000)) !== null, { message: 'a maintenance pass' });
+    await waitFor(async () => (await runtimeOf(app).store.maintain(1000)) !== null, {
+      message: 'a maintenance pass',
+      timeoutMs: 20_000,
+    });
     expect(await keys()).toEqual(['open']);
   });
 

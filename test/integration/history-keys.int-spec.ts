@@ -54,8 +54,14 @@ describe('uniqueKey kept in history', () => {
   it('completed and failed jobs keep their key (getJob, getJobs); the handler saw it; the key is free again', async () => {
     const done = await queue.add('x', {}, { uniqueKey: 'k-done' });
     const failed = await queue.add('x', { fail: true }, { uniqueKey: 'k-failed' });
-    await waitFor(async () => (await queue.getJob(done.id))?.state === 'completed', { message: 'the job to complete' });
-    await waitFor(async () => (await queue.getJob(failed.id))?.state === 'failed', { message: 'the job to fail' });
+    await waitFor(async () => (await queue.getJob(done.id))?.state === 'completed', {
+      message: 'the job to complete',
+      timeoutMs: 20_000,
+    });
+    await waitFor(async () => (await queue.getJob(failed.id))?.state === 'failed', {
+      message: 'the job to fail',
+      timeoutMs: 20_000,
+    });
     expect(seen.get(done.id)).toBe('k-done');
     expect((await queue.getJob(done.id))?.uniqueKey).toBe('k-done');
     expect((await queue.getJob(failed.id))?.uniqueKey).toBe('k-failed');

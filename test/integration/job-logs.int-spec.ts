@@ -154,7 +154,10 @@ describe('job.log() and getJobLogs()', () => {
 
   it('lines of a running job show within the flush interval, and those logged later join them', async () => {
     const id = await add({ mode: 'gate' });
-    await waitFor(async () => (await queues.getJobLogs('logs', id)).count === 1, { message: 'the first line to be written' });
+    await waitFor(async () => (await queues.getJobLogs('logs', id)).count === 1, {
+      message: 'the first line to be written',
+      timeoutMs: 20_000,
+    });
     expect((await queues.getJob(id))?.state).toBe('active');
     expect((await queues.getJobLogs('logs', id)).logs).toEqual(['before the gate']);
     await waitFor(async () => gates.has(id));

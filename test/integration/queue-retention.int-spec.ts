@@ -97,7 +97,10 @@ describe('retention per queue', () => {
       await waitFor(async () => (await t.pool.query('SELECT count(*)::int AS n FROM per_queue_zero.jobs')).rows[0].n === 0, {
         message: 'both jobs to complete',
       });
-      await waitFor(async () => (await queues.getJob(plain.id)) === null, { message: 'the plain job to be pruned' });
+      await waitFor(async () => (await queues.getJob(plain.id)) === null, {
+        message: 'the plain job to be pruned',
+        timeoutMs: 20_000,
+      });
       expect((await queues.getJob(kept.id))?.state).toBe('completed');
     } finally {
       await app.close();
