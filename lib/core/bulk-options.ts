@@ -1,4 +1,5 @@
 import { PgQueueConfigError } from './errors';
+import { nameFilterOf } from './find-options';
 import { quote } from './input-text';
 import { isJobId } from './names';
 import { refuseUnknownKeys } from './options/unknown-keys';
@@ -124,14 +125,6 @@ function objectArg(where: string, o: unknown, shape: string): Record<string, unk
   return o as Record<string, unknown>;
 }
 
-function nameOf(where: string, name: unknown): string | null {
-  if (name === undefined) return null;
-  if (typeof name !== 'string' || name === '') {
-    throw new PgQueueConfigError(`${where}: name must be a job name (a non-empty string), got ${quote(name)}.`);
-  }
-  return name;
-}
-
 function timeOf(where: string, t: unknown): Date | null {
   if (t === undefined) return null;
   const d = t instanceof Date ? t : typeof t === 'number' ? new Date(t) : null;
@@ -191,7 +184,7 @@ export function resolveRetryJobs(queue: string, opts: unknown): ResolvedFilter<R
     RETRY_STATES,
     ' (waiting jobs are not retried; failed is what BullMQ retries by default)',
   );
-  return { state, states: [state], name: nameOf(where, o.name), finishedBefore: timeOf(where, o.finishedBefore) };
+  return { state, states: [state], name: nameFilterOf(where, o.name), finishedBefore: timeOf(where, o.finishedBefore) };
 }
 
 /** removeJobs()'s argument, checked: ids, or a filter with its states. */
@@ -208,7 +201,7 @@ export function resolveRemoveJobs(queue: string, opts: unknown): ResolvedSelecti
   if (finishedBefore && states.some((s) => !FINISHED.includes(s))) {
     throw new PgQueueConfigError(`${where}: finishedBefore applies to finished states only (completed, failed, cancelled).`);
   }
-  return { filter: { states, name: nameOf(where, o.name), finishedBefore } };
+  return { filter: { states, name: nameFilterOf(where, o.name), finishedBefore } };
 }
 
 /** cancelJobs()'s argument, checked: ids, or a filter with its states. */
@@ -221,5 +214,5 @@ export function resolveCancelJobs(queue: string, opts: unknown): ResolvedSelecti
   }
   refuseUnknownKeys(where, o, ['state', 'states', 'name'], BULLMQ_KEYS);
   const states = statesOf(where, o, CANCEL_STATES, ' (a finished job is not cancelled: removeJobs() it)');
-  return { filter: { states, name: nameOf(where, o.name), finishedBefore: null } };
+  return { filter: { states, name: nameFilterOf(where, o.name), finishedBefore: null } };
 }

@@ -112,9 +112,7 @@ export function resolveGetJobs(queue: string, opts: GetJobsOptions | undefined):
   } else asked = o.states;
   for (const s of asked) checkState(where, s);
   const states = JOB_STATES.filter((s) => asked.includes(s));
-  if (o.name !== undefined && (typeof o.name !== 'string' || o.name === '')) {
-    throw new PgQueueConfigError(`${where}: name must be a job name (a non-empty string), got ${quote(o.name)}.`);
-  }
+  nameFilterOf(where, o.name);
   const limit = int(`${where}: limit`, o.limit, 100, 1, 1000);
   const from = o.after === undefined ? null : decodeCursor(where, o.after);
   if (from && !states.includes(from.state)) {
@@ -141,10 +139,19 @@ export function resolvePromoteJobs(queue: string, opts: PromoteJobsOptions | und
     throw new PgQueueConfigError(`${where}: expected { name? }, got ${quote(opts)}.`);
   }
   refuseUnknownKeys(where, opts, ['name'], { count: 'nothing: every delayed job (of name) is promoted, in batches' });
-  if (opts.name !== undefined && (typeof opts.name !== 'string' || opts.name === '')) {
-    throw new PgQueueConfigError(`${where}: name must be a job name (a non-empty string), got ${quote(opts.name)}.`);
+  return { name: nameFilterOf(where, opts.name) };
+}
+
+/**
+ * The job-name filter of a find or a change of many jobs (getJobs, promoteJobs, retryJobs,
+ * removeJobs, cancelJobs): null for any name, else a non-empty string.
+ */
+export function nameFilterOf(where: string, name: unknown): string | null {
+  if (name === undefined) return null;
+  if (typeof name !== 'string' || name === '') {
+    throw new PgQueueConfigError(`${where}: name must be a job name (a non-empty string), got ${quote(name)}.`);
   }
-  return { name: opts.name ?? null };
+  return name;
 }
 
 /** Validates getJobByKey's key. */
