@@ -37,9 +37,15 @@ export class Claims {
     this.fullClaim = new WakeTimer(() => this.wake(0));
   }
 
-  /** A queue with a global limit claims through the serialised path, and never prefetches. */
+  /**
+   * The queue's global concurrency stored in the database, as last read (stored-limits.ts);
+   * undefined until the first read, when the serialised path (which reads it itself) is taken.
+   */
+  storedGlobal: number | null | undefined = undefined;
+
+  /** A queue with a global limit (option or stored, or not yet known) claims through the serialised path, and never prefetches. */
   get limited(): boolean {
-    return this.queue.globalConcurrency !== null || this.queue.limiter !== null;
+    return this.storedGlobal !== null || this.queue.globalConcurrency !== null || this.queue.limiter !== null;
   }
 
   get inFlightCount(): number {
