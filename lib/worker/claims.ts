@@ -31,9 +31,10 @@ export class Claims {
     private readonly ctx: ClaimContext,
     /** The worker's wake-up: a claim is due in `dueInMs` (0: now). */
     private readonly wake: (dueInMs: number) => void,
+    /** The worker's concurrency now (setConcurrency may change it). */
+    private readonly concurrency: () => number = () => queue.concurrency,
   ) {
-    // concurrency 1 keeps every claim full: on one node that queue's order is strict (docs/limits.md).
-    this.window = new ClaimWindow({ ...CLAIM_WINDOW_DEFAULTS, enabled: queue.concurrency > 1 });
+    this.window = new ClaimWindow(CLAIM_WINDOW_DEFAULTS);
     this.fullClaim = new WakeTimer(() => this.wake(0));
   }
 
@@ -64,7 +65,8 @@ export class Claims {
 
   /** The claim to send at `sentAt` (performance.now()): full under a global limit, else as the window says. */
   plan(sentAt: number): ClaimPlan {
-    return this.limited ? FULL : this.window.plan(sentAt);
+    // Concurrency 1 keeps every claim full: on one node that queue's order is strict (docs/limits.md).
+    return this.limited || this.concurrency() === 1 ? FULL : this.window.plan(sentAt);
   }
 
   /**

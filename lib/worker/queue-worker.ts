@@ -58,7 +58,12 @@ export class QueueWorker {
     catchAll: JobHandler | undefined,
     private readonly ctx: QueueWorkerContext,
   ) {
-    this.claims = new Claims(queue, ctx, (dueInMs) => this.wake(dueInMs));
+    this.claims = new Claims(
+      queue,
+      ctx,
+      (dueInMs) => this.wake(dueInMs),
+      () => this.slots,
+    );
     this.runner = new JobRunner(queue, handlers, catchAll, ctx, () => this.refill());
     this.running = this.runner.running;
     this.slots = queue.concurrency;
