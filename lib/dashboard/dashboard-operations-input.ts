@@ -85,6 +85,17 @@ export function parseNameBody(b: unknown): string | null {
   return nameOf(body(b ?? {}, ['name']).name);
 }
 
+/** `{ globalConcurrency }` of global-concurrency: a whole number from 1, or null to remove the stored value. */
+export function parseGlobalConcurrencyBody(b: unknown): number | null {
+  const v = body(b, ['globalConcurrency']).globalConcurrency;
+  if (v === null) return null;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 2 ** 31 - 1)
+    throw new DashboardInputError(
+      `"globalConcurrency" must be a whole number from 1 to 2147483647, or null to remove the stored value, got ${JSON.stringify(v) ?? 'nothing'}.`,
+    );
+  return v;
+}
+
 /** The actions over every job matching a filter, and the states each takes (what the call it runs takes). */
 export const MATCHING_STATES = {
   retry: ['completed', 'failed', 'cancelled'],

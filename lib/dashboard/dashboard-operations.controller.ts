@@ -22,6 +22,7 @@ import { DashboardInputFilter } from './dashboard-input.filter';
 import {
   parseCleanBody,
   parseCountQuery,
+  parseGlobalConcurrencyBody,
   parseMatchingBody,
   parseNameBody,
   parseSearchQuery,
@@ -110,6 +111,19 @@ export function createDashboardOperationsController(path: string, guards: readon
     @DashboardRoute('cancel-matching', 'queue')
     cancelMatching(@Param('queue') queue: string, @Body() body: unknown) {
       return this.ops.matching('cancel', parseQueue(queue), parseMatchingBody('cancel', body));
+    }
+
+    @Get('api/queues/:queue/concurrency')
+    @DashboardRoute('read', 'queue')
+    concurrency(@Param('queue') queue: string) {
+      return this.ops.concurrency(parseQueue(queue));
+    }
+
+    @Post('api/queues/:queue/global-concurrency')
+    @HttpCode(200)
+    @DashboardRoute('global-concurrency', 'queue')
+    globalConcurrency(@Param('queue') queue: string, @Body() body: unknown) {
+      return this.ops.globalConcurrency(parseQueue(queue), parseGlobalConcurrencyBody(body));
     }
 
     @Post('api/jobs/promote')

@@ -129,6 +129,38 @@ export class DashboardOperations {
     });
   }
 
+  /**
+   * A queue's concurrency as every node runs it (`GET api/queues/:queue/concurrency`): each live
+   * node of the queue's database with a worker for it and that node's concurrency now (from its
+   * last heartbeat), this app's `globalConcurrency` option, and the value stored by
+   * setGlobalConcurrency, which overrides the option on every node.
+   */
+  async concurrency(queue: string): Promise<{
+    nodes: { id: string; host: string; pid: number; concurrency: number }[];
+    globalConcurrency: { option: number | null; stored: number | null };
+  }> {
+    const connection = this.svc.connectionOfQueue(queue);
+    const { nodes } = await this.svc.nodes();
+    const running = nodes.flatMap((n) =>
+      n.connection !== connection
+        ? []
+        : n.queues
+            .filter((q) => q.name === queue)
+            .map((q) => ({ id: n.id, host: n.host, pid: n.pid, concurrency: q.concurrency })),
+    );
+    const option = this.runtime.queueOptions(queue)?.globalConcurrency ?? null;
+    return { nodes: running, globalConcurrency: { option, stored: await this.queue(queue).getGlobalConcurrency() } };
+  }
+
+  /** queue.setGlobalConcurrency(n), or with null removeGlobalConcurrency() (`POST api/queues/:queue/global-concurrency`). */
+  globalConcurrency(queue: string, n: number | null): Promise<{ globalConcurrency: number | null }> {
+    return this.run(async () => {
+      const q = this.queue(queue);
+      await (n === null ? q.removeGlobalConcurrency() : q.setGlobalConcurrency(n));
+      return { globalConcurrency: n };
+    });
+  }
+
   /** queue.promote(id) of each delayed job of these ids; returns the ids promoted (`POST api/jobs/promote`). */
   promote(ids: string[], connection: string | null): Promise<{ promoted: string[] }> {
     return this.run(async () => {

@@ -36,6 +36,9 @@ export type DashboardQueue = Pick<
   | 'retryJobs'
   | 'removeJobs'
   | 'cancelJobs'
+  | 'getGlobalConcurrency'
+  | 'setGlobalConcurrency'
+  | 'removeGlobalConcurrency'
 >;
 
 /**
