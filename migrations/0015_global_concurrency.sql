@@ -7,3 +7,10 @@
 -- confirmed by a read, and from a read every pollIntervalMs (lib/worker/stored-limits.ts).
 ALTER TABLE queues ADD COLUMN global_concurrency int
   CONSTRAINT queues_global_concurrency_positive CHECK (global_concurrency IS NULL OR global_concurrency > 0);
+
+-- A node's concurrency as the dashboard asks for it (POST api/queues/:queue/nodes/:node/concurrency):
+-- { queue: n }. The node reads its own row on a '!limits|<queue>' hint and every pollIntervalMs, and
+-- applies a value that changed since its last read (lib/worker/stored-limits.ts); its heartbeat then
+-- reports the new concurrency in `queues`. The row lives as long as the node: a restart starts
+-- from the registered concurrency again.
+ALTER TABLE nodes ADD COLUMN desired_concurrency jsonb NOT NULL DEFAULT '{}';

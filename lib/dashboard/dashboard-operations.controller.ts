@@ -23,6 +23,8 @@ import {
   parseCleanBody,
   parseCountQuery,
   parseGlobalConcurrencyBody,
+  parseNodeConcurrencyBody,
+  parseNodeId,
   parseMatchingBody,
   parseNameBody,
   parseSearchQuery,
@@ -124,6 +126,13 @@ export function createDashboardOperationsController(path: string, guards: readon
     @DashboardRoute('global-concurrency', 'queue')
     globalConcurrency(@Param('queue') queue: string, @Body() body: unknown) {
       return this.ops.globalConcurrency(parseQueue(queue), parseGlobalConcurrencyBody(body));
+    }
+
+    @Post('api/queues/:queue/nodes/:node/concurrency')
+    @HttpCode(200)
+    @DashboardRoute('concurrency', 'queue')
+    nodeConcurrency(@Param('queue') queue: string, @Param('node') node: string, @Body() body: unknown) {
+      return this.ops.nodeConcurrency(parseQueue(queue), parseNodeId(node), parseNodeConcurrencyBody(body));
     }
 
     @Post('api/jobs/promote')

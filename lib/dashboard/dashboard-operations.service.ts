@@ -1,9 +1,9 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, NotFoundException } from '@nestjs/common';
 import type { CleanState } from '../core/clean';
 import type { ListState } from '../core/dashboard-reads';
 import { PgQueueError } from '../core/errors';
 import { isJobId } from '../core/names';
-import { dashboardQueue, type DashboardQueue } from '../module/dashboard-reads';
+import { dashboardQueue, setNodeConcurrency, type DashboardQueue } from '../module/dashboard-reads';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import { DashboardInputError } from './dashboard-input';
@@ -159,6 +159,19 @@ export class DashboardOperations {
       await (n === null ? q.removeGlobalConcurrency() : q.setGlobalConcurrency(n));
       return { globalConcurrency: n };
     });
+  }
+
+  /**
+   * Asks one node to run `n` jobs of the queue at once (`POST api/queues/:queue/nodes/:node/concurrency`):
+   * stored in its registry row, which the node reads on the NOTIFY this sends and every
+   * pollIntervalMs, then applies as `setConcurrency` would. 404 when no such node is registered.
+   */
+  async nodeConcurrency(queue: string, node: string, n: number): Promise<{ node: string; queue: string; concurrency: number }> {
+    const found = await setNodeConcurrency(this.runtime, this.svc.connectionOfQueue(queue), node, queue, n);
+    if (!found)
+      throw new NotFoundException({ error: `No node ${JSON.stringify(node)} in the registry of queue "${queue}"'s database.` });
+    this.svc.changed(undefined);
+    return { node, queue, concurrency: n };
   }
 
   /** queue.promote(id) of each delayed job of these ids; returns the ids promoted (`POST api/jobs/promote`). */

@@ -29,7 +29,8 @@ export type DashboardAction =
   | 'retry-matching'
   | 'remove-matching'
   | 'cancel-matching'
-  | 'global-concurrency';
+  | 'global-concurrency'
+  | 'concurrency';
 
 /** The part of a request `authorize` sees: Express and Fastify requests both satisfy it. */
 export interface DashboardRequest {

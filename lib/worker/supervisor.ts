@@ -244,7 +244,13 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     if (this.started) return;
     this.started = true;
     if (this.workers.size > 0) {
-      this.limits = new StoredLimits(this.store.limits, this.workers, this.opts.pollIntervalMs, (err) => this.emit('error', err));
+      this.limits = new StoredLimits(
+        this.store.limits,
+        this.workers,
+        this.opts.pollIntervalMs,
+        (err) => this.emit('error', err),
+        { workerId: this.workerId, setConcurrency: (queue, n) => this.setConcurrency(queue, n) },
+      );
     }
     if (this.manual) {
       for (const w of this.workers.values()) w.startManual();

@@ -386,6 +386,7 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
       [`/api/queues/${queue}/remove-matching`, { state: 'delayed' }],
       [`/api/queues/${queue}/cancel-matching`, { state: 'delayed' }],
       [`/api/queues/${queue}/global-concurrency`, { globalConcurrency: 1 }],
+      [`/api/queues/${queue}/nodes/h1:1:ab/concurrency`, { concurrency: 2 }],
     ];
 
     it('readOnly refuses each with 403 and changes nothing', async () => {
@@ -451,13 +452,14 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
         'remove-matching',
         'cancel-matching',
         'global-concurrency',
+        'concurrency',
         'promote-bulk',
         'promote-all',
       ]);
       expect(asked[0]).toEqual({ action: 'clean', queues: [q], filter: { state: 'completed', olderThanMs: '0' } });
       expect(asked[3].queues).toEqual([q]);
       expect(asked[4]).toEqual({ action: 'retry-matching', queues: [q], filter: { state: 'completed' } });
-      expect(asked[9].filter).toEqual({ name: 'job' });
+      expect(asked[10].filter).toEqual({ name: 'job' });
       expect(await liveCount(q)).toBe(2);
       expect(await isDue(d1)).toBe(false);
       expect(await historyCount(q, 'completed')).toBe(1);

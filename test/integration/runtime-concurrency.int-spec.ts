@@ -1,7 +1,10 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { PgQueueConfigError, Process, Processor, QueueService } from '../../lib';
-import { bootApp } from '../support/app';
+import request from 'supertest';
+import { PgQueueDashboardModule } from '../../lib/dashboard';
+import { bootApp, runtimeOf } from '../support/app';
+import { bootHttpApp } from '../support/dashboard-app';
 import { useTestDatabase, waitFor } from '../support/database';
 
 // Issue 28, point 4: QueueService.setConcurrency(queue, n) changes this node's worker at runtime
@@ -84,6 +87,47 @@ describe('setConcurrency: this node, at runtime', () => {
     expect(started).toBe(12);
     expect(started - first5).toBe(7);
     expect(maxRunning).toBe(1);
+  });
+
+  it('the dashboard changes one node: stored in its registry row, confirmed by the node (hint and read)', async () => {
+    const http = await bootHttpApp('express', {
+      options: { connection: t.db.url, pollIntervalMs: 60_000 },
+      queues: [{ name: 'conc', concurrency: 2 }],
+      providers: [GatedProcessor],
+      imports: [PgQueueDashboardModule.register({ public: true, countsBudget: 1 })],
+    });
+    app = http;
+    const qs = http.get(QueueService);
+    const node = runtimeOf(http).supervisor.workerId;
+    const api = () => request(http.getHttpServer());
+    const post = (url: string, body: unknown) =>
+      api().post(url).set({ 'X-PgQueue-Dashboard': '1', 'Content-Type': 'application/json' }).send(JSON.stringify(body));
+    const perNode = async () =>
+      ((await api().get('/queues/api/queues/conc/concurrency')).body as { nodes: { id: string; concurrency: number }[] }).nodes;
+    await waitFor(async () => (await perNode()).some((n) => n.id === node && n.concurrency === 2), {
+      timeoutMs: 20_000,
+      message: 'the node in the registry with concurrency 2',
+    });
+    await qs.addBulk(
+      'conc',
+      Array.from({ length: 8 }, (_, i) => ({ name: 'x', payload: { i } })),
+    );
+    await waitFor(async () => running === 2 && (await active()) === 2, { timeoutMs: 20_000, message: '2 jobs running' });
+
+    const res = await post(`/queues/api/queues/conc/nodes/${encodeURIComponent(node)}/concurrency`, { concurrency: 5 });
+    expect([res.status, res.body]).toEqual([200, { node, queue: 'conc', concurrency: 5 }]);
+    // A poll of 60 s: the node heard the NOTIFY, read its row, and grew.
+    await waitFor(async () => running === 5 && (await active()) === 5, { timeoutMs: 20_000, message: '5 jobs running' });
+    expect(qs.getConcurrency('conc')).toBe(5);
+    await runtimeOf(http).supervisor.heartbeat();
+    expect((await perNode()).find((n) => n.id === node)?.concurrency).toBe(5);
+
+    expect((await post('/queues/api/queues/conc/nodes/nope:1:x/concurrency', { concurrency: 3 })).status).toBe(404);
+    for (const bad of [{ concurrency: 0 }, { concurrency: 1001 }, { concurrency: '3' }, {}]) {
+      const r = await post(`/queues/api/queues/conc/nodes/${encodeURIComponent(node)}/concurrency`, bad);
+      expect([bad, r.status]).toEqual([bad, 400]);
+    }
+    expect(qs.getConcurrency('conc')).toBe(5);
   });
 
   it('refuses a bad value, an unregistered queue, and a queue this process has no worker for', async () => {
