@@ -12,6 +12,7 @@ export type {
 export type { PgPoolConfig } from './core/pg-types';
 export { Queue, type JobMap, type TransactionTarget } from './producer/queue';
 export { QueueService } from './module/queue.service';
+export type { RegisterQueueAsyncOptions } from './module/register-queue-async';
 export type { GetJobsOptions, JobPage, PromoteJobsOptions } from './core/find-options';
 export type { GetJobLogsOptions, JobLogsPage } from './core/job-logs';
 export type { CleanOptions, CleanState, ObliterateOptions } from './core/clean';

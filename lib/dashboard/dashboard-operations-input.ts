@@ -85,6 +85,34 @@ export function parseNameBody(b: unknown): string | null {
   return nameOf(body(b ?? {}, ['name']).name);
 }
 
+/** `{ globalConcurrency }` of global-concurrency: a whole number from 1, or null to remove the stored value. */
+export function parseGlobalConcurrencyBody(b: unknown): number | null {
+  const v = body(b, ['globalConcurrency']).globalConcurrency;
+  if (v === null) return null;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 2 ** 31 - 1)
+    throw new DashboardInputError(
+      `"globalConcurrency" must be a whole number from 1 to 2147483647, or null to remove the stored value, got ${JSON.stringify(v) ?? 'nothing'}.`,
+    );
+  return v;
+}
+
+/** A node id of the registry as a route names it (`host:pid:random`): printable, at most 300 characters. */
+export function parseNodeId(id: string): string {
+  if (typeof id !== 'string' || !/^[\x21-\x7e]{1,300}$/.test(id))
+    throw new DashboardInputError(
+      `Not a node id: ${JSON.stringify(id)}. Use the "id" of a node of GET api/queues/:queue/concurrency.`,
+    );
+  return id;
+}
+
+/** `{ concurrency }` of a node's concurrency: a whole number from 1 to 1000 (registerQueue's bounds). */
+export function parseNodeConcurrencyBody(b: unknown): number {
+  const v = body(b, ['concurrency']).concurrency;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < 1 || v > 1000)
+    throw new DashboardInputError(`"concurrency" must be a whole number from 1 to 1000, got ${JSON.stringify(v) ?? 'nothing'}.`);
+  return v;
+}
+
 /** The actions over every job matching a filter, and the states each takes (what the call it runs takes). */
 export const MATCHING_STATES = {
   retry: ['completed', 'failed', 'cancelled'],

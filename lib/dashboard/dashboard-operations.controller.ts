@@ -22,6 +22,9 @@ import { DashboardInputFilter } from './dashboard-input.filter';
 import {
   parseCleanBody,
   parseCountQuery,
+  parseGlobalConcurrencyBody,
+  parseNodeConcurrencyBody,
+  parseNodeId,
   parseMatchingBody,
   parseNameBody,
   parseSearchQuery,
@@ -110,6 +113,26 @@ export function createDashboardOperationsController(path: string, guards: readon
     @DashboardRoute('cancel-matching', 'queue')
     cancelMatching(@Param('queue') queue: string, @Body() body: unknown) {
       return this.ops.matching('cancel', parseQueue(queue), parseMatchingBody('cancel', body));
+    }
+
+    @Get('api/queues/:queue/concurrency')
+    @DashboardRoute('read', 'queue')
+    concurrency(@Param('queue') queue: string) {
+      return this.ops.concurrency(parseQueue(queue));
+    }
+
+    @Post('api/queues/:queue/global-concurrency')
+    @HttpCode(200)
+    @DashboardRoute('global-concurrency', 'queue')
+    globalConcurrency(@Param('queue') queue: string, @Body() body: unknown) {
+      return this.ops.globalConcurrency(parseQueue(queue), parseGlobalConcurrencyBody(body));
+    }
+
+    @Post('api/queues/:queue/nodes/:node/concurrency')
+    @HttpCode(200)
+    @DashboardRoute('concurrency', 'queue')
+    nodeConcurrency(@Param('queue') queue: string, @Param('node') node: string, @Body() body: unknown) {
+      return this.ops.nodeConcurrency(parseQueue(queue), parseNodeId(node), parseNodeConcurrencyBody(body));
     }
 
     @Post('api/jobs/promote')

@@ -1,9 +1,9 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, NotFoundException } from '@nestjs/common';
 import type { CleanState } from '../core/clean';
 import type { ListState } from '../core/dashboard-reads';
 import { PgQueueError } from '../core/errors';
 import { isJobId } from '../core/names';
-import { dashboardQueue, type DashboardQueue } from '../module/dashboard-reads';
+import { dashboardQueue, setNodeConcurrency, type DashboardQueue } from '../module/dashboard-reads';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueRuntime } from '../module/pg-queue.runtime';
 import { DashboardInputError } from './dashboard-input';
@@ -127,6 +127,51 @@ export class DashboardOperations {
       if (action === 'remove') return { removed: await q.removeJobs(filter as Parameters<DashboardQueue['removeJobs']>[0]) };
       return { cancelled: await q.cancelJobs(filter as Parameters<DashboardQueue['cancelJobs']>[0]) };
     });
+  }
+
+  /**
+   * A queue's concurrency as every node runs it (`GET api/queues/:queue/concurrency`): each live
+   * node of the queue's database with a worker for it and that node's concurrency now (from its
+   * last heartbeat), this app's `globalConcurrency` option, and the value stored by
+   * setGlobalConcurrency, which overrides the option on every node.
+   */
+  async concurrency(queue: string): Promise<{
+    nodes: { id: string; host: string; pid: number; concurrency: number }[];
+    globalConcurrency: { option: number | null; stored: number | null };
+  }> {
+    const connection = this.svc.connectionOfQueue(queue);
+    const { nodes } = await this.svc.nodes();
+    const running = nodes.flatMap((n) =>
+      n.connection !== connection
+        ? []
+        : n.queues
+            .filter((q) => q.name === queue)
+            .map((q) => ({ id: n.id, host: n.host, pid: n.pid, concurrency: q.concurrency })),
+    );
+    const option = this.runtime.queueOptions(queue)?.globalConcurrency ?? null;
+    return { nodes: running, globalConcurrency: { option, stored: await this.queue(queue).getGlobalConcurrency() } };
+  }
+
+  /** queue.setGlobalConcurrency(n), or with null removeGlobalConcurrency() (`POST api/queues/:queue/global-concurrency`). */
+  globalConcurrency(queue: string, n: number | null): Promise<{ globalConcurrency: number | null }> {
+    return this.run(async () => {
+      const q = this.queue(queue);
+      await (n === null ? q.removeGlobalConcurrency() : q.setGlobalConcurrency(n));
+      return { globalConcurrency: n };
+    });
+  }
+
+  /**
+   * Asks one node to run `n` jobs of the queue at once (`POST api/queues/:queue/nodes/:node/concurrency`):
+   * stored in its registry row, which the node reads on the NOTIFY this sends and every
+   * pollIntervalMs, then applies as `setConcurrency` would. 404 when no such node is registered.
+   */
+  async nodeConcurrency(queue: string, node: string, n: number): Promise<{ node: string; queue: string; concurrency: number }> {
+    const found = await setNodeConcurrency(this.runtime, this.svc.connectionOfQueue(queue), node, queue, n);
+    if (!found)
+      throw new NotFoundException({ error: `No node ${JSON.stringify(node)} in the registry of queue "${queue}"'s database.` });
+    this.svc.changed(undefined);
+    return { node, queue, concurrency: n };
   }
 
   /** queue.promote(id) of each delayed job of these ids; returns the ids promoted (`POST api/jobs/promote`). */

@@ -28,7 +28,9 @@ export type DashboardAction =
   | 'drain'
   | 'retry-matching'
   | 'remove-matching'
-  | 'cancel-matching';
+  | 'cancel-matching'
+  | 'global-concurrency'
+  | 'concurrency';
 
 /** The part of a request `authorize` sees: Express and Fastify requests both satisfy it. */
 export interface DashboardRequest {

@@ -26,8 +26,10 @@ export function limitedClaimStatements({ s, jobs }: SchemaSql) {
     lockQueueClaims: `SELECT pg_catalog.set_config('lock_timeout', $2, true), pg_catalog.pg_advisory_xact_lock($1::bigint)`,
 
     /**
-     * What the limits allow now: jobs of the queue running anywhere, starts within the rate
-     * window, and how long until the oldest of those leaves it. $1 queue $2 window ms (NULL: none)
+     * What the limits allow now: jobs of the queue running anywhere, the global concurrency
+     * stored by queue.setGlobalConcurrency (read here, under the lock, so every node's claim
+     * respects the value committed last, whatever it has heard), starts within the rate window,
+     * and how long until the oldest of those leaves it. $1 queue $2 window ms (NULL: none)
      * The window ends at now(), the transaction's start, which is what the claim stamps as the
      * jobs' started_at, and recordStarts records that too: so the limit holds for the start times
      * stored on the jobs. With clock_timestamp() here, a claim delayed between BEGIN and this
@@ -41,6 +43,7 @@ export function limitedClaimStatements({ s, jobs }: SchemaSql) {
         SELECT t FROM q, pg_catalog.unnest(q.starts) t WHERE $2::bigint IS NOT NULL AND t > now() - $2::bigint::float8 * interval '1 millisecond'
       )
       SELECT (SELECT count(*) FROM ${jobs} WHERE queue = $1 AND state = 'active')::int AS active,
+             (SELECT global_concurrency FROM ${s}.queues WHERE name = $1) AS stored_global,
              (SELECT count(*) FROM win)::int AS recent,
              (SELECT extract(epoch FROM pg_catalog.min(t) + $2::bigint::float8 * interval '1 millisecond' - now())::float8 * 1000::float8 FROM win) AS next_free_ms`,
 
@@ -120,12 +123,14 @@ export class LimitedClaims {
       const { limiter, globalConcurrency } = limits;
       const {
         rows: [st],
-      } = await client.query<{ active: number; recent: number; next_free_ms: number | null }>(this.q.limitState, [
-        queue,
-        limiter?.durationMs ?? null,
-      ]);
+      } = await client.query<{ active: number; stored_global: number | null; recent: number; next_free_ms: number | null }>(
+        this.q.limitState,
+        [queue, limiter?.durationMs ?? null],
+      );
       let allowed = free;
-      if (globalConcurrency !== null) allowed = Math.min(allowed, globalConcurrency - st.active);
+      // The stored value (setGlobalConcurrency) takes precedence over the option (docs/flow-control.md).
+      const cap = st.stored_global ?? globalConcurrency;
+      if (cap !== null) allowed = Math.min(allowed, cap - st.active);
       let retryInMs: number | null = null;
       if (limiter) {
         const left = limiter.max - st.recent;

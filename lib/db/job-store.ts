@@ -7,6 +7,7 @@ import { BulkChanges } from './bulk';
 import { Changes } from './change';
 import { Cleaner } from './clean';
 import { Control } from './control';
+import { QueueLimits } from './queue-limits';
 import { Cron } from './cron';
 import { DedupInserts } from './dedup';
 import type { QueueRetentions } from './queue-retention';
@@ -69,6 +70,8 @@ export class JobStore {
   readonly logs: JobLogs;
   /** The operator's changes of many jobs (bulk.ts): retryJobs, removeJobs, cancelJobs, by filter in batches or by ids. */
   readonly bulk: BulkChanges;
+  /** A queue's global concurrency stored in the database (queue-limits.ts, migration 0015). */
+  readonly limits: QueueLimits;
   private readonly ctx: StoreContext;
   private readonly inserts: Inserts;
   private readonly unique: UniqueInserts;
@@ -107,6 +110,7 @@ export class JobStore {
     this.finder = new Finder(ctx);
     this.bulk = new BulkChanges(ctx, this.control);
     this.cleaner = new Cleaner(ctx, this.bulk.walks);
+    this.limits = new QueueLimits(ctx);
     this.dedup = new DedupInserts(ctx);
     this.retentions = ctx.retentions;
     this.cron = new Cron(ctx);

@@ -36,7 +36,25 @@ export type DashboardQueue = Pick<
   | 'retryJobs'
   | 'removeJobs'
   | 'cancelJobs'
+  | 'getGlobalConcurrency'
+  | 'setGlobalConcurrency'
+  | 'removeGlobalConcurrency'
 >;
+
+/**
+ * Asks live node `nodeId` of connection `connection`'s registry to run `n` jobs of `queue` at once
+ * (the node confirms by reading its row: stored-limits.ts); false when no such node is registered.
+ */
+export function setNodeConcurrency(
+  runtime: PgQueueRuntime,
+  connection: string,
+  nodeId: string,
+  queue: string,
+  n: number,
+): Promise<boolean> {
+  const conn = runtime.connections.find((c) => c.name === connection) ?? runtime.connections[0];
+  return conn.store.limits.setNodeConcurrency(nodeId, queue, n);
+}
 
 /**
  * The queue `name` on the connection `connection` names, for the dashboard's actions: the app's

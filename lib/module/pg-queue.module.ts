@@ -5,7 +5,8 @@ import { PgQueueExplorer } from '../discovery/pg-queue.explorer';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import { PgQueueConfigurableModule } from './pg-queue.module-definition';
 import { PgQueueLifecycle } from './pg-queue.lifecycle';
-import { queueProviders, runtimeProvider } from './pg-queue.providers';
+import { asyncQueueProvider, queueProviders, runtimeProvider } from './pg-queue.providers';
+import type { RegisterQueueAsyncOptions } from './register-queue-async';
 import { QueueService } from './queue.service';
 
 /** Holds the providers of `registerQueue` calls (separate from the root, so it is created once). */
@@ -33,5 +34,20 @@ export class PgQueueModule extends PgQueueConfigurableModule {
   static registerQueue(...queues: RegisterQueueOptions[]): DynamicModule {
     const providers = queueProviders(queues);
     return { module: PgQueueQueuesModule, providers, exports: providers };
+  }
+
+  /**
+   * Registers a queue whose options come from other providers (a ConfigService): injectable with
+   * `@InjectQueue(name)` as with `registerQueue`, its options validated at boot the same way.
+   * @example
+   * PgQueueModule.registerQueueAsync({
+   *   name: 'email',
+   *   inject: [ConfigService],
+   *   useFactory: (config: ConfigService) => ({ concurrency: config.get('EMAIL_CONCURRENCY') }),
+   * })
+   */
+  static registerQueueAsync(options: RegisterQueueAsyncOptions): DynamicModule {
+    const provider = asyncQueueProvider(options);
+    return { module: PgQueueQueuesModule, imports: options.imports ?? [], providers: [provider], exports: [provider] };
   }
 }

@@ -4,6 +4,7 @@ import { isDataSourceLike, resolveConnection } from '../db/connection';
 import { PgQueueConfigError } from '../core/errors';
 import { DEFAULT_CONNECTION, planConnections } from '../core/connections';
 import { getQueueToken } from '../core/tokens';
+import { validateQueueName } from '../core/names';
 import type { DataSourceLike, PgQueueModuleOptions, RegisterQueueOptions } from '../core/options/types';
 import { DEFAULTS } from '../core/options/defaults';
 import { resolveQueueOptions } from '../core/options/module-checks';
@@ -11,6 +12,7 @@ import { PG_QUEUE_RUNTIME, PG_QUEUE_TESTING, type PgQueueTestMode } from './pg-q
 import { PG_QUEUE_MODULE_OPTIONS } from './pg-queue.module-definition';
 import { PgQueueRuntime, type OpenConnection } from './pg-queue.runtime';
 import { clsTransaction } from './cls-transaction';
+import type { RegisterQueueAsyncOptions } from './register-queue-async';
 
 // The providers of PgQueueModule, built here so that the module file reads as a list of them.
 
@@ -41,7 +43,7 @@ export const runtimeProvider: Provider = {
       manual: Boolean(testMode),
     });
     try {
-      runtime.declareQueues(registrationsIn(modules));
+      runtime.declareQueues(registrationsIn(modules), asyncRegistrationsIn(modules));
     } catch (err) {
       await runtime.close();
       throw err;
@@ -68,6 +70,66 @@ function registrationsIn(modules: ModulesContainer): RegisterQueueOptions[] {
   return found;
 }
 
+/** The queue names of registerQueueAsync(...) calls of this app, found as registrationsIn finds the others. */
+const asyncRegistrationOf = new WeakMap<object, string>();
+
+function asyncRegistrationsIn(modules: ModulesContainer): string[] {
+  const found: string[] = [];
+  for (const m of modules.values()) {
+    for (const wrapper of m.providers.values()) {
+      const name = typeof wrapper.metatype === 'function' ? asyncRegistrationOf.get(wrapper.metatype) : undefined;
+      if (name !== undefined) found.push(name);
+    }
+  }
+  return found;
+}
+
+/**
+ * The provider of `registerQueueAsync`: the queue, injectable with `@InjectQueue(name)`, built
+ * from the options its factory returns (validated then, as registerQueue's are at declaration).
+ */
+export function asyncQueueProvider(q: RegisterQueueAsyncOptions): Provider {
+  const unknown = Object.keys(q ?? {}).filter((k) => !['name', 'imports', 'inject', 'useFactory'].includes(k));
+  if (unknown.length) {
+    throw new PgQueueConfigError(
+      `PgQueueModule.registerQueueAsync(): unknown option(s) ${unknown.map((k) => `"${k}"`).join(', ')}. It takes name, ` +
+        'imports, inject and useFactory; the queue options (concurrency, limiter, ...) are what useFactory returns.',
+    );
+  }
+  if (typeof q?.useFactory !== 'function') {
+    throw new PgQueueConfigError(
+      'PgQueueModule.registerQueueAsync(): useFactory must be a function returning the queue options, ' +
+        "e.g. registerQueueAsync({ name: 'email', inject: [ConfigService], useFactory: (config) => ({ concurrency: 5 }) }).",
+    );
+  }
+  const name = validateQueueName(q.name);
+  const useFactory = async (runtime: PgQueueRuntime, ...args: never[]) => {
+    try {
+      const opts: unknown = await q.useFactory(...args);
+      if (typeof opts !== 'object' || opts === null || Array.isArray(opts)) {
+        throw new PgQueueConfigError(
+          `registerQueueAsync({ name: '${name}' }): useFactory returned ${opts === null ? 'null' : Array.isArray(opts) ? 'an array' : typeof opts}; ` +
+            'return the queue options as an object (every registerQueue option but name), e.g. { concurrency: 5 }.',
+        );
+      }
+      const given = (opts as { name?: unknown }).name;
+      if (given !== undefined && given !== name) {
+        throw new PgQueueConfigError(
+          `registerQueueAsync({ name: '${name}' }): useFactory returned name ${JSON.stringify(given)}. The name is fixed when ` +
+            'the module is declared (for @InjectQueue and @Processor): leave it out of the factory, or return the same one.',
+        );
+      }
+      return runtime.registerQueueAsync({ ...(opts as Omit<RegisterQueueOptions, 'name'>), name });
+    } catch (err) {
+      // A failed boot must not leave the pools open behind it.
+      await runtime.close();
+      throw err;
+    }
+  };
+  asyncRegistrationOf.set(useFactory, name);
+  return { provide: getQueueToken(name), inject: [PG_QUEUE_RUNTIME, ...(q.inject ?? [])], useFactory };
+}
+
 /** The providers of `registerQueue(...queues)`: each queue injectable with `@InjectQueue(name)`. */
 export function queueProviders(queues: readonly RegisterQueueOptions[]): Provider[] {
   return queues.map((q) => {
@@ -75,7 +137,7 @@ export function queueProviders(queues: readonly RegisterQueueOptions[]): Provide
     const name = resolveQueueOptions(q, DEFAULTS.job).name;
     const useFactory = async (runtime: PgQueueRuntime) => {
       try {
-        return runtime.registerQueue(q);
+        return await runtime.registerQueueWhenDeclared(q);
       } catch (err) {
         // A failed boot (say, an undeclared connection) must not leave the pools open behind it.
         await runtime.close();

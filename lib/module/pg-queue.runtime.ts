@@ -45,6 +45,8 @@ export class PgQueueRuntime implements PgQueueReadApi {
   readonly options: ResolvedPgQueueOptions;
   private readonly registered = new Map<string, ResolvedQueueOptions>();
   private readonly queues = new Map<string, Queue>();
+  /** Queues of registerQueueAsync whose factory has not answered yet (declareQueues). */
+  private readonly pending = new Map<string, Deferred>();
   /** What each manager or client of a caller's transaction is on: asked once per object. */
   private readonly targetIdentity = new WeakMap<object, Promise<string>>();
   private closed = false;
@@ -148,8 +150,11 @@ export class PgQueueRuntime implements PgQueueReadApi {
    * any queue is built), so a bare registerQueue({ name }) takes the options of the full one
    * whatever the order the modules are created in. Throws, naming the option, on a mismatch.
    */
-  declareQueues(all: readonly RegisterQueueOptions[]): void {
-    for (const [name, resolved] of mergeRegistrations(all, this.options.defaultJobOptions)) {
+  declareQueues(all: readonly RegisterQueueOptions[], asyncNames: readonly string[] = []): void {
+    for (const name of asyncNames) if (!this.pending.has(name)) this.pending.set(name, deferred());
+    // A bare registration of a queue registerQueueAsync configures waits for its factory (registerQueueWhenDeclared).
+    const declared = all.filter((q) => !(this.pending.has(q.name) && isBareRegistration(q)));
+    for (const [name, resolved] of mergeRegistrations(declared, this.options.defaultJobOptions)) {
       if (!this.byName.has(resolved.connection)) {
         throw new PgQueueConfigError(unknownConnectionMessage(name, resolved.connection, [...this.byName.keys()]));
       }
@@ -179,6 +184,29 @@ export class PgQueueRuntime implements PgQueueReadApi {
     } else if (!isBareRegistration(opts)) sameRegistration(prev, resolved);
     else if (opts.connection !== undefined) sameRegistration(prev, { ...prev, connection: resolved.connection });
     return this.queue(resolved.name);
+  }
+
+  /**
+   * Registers a queue from `registerQueueAsync`, once its factory answered: validated and
+   * compared with the queue's other registrations as `registerQueue` is. A bare registration of
+   * the same name waiting on it goes on then (or fails with the same error).
+   */
+  registerQueueAsync(opts: RegisterQueueOptions): Queue {
+    const wait = this.pending.get(opts.name);
+    try {
+      const queue = this.registerQueue(opts);
+      wait?.resolve();
+      return queue;
+    } catch (err) {
+      wait?.reject(err as Error);
+      throw err;
+    }
+  }
+
+  /** `registerQueue` of a bare registration, after the async factory of the same queue (if any) answered. */
+  async registerQueueWhenDeclared(opts: RegisterQueueOptions): Promise<Queue> {
+    if (isBareRegistration(opts)) await this.pending.get(opts.name)?.promise;
+    return this.registerQueue(opts);
   }
 
   /** The queue's resolved options, if it was registered. */
@@ -304,4 +332,22 @@ export function notRegisteredMessage(name: string, registered: readonly string[]
 /** The database name of an identity (`system_identifier/database`), for messages. */
 function dbName(identity: string): string {
   return `"${identity.slice(identity.indexOf('/') + 1)}"`;
+}
+
+interface Deferred {
+  readonly promise: Promise<void>;
+  resolve(): void;
+  reject(err: Error): void;
+}
+
+function deferred(): Deferred {
+  let resolve!: () => void;
+  let reject!: (err: Error) => void;
+  const promise = new Promise<void>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Nobody may wait on it (no bare registration of the queue): its failure is reported by the factory itself.
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
 }

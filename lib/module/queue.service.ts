@@ -16,6 +16,7 @@ import type { CancelJobsOptions, RemoveJobsOptions, RetryJobsOptions } from '../
 import { executorFor, type TransactionTarget } from '../db/executor';
 import type { JobMap, Queue } from '../producer/queue';
 import { PgQueueConfigError } from '../core/errors';
+import { checkConcurrency, MAX_NODE_CONCURRENCY } from '../core/concurrency-checks';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import type { PgQueueRuntime } from './pg-queue.runtime';
 
@@ -130,6 +131,49 @@ export class QueueService {
       if (job) return job;
     }
     return null;
+  }
+
+  /**
+   * How many jobs of `queue` this process runs at once now, or null when it runs no worker for
+   * it (`workers: false`, or no `@Processor`). BullMQ: `worker.concurrency`.
+   */
+  getConcurrency(queue: string): number | null {
+    this.runtime.queue(queue, 'QueueService.getConcurrency');
+    return this.runtime.connectionOf(queue).supervisor.concurrencyOf(queue);
+  }
+
+  /**
+   * Changes how many jobs of `queue` this process runs at once, without a restart (BullMQ:
+   * `worker.concurrency = n`); other nodes keep theirs. Growing claims for the new slots at once;
+   * shrinking lets running jobs finish and hands prefetched ones back. Lasts until the process
+   * ends or the next call: the registered `concurrency` applies again at the next boot. Throws
+   * PgQueueConfigError for a queue not registered or with no worker in this process, or unless
+   * `n` is a whole number from 1 to 1000. For a cap across every node, see `setGlobalConcurrency`.
+   */
+  setConcurrency(queue: string, n: number): void {
+    this.runtime.queue(queue, 'QueueService.setConcurrency');
+    const checked = checkConcurrency(`QueueService.setConcurrency('${queue}')`, n, MAX_NODE_CONCURRENCY);
+    if (!this.runtime.connectionOf(queue).supervisor.setConcurrency(queue, checked)) {
+      throw new PgQueueConfigError(
+        `QueueService.setConcurrency('${queue}'): this process runs no worker for queue "${queue}" ` +
+          `(workers: false, or no @Processor('${queue}')). Call it in a process that runs the queue's jobs, ` +
+          'or use setGlobalConcurrency to cap the queue across every node.',
+      );
+    }
+  }
+
+  /**
+   * Stores a cap on `queue`'s running jobs across every node (`Queue.setGlobalConcurrency`), or
+   * with null removes it (`Queue.removeGlobalConcurrency`), so the option applies again.
+   */
+  async setGlobalConcurrency(queue: string, n: number | null): Promise<void> {
+    const q = this.runtime.queue(queue, 'QueueService.setGlobalConcurrency');
+    await (n === null ? q.removeGlobalConcurrency() : q.setGlobalConcurrency(n));
+  }
+
+  /** `Queue.getGlobalConcurrency` of a registered queue: the stored value, or null. */
+  async getGlobalConcurrency(queue: string): Promise<number | null> {
+    return this.runtime.queue(queue, 'QueueService.getGlobalConcurrency').getGlobalConcurrency();
   }
 
   /** `Queue.getJobs` of a registered queue: a page of its jobs in some states, by keyset. */

@@ -2,6 +2,7 @@ import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../c
 import { EMPTY_COUNTS } from '../core/job';
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
+import { checkConcurrency } from '../core/concurrency-checks';
 import type { SqlExecutor, TransactionTarget } from '../db/executor';
 import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
@@ -158,5 +159,27 @@ export class Queue<TJobs extends JobMap = JobMap> extends QueueOperations<TJobs>
   /** True while the queue is paused. */
   async isPaused(): Promise<boolean> {
     return this.store.isPaused(this.name);
+  }
+
+  /**
+   * Stores the queue's global concurrency: at most `n` of its jobs run at once across every node
+   * (BullMQ's `queue.setGlobalConcurrency`). It overrides the `globalConcurrency` option of every
+   * node until `removeGlobalConcurrency()`, and holds across restarts. Nodes learn of it at once
+   * (a NOTIFY confirmed by a read), or within `pollIntervalMs` without LISTEN; jobs already
+   * running finish. Rejects with PgQueueConfigError unless `n` is a whole number from 1 to 2^31-1.
+   */
+  async setGlobalConcurrency(n: number): Promise<void> {
+    const checked = checkConcurrency(`Queue "${this.name}" setGlobalConcurrency()`, n, 2 ** 31 - 1);
+    await this.store.limits.setGlobalConcurrency(this.name, checked);
+  }
+
+  /** The stored global concurrency (`setGlobalConcurrency`), or null when none is stored (the option then applies). */
+  async getGlobalConcurrency(): Promise<number | null> {
+    return (await this.store.limits.globalConcurrencies([this.name])).get(this.name) ?? null;
+  }
+
+  /** Drops the stored global concurrency: each node applies its `globalConcurrency` option again (none: no limit). */
+  async removeGlobalConcurrency(): Promise<void> {
+    await this.store.limits.setGlobalConcurrency(this.name, null);
   }
 }

@@ -31,15 +31,22 @@ export class Claims {
     private readonly ctx: ClaimContext,
     /** The worker's wake-up: a claim is due in `dueInMs` (0: now). */
     private readonly wake: (dueInMs: number) => void,
+    /** The worker's concurrency now (setConcurrency may change it). */
+    private readonly concurrency: () => number = () => queue.concurrency,
   ) {
-    // concurrency 1 keeps every claim full: on one node that queue's order is strict (docs/limits.md).
-    this.window = new ClaimWindow({ ...CLAIM_WINDOW_DEFAULTS, enabled: queue.concurrency > 1 });
+    this.window = new ClaimWindow(CLAIM_WINDOW_DEFAULTS);
     this.fullClaim = new WakeTimer(() => this.wake(0));
   }
 
-  /** A queue with a global limit claims through the serialised path, and never prefetches. */
+  /**
+   * The queue's global concurrency stored in the database, as last read (stored-limits.ts);
+   * undefined until the first read, when the serialised path (which reads it itself) is taken.
+   */
+  storedGlobal: number | null | undefined = undefined;
+
+  /** A queue with a global limit (option or stored, or not yet known) claims through the serialised path, and never prefetches. */
   get limited(): boolean {
-    return this.queue.globalConcurrency !== null || this.queue.limiter !== null;
+    return this.storedGlobal !== null || this.queue.globalConcurrency !== null || this.queue.limiter !== null;
   }
 
   get inFlightCount(): number {
@@ -58,7 +65,8 @@ export class Claims {
 
   /** The claim to send at `sentAt` (performance.now()): full under a global limit, else as the window says. */
   plan(sentAt: number): ClaimPlan {
-    return this.limited ? FULL : this.window.plan(sentAt);
+    // Concurrency 1 keeps every claim full: on one node that queue's order is strict (docs/limits.md).
+    return this.limited || this.concurrency() === 1 ? FULL : this.window.plan(sentAt);
   }
 
   /**

@@ -16,6 +16,8 @@ export interface ListenerOptions {
   readonly onCancel: (id: string) => void;
   /** A queue was paused: workers hand back the jobs they prefetched. A hint only, like `onCancel`. */
   readonly onPause: (queue: string) => void;
+  /** '!limits|queue': the queue's stored global concurrency changed (a hint, to confirm by a read). */
+  readonly onLimits?: (queue: string) => void;
   /** Called after every (re)connection, so workers poll once to catch what was missed meanwhile. */
   readonly onConnected: () => void;
   readonly logger: EngineLogger;
@@ -111,9 +113,10 @@ export class Listener implements BackgroundService {
     client.on('end', () => lost());
     client.on('notification', (n) => {
       if (!n.payload) return;
-      // Control messages start with '!', which no queue name may: '!cancel|<id>', '!pause|<queue>'.
+      // Control messages start with '!', which no queue name may: '!cancel|<id>', '!pause|<queue>', '!limits|<queue>'.
       if (n.payload.startsWith('!cancel|')) return this.opts.onCancel(n.payload.slice(8));
       if (n.payload.startsWith('!pause|')) return this.opts.onPause(n.payload.slice(7));
+      if (n.payload.startsWith('!limits|')) return this.opts.onLimits?.(n.payload.slice(8));
       if (n.payload.startsWith('!')) return;
       const bar = n.payload.lastIndexOf('|');
       const queue = bar < 0 ? n.payload : n.payload.slice(0, bar);

@@ -49,15 +49,42 @@ export class QueueWorker {
    */
   private lookahead = false;
 
+  /** Jobs run at once here: the queue's `concurrency`, until `setConcurrency` changes it. */
+  private slots: number;
+
   constructor(
     readonly queue: ResolvedQueueOptions,
     handlers: ReadonlyMap<string, JobHandler>,
     catchAll: JobHandler | undefined,
     private readonly ctx: QueueWorkerContext,
   ) {
-    this.claims = new Claims(queue, ctx, (dueInMs) => this.wake(dueInMs));
+    this.claims = new Claims(
+      queue,
+      ctx,
+      (dueInMs) => this.wake(dueInMs),
+      () => this.slots,
+    );
     this.runner = new JobRunner(queue, handlers, catchAll, ctx, () => this.refill());
     this.running = this.runner.running;
+    this.slots = queue.concurrency;
+  }
+
+  /** Jobs this worker runs at once now. */
+  get concurrency(): number {
+    return this.slots;
+  }
+
+  /**
+   * Changes how many jobs run at once, without a restart (BullMQ's `worker.concurrency = n`).
+   * Growing claims for the new slots at once. Shrinking lets running jobs finish (no new one
+   * starts until fewer than `n` run) and hands prefetched jobs back to the queue, so another
+   * node may take them meanwhile; the prefetch and the claim size follow from the new value.
+   */
+  setConcurrency(n: number): void {
+    const before = this.slots;
+    this.slots = n;
+    if (n < before) this.paused();
+    else if (n > before) this.wake(0);
   }
 
   /** Progress writes that matched no row (the lease was lost, or the job had finished). */
@@ -102,9 +129,9 @@ export class QueueWorker {
    * resolves with how many it claimed once none runs any more (their outcomes are then handed to
    * the completer, not yet written).
    */
-  async runRound(limit: number = this.queue.concurrency): Promise<number> {
+  async runRound(limit: number = this.concurrency): Promise<number> {
     if (this.buffer.released) return 0;
-    const free = Math.min(limit, this.queue.concurrency - this.running.size);
+    const free = Math.min(limit, this.concurrency - this.running.size);
     if (free <= 0) {
       await this.running.idle();
       return 0;
@@ -152,9 +179,23 @@ export class QueueWorker {
     }
   }
 
+  /**
+   * The queue's stored global concurrency, as the database says (stored-limits.ts). Turning
+   * limited hands prefetched jobs back (the limited path never prefetches: they would run over
+   * the limit); any change claims again under the new rule. Jobs already running finish.
+   */
+  setStoredGlobalConcurrency(n: number | null): void {
+    const before = this.claims.storedGlobal;
+    if (before === n) return;
+    const wasLimited = this.limited;
+    this.claims.storedGlobal = n;
+    if (this.limited && !wasLimited) this.paused();
+    this.wake(0);
+  }
+
   /** Outcomes were written: under a global limit, the running count just dropped; claim again. */
   outcomesWritten(): void {
-    if (this.limited && this.running.size < this.queue.concurrency) this.wake(0);
+    if (this.limited && this.running.size < this.concurrency) this.wake(0);
   }
 
   /** The queue was paused: prefetched jobs go back at once, so no node starts them meanwhile. */
@@ -206,7 +247,7 @@ export class QueueWorker {
   }
 
   private get prefetch(): number {
-    return this.limited ? 0 : this.runner.pace.size(this.queue.concurrency);
+    return this.limited ? 0 : this.runner.pace.size(this.concurrency);
   }
 
   /** Jobs leased or asked for: running, buffered, and requested by claims in flight. */
@@ -220,8 +261,8 @@ export class QueueWorker {
     while (this.buffer.claiming && this.claims.inFlightCount < maxInFlight) {
       const held = this.held;
       const prefetch = this.prefetch;
-      if (held >= refillMark(this.queue.concurrency, prefetch)) return;
-      const free = this.queue.concurrency + prefetch - held;
+      if (held >= refillMark(this.concurrency, prefetch)) return;
+      const free = this.concurrency + prefetch - held;
       const wakesBefore = this.wakes;
       const sentAt = performance.now();
       const plan = this.claims.plan(sentAt);
@@ -277,14 +318,14 @@ export class QueueWorker {
     return (
       prefetch > 0 &&
       this.claims.inFlightCount < maxClaimsInFlight(prefetch) &&
-      this.held < refillMark(this.queue.concurrency, prefetch)
+      this.held < refillMark(this.concurrency, prefetch)
     );
   }
 
   /** Starts buffered jobs in free slots. */
   private pump(): void {
     if (this.buffer.released) return;
-    while (this.running.size < this.queue.concurrency && this.buffer.length > 0) this.runner.run(this.buffer.shift());
+    while (this.running.size < this.concurrency && this.buffer.length > 0) this.runner.run(this.buffer.shift());
   }
 
   private returnStaleBuffer(): void {

@@ -17,6 +17,7 @@ import { HistoryPartitions } from '../db/history/partitions';
 import { HistoryUpkeep } from './history-upkeep';
 import { CronScheduler, type CronEntry } from './cron';
 import { Heartbeat } from './heartbeat';
+import { StoredLimits } from './stored-limits';
 import { Rescuer } from './rescue';
 import { removeNodeRow, stopWorkers, withTimeout } from './shutdown';
 import { outcomeReports, type SupervisorEventMap } from './supervisor-events';
@@ -50,6 +51,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private cron: CronScheduler | null = null;
   private listener: Listener | null = null;
   private hints: ControlHints | null = null;
+  /** The queues' stored global concurrency, kept current in every worker (stored-limits.ts). */
+  private limits: StoredLimits | null = null;
   private started = false;
   /** This process in the nodes registry. */
   private readonly nodeRow: NodeRow;
@@ -146,6 +149,24 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     );
   }
 
+  /** How many jobs of `queue` run at once in this process, or null when it has no worker for it. */
+  concurrencyOf(queue: string): number | null {
+    return this.workers.get(queue)?.concurrency ?? null;
+  }
+
+  /**
+   * Sets how many jobs of `queue` run at once in this process (QueueWorker.setConcurrency); the
+   * nodes registry shows the new value from the next heartbeat. False when it has no worker for it.
+   */
+  setConcurrency(queue: string, n: number): boolean {
+    const worker = this.workers.get(queue);
+    if (!worker) return false;
+    worker.setConcurrency(n);
+    const entry = this.nodeQueues.find((q) => q.name === queue);
+    if (entry) entry.concurrency = n;
+    return true;
+  }
+
   get queues(): string[] {
     return [...this.workers.keys()];
   }
@@ -222,8 +243,19 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   async start(): Promise<void> {
     if (this.started) return;
     this.started = true;
+    if (this.workers.size > 0) {
+      this.limits = new StoredLimits(
+        this.store.limits,
+        this.workers,
+        this.opts.pollIntervalMs,
+        (err) => this.emit('error', err),
+        { workerId: this.workerId, setConcurrency: (queue, n) => this.setConcurrency(queue, n) },
+      );
+    }
     if (this.manual) {
       for (const w of this.workers.values()) w.startManual();
+      // Tests: the stored limits are read once, before the first round (no timer runs in manual mode).
+      await this.limits?.runOnce();
       return;
     }
     if (this.workers.size > 0 && this.listenConnection) {
@@ -236,6 +268,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         onWake: (queue, dueInMs) => this.workers.get(queue)?.wake(dueInMs),
         onCancel: (id) => hints.cancelHint(id),
         onPause: (queue) => hints.pauseHint(queue),
+        onLimits: (queue) => this.limits?.hint(queue),
         onConnected: () => this.workers.forEach((w) => w.catchUp()),
       });
       // Do not wait for the listener: if it cannot connect, polling carries the load meanwhile.
@@ -245,6 +278,8 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       process.on('unhandledRejection', this.onUnhandledRejection);
       this.catchingRejections = true;
     }
+    // Not awaited: until its first read answers, the workers claim through the limited path (stored-limits.ts).
+    this.limits?.start();
     for (const w of this.workers.values()) w.start();
     // The first beat at once: the node shows in the registry from its start, not a heartbeat later.
     if (this.workers.size > 0) this.beats.start();
@@ -283,6 +318,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     const { store, completer, workerId, logger } = this;
     const deadline = Date.now() + this.opts.shutdownTimeoutMs;
     const shutdown = { store, completer, workerId, logger, shutdownTimeoutMs: this.opts.shutdownTimeoutMs };
+    const limits = this.limits?.stop();
     await stopWorkers([...this.workers.values()], shutdown, deadline);
     // Heartbeats went on until here: they renewed the leases of the jobs still finishing.
     const beats = this.beats.stop();
@@ -293,7 +329,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     // closes after stop() returns, and a pass that outlived it logged "Cannot use a pool after
     // calling end on the pool" (seen in the scale benchmark's shutdowns).
     // Bounded too: a pass stuck on a database that does not answer must not hold shutdown.
-    await withTimeout(Promise.all([beats, passes, history, this.hints?.settled()]), PASS_WAIT_MS);
+    await withTimeout(Promise.all([beats, passes, history, limits, this.hints?.settled()]), PASS_WAIT_MS);
     // Last: handlers still ran until the jobs were abandoned above.
     if (this.catchingRejections) process.off('unhandledRejection', this.onUnhandledRejection);
     this.catchingRejections = false;

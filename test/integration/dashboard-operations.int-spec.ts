@@ -71,6 +71,9 @@ const historyCount = async (queue: string, state: string): Promise<number> =>
       state,
     ])
   ).rows[0].n;
+const storedCap = async (queue: string): Promise<number | null> =>
+  (await sql.query<{ n: number | null }>(`SELECT global_concurrency AS n FROM pgqueue.queues WHERE name = $1`, [queue])).rows[0]
+    ?.n ?? null;
 const isDue = async (id: string): Promise<boolean> =>
   (await sql.query<{ due: boolean }>(`SELECT run_at <= now() AS due FROM pgqueue.jobs WHERE id = $1`, [id])).rows[0].due;
 
@@ -342,6 +345,37 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
     });
   });
 
+  describe('concurrency: per node and global (issue 28, point 4)', () => {
+    it('shows each node of the queue with its concurrency, the option and the stored cap; sets and removes the cap', async () => {
+      const q = `conc-${platform}`;
+      // A node of the registry as its heartbeat writes it: one with a worker for the queue, one without.
+      await sql.query(
+        `INSERT INTO pgqueue.nodes (id, host, pid, started_at, heartbeat_ms, queues) VALUES
+           ($1, 'h1', 11, now(), 60000, $2), ($3, 'h2', 12, now(), 60000, '[]')`,
+        [`h1:11:${platform}`, JSON.stringify([{ name: q, concurrency: 4 }]), `h2:12:${platform}`],
+      );
+      const read = async () => (await http().get(`/queues/api/queues/${q}/concurrency`)).body;
+      expect(await read()).toEqual({
+        nodes: [{ id: `h1:11:${platform}`, host: 'h1', pid: 11, concurrency: 4 }],
+        globalConcurrency: { option: null, stored: null },
+      });
+      const set = await post(`/queues/api/queues/${q}/global-concurrency`, { globalConcurrency: 3 });
+      expect([set.status, set.body]).toEqual([200, { globalConcurrency: 3 }]);
+      const stored = () => storedCap(q);
+      expect(await stored()).toBe(3);
+      expect((await read()).globalConcurrency).toEqual({ option: null, stored: 3 });
+      for (const bad of [{ globalConcurrency: 0 }, { globalConcurrency: 2.5 }, { globalConcurrency: '3' }, {}, { n: 3 }]) {
+        const res = await post(`/queues/api/queues/${q}/global-concurrency`, bad);
+        expect([bad, res.status]).toEqual([bad, 400]);
+      }
+      expect(await stored()).toBe(3);
+      const removed = await post(`/queues/api/queues/${q}/global-concurrency`, { globalConcurrency: null });
+      expect([removed.status, removed.body]).toEqual([200, { globalConcurrency: null }]);
+      expect(await stored()).toBeNull();
+      await sql.query(`DELETE FROM pgqueue.nodes WHERE id LIKE $1`, [`%:${platform}`]);
+    });
+  });
+
   describe('access rules on every new POST', () => {
     const routes = (queue: string, id: string): [string, unknown][] => [
       [`/api/queues/${queue}/clean`, { state: 'completed', olderThanMs: 0 }],
@@ -351,6 +385,8 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
       [`/api/queues/${queue}/retry-matching`, { state: 'completed' }],
       [`/api/queues/${queue}/remove-matching`, { state: 'delayed' }],
       [`/api/queues/${queue}/cancel-matching`, { state: 'delayed' }],
+      [`/api/queues/${queue}/global-concurrency`, { globalConcurrency: 1 }],
+      [`/api/queues/${queue}/nodes/h1:1:ab/concurrency`, { concurrency: 2 }],
     ];
 
     it('readOnly refuses each with 403 and changes nothing', async () => {
@@ -366,6 +402,7 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
       expect(await liveCount(q)).toBe(1);
       expect(await isDue(delayed)).toBe(false);
       expect(await historyCount(q, 'completed')).toBe(1);
+      expect(await storedCap(q)).toBeNull();
       // Reads still answer.
       expect((await request(ro.getHttpServer()).get(`/ro/api/queues/${q}/count?state=completed`)).body.count).toBe(1);
     });
@@ -382,6 +419,7 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
       expect(await liveCount(q)).toBe(1);
       expect(await isDue(delayed)).toBe(false);
       expect(await historyCount(q, 'completed')).toBe(1);
+      expect(await storedCap(q)).toBeNull();
     });
 
     it('authorize is asked with each action name and what it touches, and a refusal changes nothing', async () => {
@@ -413,16 +451,19 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
         'retry-matching',
         'remove-matching',
         'cancel-matching',
+        'global-concurrency',
+        'concurrency',
         'promote-bulk',
         'promote-all',
       ]);
       expect(asked[0]).toEqual({ action: 'clean', queues: [q], filter: { state: 'completed', olderThanMs: '0' } });
       expect(asked[3].queues).toEqual([q]);
       expect(asked[4]).toEqual({ action: 'retry-matching', queues: [q], filter: { state: 'completed' } });
-      expect(asked[8].filter).toEqual({ name: 'job' });
+      expect(asked[10].filter).toEqual({ name: 'job' });
       expect(await liveCount(q)).toBe(2);
       expect(await isDue(d1)).toBe(false);
       expect(await historyCount(q, 'completed')).toBe(1);
+      expect(await storedCap(q)).toBeNull();
       // A count is a read of the queue, with its filter.
       asked.length = 0;
       await request(guarded.getHttpServer()).get(`/authz/api/queues/${q}/count?state=failed&name=x`);

@@ -29,6 +29,10 @@ const notRouted = {
   'testing-tester.int-spec.ts':
     "nestjs-pg-queue/testing's PgQueueTester with its own forRoot({ connection: db.url }), not bootApp",
   'readme-testing.int-spec.ts': "the README's test files run by jest in a child process, with the README's own module",
+  'register-queue-async.int-spec.ts':
+    'registerQueueAsync wiring with its own modules and forRoot({ connection: db.url }), not bootApp',
+  'global-concurrency.int-spec.ts':
+    "the workers are child processes (test/fixtures/gated-worker-process.js) on a direct connection, hearing the '!limits' hint by LISTEN; the test process only enqueues",
   'bulk-crash.int-spec.ts':
     'the batched call under test runs in a child process (test/fixtures/bulk-process.js) on its own direct connection, which the test kills',
 };
