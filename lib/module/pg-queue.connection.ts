@@ -38,6 +38,7 @@ export class PgQueueConnection {
       historyPartitionMs: options.historyPartitionMs,
       asyncCommit: options.asyncCommit,
       preparedStatements: options.preparedStatements,
+      publishEvents: options.events.publish,
       poolSize: options.poolSize,
       warn: (m) => logger.warn(m),
     });
