@@ -33,34 +33,15 @@ export function publishRef(sql: SchemaSql, name = 'published'): string {
   return sql.events === null ? '0' : `(SELECT count(*) FROM ${name})`;
 }
 
-/** The payloads of `rows` as `kind` events, chunked as publishCte does (for writers that publish from a transaction). */
-export function eventPayloads(kind: QueueEventKind, rows: readonly { id: string; queue: string; attempt: number }[]): string[] {
-  const byQueue = new Map<string, string[]>();
-  for (const r of rows) {
-    const list = byQueue.get(r.queue) ?? [];
-    list.push(`${r.id}.${r.attempt}`);
-    byQueue.set(r.queue, list);
-  }
-  const out: string[] = [];
-  for (const [queue, list] of byQueue) {
-    for (let i = 0; i < list.length; i += EVENTS_PER_NOTIFICATION) {
-      out.push(`${kind}|${queue}|${list.slice(i, i + EVENTS_PER_NOTIFICATION).join(',')}`);
-    }
-  }
-  return out;
-}
-
 /** A job row as the confirming read returns it: the live or history row, and where it was found. */
 export interface ConfirmRow extends JobRow {
   /** true: in the jobs table (live); false: in history. */
   live: boolean;
 }
 
-/** The statements of the events: publish from a transaction, and the listener's confirming read. */
+/** The statement of the events' listener: its confirming read. */
 export function eventStatements({ jobs, history }: SchemaSql) {
   return {
-    /** Publishes payloads (eventPayloads) in the caller's transaction: delivered on its commit. $1 channel $2 payload[] */
-    publish: `SELECT count(pg_catalog.pg_notify($1, p)) AS n FROM pg_catalog.unnest($2::text[]) p`,
     /**
      * The listener's one read per burst: every row the notifications named, live or in history,
      * so an event fires only for what the database says (a notification is a hint: any role that
@@ -74,17 +55,15 @@ export function eventStatements({ jobs, history }: SchemaSql) {
   };
 }
 
-/** Reads and writes of the events, on one schema. */
+/** The events' read, on one schema. */
 export class EventStore {
   private readonly q: ReturnType<typeof eventStatements>;
 
   constructor(
     private readonly db: SqlExecutor,
     sql: SchemaSql,
-    /** The events channel, unquoted (a bind parameter). */
+    /** The events channel, unquoted. */
     readonly channel: string,
-    /** False when `events.publish` is off: `publishIn` sends nothing. */
-    readonly publishing: boolean,
   ) {
     this.q = eventStatements(sql);
   }
@@ -92,15 +71,5 @@ export class EventStore {
   /** The rows of `ids` as they are now, live and finished (a job moving between reads may show in both). */
   confirm(ids: readonly string[]): Promise<ConfirmRow[]> {
     return this.db.query<ConfirmRow>(this.q.confirm, [`{${ids.join(',')}}`]);
-  }
-
-  /** Publishes `kind` events for `rows` in `tx` (the writer's own transaction). */
-  async publishIn(
-    tx: SqlExecutor,
-    kind: QueueEventKind,
-    rows: readonly { id: string; queue: string; attempt: number }[],
-  ): Promise<void> {
-    if (!this.publishing || rows.length === 0) return;
-    await tx.query(this.q.publish, [this.channel, eventPayloads(kind, rows)]);
   }
 }

@@ -11,6 +11,10 @@ import { checkSchemaOwner } from '../db/schema-owner';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
 import { Supervisor } from '../worker/supervisor';
+import { EventsHub } from '../worker/queue-events-hub';
+import { QueueSubscription } from '../worker/queue-subscription';
+import { waitForJob } from '../worker/wait-for-job';
+import type { QueueEvents, WaitForJobOptions } from '../core/queue-events';
 import type { ResolvedPgQueueOptions } from '../core/options/resolved';
 
 /**
@@ -21,6 +25,8 @@ import type { ResolvedPgQueueOptions } from '../core/options/resolved';
 export class PgQueueConnection {
   readonly store: JobStore;
   readonly supervisor: Supervisor;
+  /** The cross-process events of this database: LISTENs only once something subscribes (queue-events-hub.ts). */
+  readonly events: EventsHub;
 
   private constructor(
     readonly name: string,
@@ -43,6 +49,8 @@ export class PgQueueConnection {
       warn: (m) => logger.warn(m),
     });
     this.supervisor = new Supervisor(this.store, options, listen, logger);
+    this.events = new EventsHub({ connection: listen, channel: this.store.events.channel, reads: this.store.events, logger });
+    this.logger = logger;
     if (manual) this.supervisor.setManual();
   }
 
@@ -112,9 +120,22 @@ export class PgQueueConnection {
     return new PgQueueConnection(name, options, pool, identity, listen, logger, manual);
   }
 
-  /** Stops the workers (gracefully), then closes the pool. */
+  private readonly logger: EngineLogger;
+
+  /** A new subscription to `queue`'s cross-process events (`queue.events()`). */
+  queueEvents(queue: string): QueueEvents {
+    return new QueueSubscription(queue, this.events, this.logger);
+  }
+
+  /** Waits for job `id` of `queue` to finish (`queue.waitForJob()`). */
+  waitForJob<R>(queue: string, id: string, opts: WaitForJobOptions | undefined): Promise<R> {
+    return waitForJob<R>(this.events, this.store.events, queue, id, opts);
+  }
+
+  /** Stops the workers (gracefully), then the events (subscriptions end, waits reject), then closes the pool. */
   async close(): Promise<void> {
     await this.supervisor.stop();
+    await this.events.stop();
     await this.pool.end();
   }
 }

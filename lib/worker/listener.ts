@@ -16,6 +16,11 @@ export interface ListenerOptions {
   readonly onCancel: (id: string) => void;
   /** A queue was paused: workers hand back the jobs they prefetched. A hint only, like `onCancel`. */
   readonly onPause: (queue: string) => void;
+  /**
+   * Every payload, instead of the wake-up parsing above (onWake, onCancel and onPause are then
+   * not called): the events hub's connection on the events channel (queue-events-hub.ts).
+   */
+  readonly onNotification?: (payload: string) => void;
   /** Called after every (re)connection, so workers poll once to catch what was missed meanwhile. */
   readonly onConnected: () => void;
   readonly logger: EngineLogger;
@@ -111,6 +116,7 @@ export class Listener implements BackgroundService {
     client.on('end', () => lost());
     client.on('notification', (n) => {
       if (!n.payload) return;
+      if (this.opts.onNotification) return this.opts.onNotification(n.payload);
       // Control messages start with '!', which no queue name may: '!cancel|<id>', '!pause|<queue>'.
       if (n.payload.startsWith('!cancel|')) return this.opts.onCancel(n.payload.slice(8));
       if (n.payload.startsWith('!pause|')) return this.opts.onPause(n.payload.slice(7));
