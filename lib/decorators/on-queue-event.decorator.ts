@@ -32,7 +32,7 @@ const WORKER_ONLY = ['active', 'outcomeDropped'];
 export function OnQueueEvent(event: QueueEventName, options: { queue?: string } = {}): MethodDecorator {
   if (WORKER_ONLY.includes(event)) {
     throw new PgQueueConfigError(
-      `@OnQueueEvent(${quote(event)}): '${event}' exists only in the process that runs the job; ` +
+      `@OnQueueEvent(${quote(event)}): ${quote(event)} exists only in the process that runs the job; ` +
         `use @OnWorkerEvent(${quote(event)}) for it. @OnQueueEvent takes ${QUEUE_EVENTS.join(', ')}.`,
     );
   }

@@ -124,6 +124,15 @@ export class PgQueueConnection {
 
   /** A new subscription to `queue`'s cross-process events (`queue.events()`). */
   queueEvents(queue: string): QueueEvents {
+    if (!this.events.canListen) {
+      // Subscribing would hear nothing, for ever, without a word.
+      const on = this.name === 'default' ? '' : ` (connection "${this.name}")`;
+      throw new PgQueueConfigError(
+        `The events of queue "${queue}" (queue.events(), @OnQueueEvent) need a LISTEN connection, and this app runs ` +
+          `poll-only (listen: false)${on}. Set listen: true, with listenConnection pointing at PostgreSQL directly ` +
+          'behind PgBouncer in transaction mode; waitForJob() and job.waitUntilFinished() work either way (they poll).',
+      );
+    }
     return new QueueSubscription(queue, this.events, this.logger);
   }
 

@@ -65,7 +65,8 @@ function lastError(errors: readonly JobAttemptError[] | null): JobAttemptError |
  *   attempt (stalled: a LeaseExpiredError; retrying: any other);
  * - deadLettered: the row, now in another queue, holds an error of that attempt;
  * - snoozed: the live row of that queue is waiting on that (uncounted) attempt;
- * - progress: the live row of that queue runs that attempt and holds a progress value (the one fired).
+ * - progress: the row of that queue, running that attempt (or finished on it), holds a progress
+ *   value (the one fired: the latest, which a burst of writes may have passed).
  */
 export function confirmHint(h: EventHint, rows: readonly ConfirmRow[]): ConfirmedEvent | null {
   const live = rows.find((r) => r.live);
@@ -102,9 +103,11 @@ export function confirmHint(h: EventHint, rows: readonly ConfirmRow[]): Confirme
         live.attempt === h.attempt
         ? { ...base, event: 'snoozed', args: [job(live)] }
         : null;
-    case 'progress':
-      return live && live.queue === h.queue && live.state === 'active' && live.attempt === h.attempt && live.progress !== null
-        ? { ...base, event: 'progress', args: [job(live), live.progress] }
-        : null;
+    case 'progress': {
+      // The attempt may have ended before the read (a handler that reports and returns): its
+      // row in history still holds the progress that attempt stored.
+      const r = [live, done].find((x) => x && x.queue === h.queue && x.attempt === h.attempt && x.progress !== null);
+      return r && (r.live ? r.state === 'active' : true) ? { ...base, event: 'progress', args: [job(r), r.progress!] } : null;
+    }
   }
 }
