@@ -37,6 +37,11 @@ class EventIterator implements AsyncIterableIterator<QueueEvent> {
     this.buffer.push(e);
   }
 
+  /** Half its buffer or more is waiting for the consumer. */
+  get backlogged(): boolean {
+    return this.buffer.length * 2 >= this.size;
+  }
+
   addLag(count: number, ids: readonly string[], since: Date, until: Date): void {
     if (this.lag) {
       this.lag.missed += count;
@@ -165,6 +170,12 @@ export class QueueSubscription implements QueueEvents, EventSink {
   lagged(count: number, ids: readonly string[], since: Date, until: Date): void {
     for (const it of this.iterators) it.addLag(count, ids, since, until);
     this.call('lagged', [{ missed: count, ids: [...ids], since, until }]);
+  }
+
+  /** @internal True while one of its iterators has half its buffer waiting. */
+  backlogged(): boolean {
+    for (const it of this.iterators) if (it.backlogged) return true;
+    return false;
   }
 
   /** @internal */
