@@ -51,7 +51,20 @@ export type {
 export { Processor, type ProcessorOptions } from './decorators/processor.decorator';
 export { Process } from './decorators/process.decorator';
 export { InjectQueue } from './decorators/inject-queue.decorator';
-export { OnQueueEvent, type QueueEventName } from './decorators/on-queue-event.decorator';
+export { OnQueueEvent } from './decorators/on-queue-event.decorator';
+export { OnWorkerEvent, type WorkerEventName } from './decorators/on-worker-event.decorator';
+export {
+  JobFinishedWithError,
+  JobNotFoundError,
+  WaitForJobTimeoutError,
+  type AddedJob,
+  type LaggedEvent,
+  type QueueEvent,
+  type QueueEventMap,
+  type QueueEventName,
+  type QueueEvents,
+  type WaitForJobOptions,
+} from './core/queue-events';
 export type { OutcomeKind, StalledJob } from './core/events';
 export {
   PgQueueError,

@@ -6,8 +6,10 @@
 export const PROCESSOR_METADATA = 'nestjs-pg-queue:processor';
 /** Metadata key written by `@Process`. */
 export const PROCESS_METADATA = 'nestjs-pg-queue:process';
-/** Metadata key written by `@OnQueueEvent`. */
+/** Metadata key written by `@OnQueueEvent` (cross-process events). */
 export const ON_QUEUE_EVENT_METADATA = 'nestjs-pg-queue:on-queue-event';
+/** Metadata key written by `@OnWorkerEvent` (events of the jobs this process runs). */
+export const ON_WORKER_EVENT_METADATA = 'nestjs-pg-queue:on-worker-event';
 /** Metadata key written by `@InjectQueue`: the queues a class injects, checked at boot. */
 export const INJECT_QUEUE_METADATA = 'nestjs-pg-queue:inject-queue';
 

@@ -1,3 +1,4 @@
+import { publishCte, publishRef } from './events';
 import { archiveCancelledSql } from './job-row';
 import { afterClaimKey, CLAIM_KEY_START, claimKeyOf, claimKeyParams, lastClaimKey, type ClaimKey } from './keyset';
 import type { SchemaSql, StoreContext } from './store-context';
@@ -86,15 +87,16 @@ function removeOneSql(jobs: string, sel: LiveSelection): string {
  * cancel recorded as its last error. The trigger of migration 0008 reads that history row (same
  * statement) and tells a cancelled child's parents.
  */
-function cancelWaitingSql({ jobs, history }: SchemaSql, sel: LiveSelection): string {
+function cancelWaitingSql(sql: SchemaSql, sel: LiveSelection): string {
+  const { jobs, history } = sql;
   return `
       WITH picked AS (${pickSql(jobs, sel, '')}),
       gone AS (DELETE FROM ${jobs} j USING picked p WHERE j.id = p.id AND j.state = '${stateOf(sel)}' RETURNING j.*),
       archived AS (
         ${archiveCancelledSql(history, 'gone', 'queue.cancelJobs()')}
-      )
+      )${publishCte(sql, 'cancelled', 'archived')}
       SELECT (SELECT count(*) FROM archived)::int AS n, (SELECT count(*) FROM picked)::int AS found,
-             ${lastKey(sel)} AS last`;
+             ${lastKey(sel)} AS last, ${publishRef(sql)} AS published`;
 }
 
 /**

@@ -2,6 +2,7 @@ import { HistoryWalks, type FinishedState, type HistoryFilter } from './bulk-his
 import { LiveWalks, type LiveSelection } from './bulk-live';
 import type { Control } from './control';
 import type { SqlExecutor } from './executor';
+import { publishCte, publishRef } from './events';
 import { archiveCancelledSql } from './job-row';
 import type { SchemaSql, StoreContext } from './store-context';
 
@@ -12,7 +13,8 @@ export type { LiveSelection } from './bulk-live';
 export const IDS_BATCH = 1000;
 
 /** The statements of removeJobs({ ids }) and cancelJobs({ ids }): one per (up to) a thousand ids. */
-export function idsStatements({ jobs, history }: SchemaSql) {
+export function idsStatements(sql: SchemaSql) {
+  const { jobs, history } = sql;
   return {
     /**
      * Waiting jobs (and those waiting on their children) no other job waits on, and finished
@@ -44,9 +46,9 @@ export function idsStatements({ jobs, history }: SchemaSql) {
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
         FROM target t WHERE j.id = t.id AND t.state = 'active' RETURNING j.id
-      ), wake AS (SELECT pg_catalog.pg_notify($3, '!cancel|' || id::text) FROM running)
+      ), wake AS (SELECT pg_catalog.pg_notify($3, '!cancel|' || id::text) FROM running)${publishCte(sql, 'cancelled', 'archived')}
       SELECT ((SELECT count(*) FROM archived) + (SELECT count(*) FROM running))::int AS n,
-             (SELECT count(*) FROM wake)::int AS notified`,
+             (SELECT count(*) FROM wake)::int AS notified, ${publishRef(sql)} AS published`,
   };
 }
 

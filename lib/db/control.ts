@@ -1,9 +1,11 @@
 import type { SqlExecutor } from './executor';
+import { publishCte, publishRef } from './events';
 import { archiveCancelledSql } from './job-row';
 import type { SchemaSql, StoreContext } from './store-context';
 
 /** The operator's writes: cancel, pause and resume, retry of finished jobs, remove. */
-export function controlStatements({ s, jobs, history }: SchemaSql) {
+export function controlStatements(sql: SchemaSql) {
+  const { s, jobs, history } = sql;
   return {
     /**
      * queue.cancel(id): a waiting job goes to history as cancelled at once; a running one is
@@ -28,9 +30,9 @@ export function controlStatements({ s, jobs, history }: SchemaSql) {
       ), running AS (
         UPDATE ${jobs} j SET cancel_requested_at = coalesce(j.cancel_requested_at, now())
         FROM target t WHERE j.id = t.id AND t.state = 'active' RETURNING j.id
-      ), wake AS (SELECT pg_catalog.pg_notify($3, '!cancel|' || id::text) FROM running)
+      ), wake AS (SELECT pg_catalog.pg_notify($3, '!cancel|' || id::text) FROM running)${publishCte(sql, 'cancelled', 'archived')}
       SELECT (SELECT count(*) FROM archived)::int AS cancelled, (SELECT count(*) FROM running)::int AS cancelling,
-             (SELECT count(*) FROM wake)::int AS notified`,
+             (SELECT count(*) FROM wake)::int AS notified, ${publishRef(sql)} AS published`,
 
     /**
      * Pause or resume a queue for every node. Pausing tells running workers to hand back the

@@ -20,7 +20,8 @@ export const ARCHIVE_COLS = `id, queue, name, payload, state, priority, run_at, 
  * The archive step of every cancel of waiting jobs (queue.cancel, cancelJobs by ids and by
  * filter): the rows `source` (a CTE of deleted jobs rows) go to history as cancelled, with a
  * CancelJobError naming `caller` added to their errors. One builder, so a column added to
- * ARCHIVE_COLS is carried by all of them or the build fails in one place.
+ * ARCHIVE_COLS is carried by all of them or the build fails in one place. Returns id, queue and
+ * attempt, what a `cancelled` event publishes (events.ts).
  */
 export function archiveCancelledSql(history: string, source: string, caller: string): string {
   if (!/^[a-zA-Z.()]+$/.test(caller)) throw new Error(`archiveCancelledSql: unexpected caller ${caller}`);
@@ -29,7 +30,7 @@ export function archiveCancelledSql(history: string, source: string, caller: str
                timeout_ms, errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('attempt', attempt,
                  'name', 'CancelJobError', 'message', 'Cancelled by ${caller} while waiting.', 'at', now())),
                NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
-        FROM ${source} RETURNING id`;
+        FROM ${source} RETURNING id, queue, attempt`;
 }
 
 /** One statement per history layout. */

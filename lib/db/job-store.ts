@@ -1,3 +1,4 @@
+import { EventStore } from './events';
 import type { ListKey, ListState } from '../core/dashboard-reads';
 import type { Job, JobState, QueueCounts } from '../core/job';
 import type { PgPool } from '../core/pg-types';
@@ -64,6 +65,8 @@ export class JobStore {
   readonly cleaner: Cleaner;
   /** Deduplication with a window (dedup.ts, migration 0013): the adds that carry it, and the keys. */
   readonly dedup: DedupInserts;
+  /** The cross-process events' confirming read (events.ts). */
+  readonly events: EventStore;
   /** The module's retention and the queues' own (queue-retention.ts): set at boot, read by maintenance. */
   readonly retentions: QueueRetentions;
   /** Job logs (job-logs.ts): the worker's batched appends, getJobLogs' pages. */
@@ -112,6 +115,7 @@ export class JobStore {
     this.cleaner = new Cleaner(ctx, this.bulk.walks);
     this.limits = new QueueLimits(ctx);
     this.dedup = new DedupInserts(ctx);
+    this.events = new EventStore(ctx.db, ctx.sql, ctx.eventsChannel);
     this.retentions = ctx.retentions;
     this.cron = new Cron(ctx);
     this.maintenance = new Maintenance(ctx);

@@ -1,6 +1,7 @@
 import type { StalledJob } from '../core/events';
 import type { PgPoolClient } from '../core/pg-types';
 import { clientExecutor } from './executor';
+import { publishCte, publishRef } from './events';
 import { ARCHIVE_COLS } from './job-row';
 import { advisoryLockHolders } from './lock-holders';
 import type { SchemaSql, StoreContext } from './store-context';
@@ -30,7 +31,8 @@ function pruneSql(table: string): string {
 }
 
 /** The maintenance pass's statements: the election, the rescue of stalled jobs, retention, and registry upkeep. */
-export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
+export function maintenanceStatements(sql: SchemaSql) {
+  const { s, jobs, history } = sql;
   const deps = `${s}.job_dependencies`;
   return {
     /** Maintenance runs on one node at a time: this transaction-scoped lock elects it. $1 key */
@@ -40,7 +42,8 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
      * The rescuer: jobs whose lease expired go back to waiting (the attempt counts) or, after
      * their last attempt, to history as failed, with the lease error recorded. A NULL lease
      * counts as expired: nothing would ever renew it, and the job would stay active for good.
-     * $1 batch size $2 channel
+     * Every rescued job is published `stalled` (and the ones out of attempts `failed` too), in
+     * the maintenance transaction, so on its commit. $1 batch size $2 channel
      */
     rescue: `
       WITH expired AS (
@@ -61,10 +64,12 @@ export function maintenanceStatements({ s, jobs, history }: SchemaSql) {
         SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
                timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
         FROM dead RETURNING id, queue, name, attempt
-      ), wake AS (SELECT pg_catalog.pg_notify($2, queue || '|0') FROM retried GROUP BY queue)
-      SELECT id, queue, name, attempt, true AS retried, (SELECT count(*) FROM wake) AS woken FROM retried
+      ), wake AS (SELECT pg_catalog.pg_notify($2, queue || '|0') FROM retried GROUP BY queue),
+      rescued AS (SELECT id, queue, attempt FROM retried UNION ALL SELECT id, queue, attempt FROM archived)${publishCte(sql, 'stalled', 'rescued', 'pub_stalled')}${publishCte(sql, 'failed', 'archived', 'pub_failed')}
+      SELECT id, queue, name, attempt, true AS retried, (SELECT count(*) FROM wake) AS woken,
+             ${publishRef(sql, 'pub_stalled')} + ${publishRef(sql, 'pub_failed')} AS published FROM retried
       UNION ALL
-      SELECT id, queue, name, attempt, false, 0 FROM archived`,
+      SELECT id, queue, name, attempt, false, 0, ${publishRef(sql, 'pub_stalled')} + ${publishRef(sql, 'pub_failed')} FROM archived`,
 
     /**
      * Deletes finished jobs past their state's retention, a small batch at a time (three ranges

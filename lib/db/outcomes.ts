@@ -1,5 +1,6 @@
 import { attemptParams, bigintArrayText, resultsByIdJson } from './batch-params';
 import type { SqlExecutor } from './executor';
+import { publishCte, publishRef } from './events';
 import { ARCHIVE_COLS } from './job-row';
 import type { SchemaSql, StoreContext } from './store-context';
 
@@ -23,13 +24,15 @@ const ARCHIVE_SOURCE = `j.id, j.queue, j.name, j.payload, j.priority, j.run_at, 
  * `cardinality($1)` asked, and their ids only when some were not written (a lease was lost),
  * else NULL. `cte` names the CTE whose RETURNING id lists the rows written.
  */
-function writtenRowSql(cte: string): string {
-  return `SELECT count(*)::int AS n, CASE WHEN count(*) < pg_catalog.cardinality($1::bigint[]) THEN coalesce(pg_catalog.array_agg(id), '{}') END AS ids
+function writtenRowSql(cte: string, published: string): string {
+  return `SELECT count(*)::int AS n, CASE WHEN count(*) < pg_catalog.cardinality($1::bigint[]) THEN coalesce(pg_catalog.array_agg(id), '{}') END AS ids,
+        ${published} AS published
       FROM ${cte}`;
 }
 
 /** The completions: into history, or deleted when completed jobs are not kept; in a batch or in the caller's transaction. */
-export function completionStatements({ jobs, history, ack }: SchemaSql) {
+export function completionStatements(sql: SchemaSql) {
+  const { jobs, history, ack } = sql;
   // The completions' attempt guard. A guard looking each row's attempt up by its position in an
   // attempt[] (array_position scans the id array) cost a batch of n n^2/2 comparisons: 2-3 us
   // per job at 480 measured alone (PostgreSQL 15). Nearly every batch is of one attempt (first
@@ -63,9 +66,9 @@ export function completionStatements({ jobs, history, ack }: SchemaSql) {
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
                backoff, timeout_ms, errors, out, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
         FROM done
-        RETURNING id
-      )
-      ${writtenRowSql('archived')}`,
+        RETURNING id, queue, attempt
+      )${publishCte(sql, 'completed', 'archived')}
+      ${writtenRowSql('archived', publishRef(sql))}`,
 
     /**
      * job.completeWith({ manager }): completes one attempt inside the caller's transaction, so
@@ -81,8 +84,8 @@ export function completionStatements({ jobs, history, ack }: SchemaSql) {
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
                backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
         FROM done WHERE $5::boolean
-      )
-      SELECT count(*)::int AS n FROM done`,
+      )${publishCte(sql, 'completed', 'done')}
+      SELECT count(*)::int AS n, ${publishRef(sql)} AS published FROM done`,
 
     /**
      * Completes a batch without keeping history (retention.completedMs = 0). $1 id[] $2 attempt
@@ -92,14 +95,15 @@ export function completionStatements({ jobs, history, ack }: SchemaSql) {
       WITH done AS (
         DELETE FROM ${jobs} j
         WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $3 AND ${attemptOk('$4')} ${ack}
-        RETURNING j.id
-      )
-      ${writtenRowSql('done')}`,
+        RETURNING j.id, j.queue, j.attempt
+      )${publishCte(sql, 'completed', 'done')}
+      ${writtenRowSql('done', publishRef(sql))}`,
   };
 }
 
 /** The other ends of an attempt: retry later, fail or cancel into history, snooze, dead-letter. */
-export function failureStatements({ jobs, history, ack }: SchemaSql) {
+export function failureStatements(sql: SchemaSql) {
+  const { jobs, history, ack } = sql;
   // Batch statements look up each row's values by its position in the id array. A join with
   // unnest(...) planned, as a prepared statement, a nested loop re-reading the whole unnest for
   // every row: 61 ms for 450 jobs, quadratic (measured); array_position is a tight loop in C.
@@ -114,13 +118,16 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
      * $1 id[] $2 attempt[] $3 error[] (JSON objects) $4 delay_ms[] $5 worker
      */
     retry: `
+      WITH retried AS (
       UPDATE ${jobs} j
       SET state = 'waiting', run_at = now() + ($4::bigint[])[${at}]::float8 * interval '1 millisecond',
           locked_by = NULL, locked_until = NULL,
           errors = j.errors || pg_catalog.jsonb_build_array((($3::text[])[${at}])::jsonb ||
             pg_catalog.jsonb_build_object('worker', $5::text, 'startedAt', j.started_at, 'endedAt', now()))
       WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $5 AND j.attempt = ($2::int[])[${at}] ${ack}
-      RETURNING j.id`,
+      RETURNING j.id, j.queue, j.attempt
+      )${publishCte(sql, 'retrying', 'retried')}
+      SELECT id, ${publishRef(sql)} AS published FROM retried`,
 
     /**
      * Moves jobs to history as failed (no attempts left) or cancelled, with the attempt's error.
@@ -131,30 +138,37 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
         DELETE FROM ${jobs} j
         WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
         RETURNING j.*, ($3::text[])[${at}] AS err
-      )
+      ), archived AS (
       INSERT INTO ${history} (${ARCHIVE_COLS})
       SELECT id, queue, name, payload, $5::text, priority, run_at, attempt, max_attempts, backoff,
              timeout_ms, errors || pg_catalog.jsonb_build_array(err::jsonb ||
                pg_catalog.jsonb_build_object('worker', $4::text, 'startedAt', started_at, 'endedAt', now())), NULL, created_at,
              started_at, now(), locked_by, progress, trace, logs, unique_key
       FROM failed
-      RETURNING id`,
+      RETURNING id, queue, attempt
+      )${publishCte(sql, 'failed', "archived WHERE $5 = 'failed'", 'pub_failed')}${publishCte(sql, 'cancelled', "archived WHERE $5 = 'cancelled'", 'pub_cancelled')}
+      SELECT id, ${publishRef(sql, 'pub_failed')} + ${publishRef(sql, 'pub_cancelled')} AS published FROM archived`,
 
     /**
      * A handler snoozed its job: back to waiting after a delay, the attempt not counted.
      * $1 id[] $2 attempt[] $3 delay_ms[] $4 worker
      */
     snooze: `
+      WITH snoozed AS (
       UPDATE ${jobs} j
       SET state = 'waiting', run_at = now() + ($3::bigint[])[${at}]::float8 * interval '1 millisecond',
           locked_by = NULL, locked_until = NULL, attempt = greatest(j.attempt - 1, 0)
       WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
-      RETURNING j.id`,
+      RETURNING j.id, j.queue, j.attempt
+      )${publishCte(sql, 'snoozed', 'snoozed')}
+      SELECT id, ${publishRef(sql)} AS published FROM snoozed`,
 
     /**
      * A failed job's last attempt moves it to the dead-letter queue instead: waiting there, its
      * attempts reset, its errors kept; its unique key is dropped (it may clash there).
-     * $1 id[] $2 attempt[] $3 error[] $4 worker $5 dead-letter queue $6 channel
+     * The event is published under the queue the job leaves (`o`, the row before the update),
+     * so that queue's listeners hear it. $1 id[] $2 attempt[] $3 error[] $4 worker
+     * $5 dead-letter queue $6 channel
      */
     deadLetter: `
       WITH moved AS (
@@ -163,10 +177,12 @@ export function failureStatements({ jobs, history, ack }: SchemaSql) {
             unique_key = NULL, cancel_requested_at = NULL,
             errors = j.errors || pg_catalog.jsonb_build_array((($3::text[])[${at}])::jsonb ||
               pg_catalog.jsonb_build_object('worker', $4::text, 'startedAt', j.started_at, 'endedAt', now()))
-        WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
-        RETURNING j.id
-      ), wake AS (SELECT pg_catalog.pg_notify($6, $5 || '|0') WHERE EXISTS (SELECT 1 FROM moved))
-      SELECT id, (SELECT count(*) FROM wake) AS woken FROM moved`,
+        FROM ${jobs} o
+        WHERE o.id = j.id AND o.id = ANY($1::bigint[])
+          AND j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
+        RETURNING j.id, o.attempt, o.queue
+      ), wake AS (SELECT pg_catalog.pg_notify($6, $5 || '|0') WHERE EXISTS (SELECT 1 FROM moved))${publishCte(sql, 'deadLettered', 'moved')}
+      SELECT id, (SELECT count(*) FROM wake) AS woken, ${publishRef(sql)} AS published FROM moved`,
   };
 }
 

@@ -1,4 +1,5 @@
 import { bigintArrayText } from './batch-params';
+import { publishCte, publishRef } from './events';
 import type { SchemaSql, StoreContext } from './store-context';
 
 /** What a node writes into the registry with each heartbeat. */
@@ -11,18 +12,23 @@ export interface NodeRow {
 }
 
 /** What a worker writes while its jobs run: leases, progress, the hand-back at shutdown, and its node's row. */
-export function runningStatements({ s, jobs, ack }: SchemaSql) {
+export function runningStatements(sql: SchemaSql) {
+  const { s, jobs, ack } = sql;
   return {
     /**
      * job.updateProgress(): the latest progress of a running attempt, throttled by the worker to
      * one write per progressIntervalMs per job. Guarded like an outcome: (id, attempt, locked_by)
      * must still match, so a node that lost the lease changes nothing (0 rows). Not the claim's
-     * hot path: only jobs whose handlers report progress run it. $1 id $2 attempt $3 worker $4 progress
+     * hot path: only jobs whose handlers report progress run it. Published as a `progress` event
+     * (the value is not in the notification: a listener reads it). $1 id $2 attempt $3 worker $4 progress
      */
     setProgressIfRunning: `
-      UPDATE ${jobs} SET progress = $4::jsonb
-      WHERE id = $1 AND locked_by = $3 AND attempt = $2 ${ack}
-      RETURNING id`,
+      WITH stored AS (
+        UPDATE ${jobs} SET progress = $4::jsonb
+        WHERE id = $1 AND locked_by = $3 AND attempt = $2 ${ack}
+        RETURNING id, queue, attempt
+      )${publishCte(sql, 'progress', 'stored')}
+      SELECT id, ${publishRef(sql)} AS published FROM stored`,
 
     /**
      * Renews the leases of every job this worker runs and keeps its row in the nodes registry

@@ -1,5 +1,6 @@
 import { escapeIdentifier } from 'pg';
 import type { PgPool, PgPoolClient } from '../core/pg-types';
+import { eventsChannel, eventsLiteral } from './events-channel';
 import { poolExecutor, type SqlExecutor } from './executor';
 import { ForeignLockWarnings } from './lock-holders';
 import { QueueRetentions, type Retention } from './queue-retention';
@@ -15,13 +16,15 @@ export interface SchemaSql {
   readonly history: string;
   /** The clause that lets a hot-path write commit without waiting for the WAL flush ('' when off). */
   readonly ack: string;
+  /** The events channel as a quoted literal, or null when outcomes are not published (events.ts). */
+  readonly events: string | null;
 }
 
 /**
  * The names every statement of one schema is written with. The schema was validated at boot and
  * is quoted here as well; every value travels as a bind parameter.
  */
-export function schemaSql(schema: string, asyncCommit = true): SchemaSql {
+export function schemaSql(schema: string, asyncCommit = true, publishEvents = false): SchemaSql {
   const s = escapeIdentifier(schema);
   return {
     s,
@@ -31,6 +34,7 @@ export function schemaSql(schema: string, asyncCommit = true): SchemaSql {
     // jobs took 4.6 ms with it and about 1 ms without (bench/). Losing one in a server crash only
     // means the job runs again, which at-least-once allows; enqueues always commit durably.
     ack: asyncCommit ? `AND (SELECT pg_catalog.set_config('synchronous_commit', 'off', true)) = 'off'` : '',
+    events: eventsLiteral(schema, publishEvents),
   };
 }
 
@@ -50,6 +54,8 @@ export interface StoreOptions {
   historyPartitionMs?: number;
   asyncCommit: boolean;
   preparedStatements: boolean;
+  /** Publish every outcome on the events channel from the statement that wrote it (events.ts). @default true */
+  publishEvents?: boolean;
   /** The pool's size: how many single adds may be in flight before the next ones are coalesced. */
   poolSize?: number;
   /** Where a warning about a session of another role holding a lock of the queue goes (lock-holders.ts). @default none */
@@ -61,6 +67,8 @@ export class StoreContext {
   readonly sql: SchemaSql;
   /** One channel per schema; the payload names the queue. */
   readonly channel: string;
+  /** The channel outcomes are published on (events.ts), whether or not publishing is on. */
+  readonly eventsChannel: string;
   /** The queue's own pool, one statement per connection checkout (autocommit). */
   readonly db: SqlExecutor;
   readonly retention: Retention;
@@ -77,7 +85,8 @@ export class StoreContext {
     readonly schema: string,
     opts: Omit<StoreOptions, 'schema' | 'poolSize'>,
   ) {
-    this.sql = schemaSql(schema, opts.asyncCommit);
+    this.sql = schemaSql(schema, opts.asyncCommit, opts.publishEvents ?? true);
+    this.eventsChannel = eventsChannel(schema);
     // Channel names are identifiers of at most 63 bytes: the schema is at most 48, so this always fits.
     this.channel = `${schema}_jobs`;
     this.db = poolExecutor(pool);

@@ -4,9 +4,16 @@ import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 import type { JobHandler } from '../core/job';
 import { resolveSchedule, type ResolvedSchedule } from '../core/cron-schedule';
-import { INJECT_QUEUE_METADATA, ON_QUEUE_EVENT_METADATA, PROCESS_METADATA, PROCESSOR_METADATA } from '../core/tokens';
+import {
+  INJECT_QUEUE_METADATA,
+  ON_QUEUE_EVENT_METADATA,
+  ON_WORKER_EVENT_METADATA,
+  PROCESS_METADATA,
+  PROCESSOR_METADATA,
+} from '../core/tokens';
 import type { InjectQueueMetadata } from '../decorators/inject-queue.decorator';
 import type { OnQueueEventMetadata } from '../decorators/on-queue-event.decorator';
+import type { OnWorkerEventMetadata } from '../decorators/on-worker-event.decorator';
 import type { ProcessorOptions } from '../decorators/processor.decorator';
 import type { ProcessMetadata } from '../decorators/process.decorator';
 
@@ -31,8 +38,12 @@ export interface FoundInjection {
   readonly injected: boolean | null;
 }
 
-/** One `@OnQueueEvent` method, bound to its instance. */
-export interface FoundListener extends OnQueueEventMetadata {
+/** One `@OnQueueEvent` (kind 'queue': cross-process) or `@OnWorkerEvent` (kind 'worker': in-process) method, bound to its instance. */
+export interface FoundListener {
+  readonly kind: 'queue' | 'worker';
+  readonly event: OnQueueEventMetadata['event'] | OnWorkerEventMetadata['event'];
+  /** Only events of this queue; all queues when omitted. */
+  readonly queue?: string;
   /** `Class.method`, for messages. */
   readonly where: string;
   readonly call: (...args: unknown[]) => unknown;
@@ -147,7 +158,7 @@ export class PgQueueExplorer {
     }
   }
 
-  /** Every `@OnQueueEvent` method of every (not request-scoped) provider. */
+  /** Every `@OnQueueEvent` and `@OnWorkerEvent` method of every (not request-scoped) provider. */
   findEventListeners(): FoundListener[] {
     const found: FoundListener[] = [];
     for (const wrapper of this.discovery.getProviders()) {
@@ -158,14 +169,18 @@ export class PgQueueExplorer {
       for (const method of this.scanner.getAllMethodNames(proto)) {
         const fn = (proto as Record<string, unknown>)[method];
         if (typeof fn !== 'function') continue;
-        const meta = Reflect.getMetadata(ON_QUEUE_EVENT_METADATA, fn) as OnQueueEventMetadata | undefined;
-        if (!meta) continue;
-        found.push({
-          event: meta.event,
-          queue: meta.queue,
-          where: `${instance.constructor.name}.${method}`,
-          call: (...args) => (fn as (...a: unknown[]) => unknown).apply(instance, args),
-        });
+        for (const kind of ['queue', 'worker'] as const) {
+          const key = kind === 'queue' ? ON_QUEUE_EVENT_METADATA : ON_WORKER_EVENT_METADATA;
+          const meta = Reflect.getMetadata(key, fn) as OnQueueEventMetadata | OnWorkerEventMetadata | undefined;
+          if (!meta) continue;
+          found.push({
+            kind,
+            event: meta.event,
+            queue: meta.queue,
+            where: `${instance.constructor.name}.${method}`,
+            call: (...args) => (fn as (...a: unknown[]) => unknown).apply(instance, args),
+          });
+        }
       }
     }
     return found;

@@ -55,7 +55,7 @@ export function checkDeadLetterQueues(runtime: PgQueueRuntime): void {
 }
 
 /**
- * Every `@OnQueueEvent(event, { queue })` must name a registered queue: a typo ('emial') would
+ * Every `@OnQueueEvent(event, { queue })` and `@OnWorkerEvent` must name a registered queue: a typo ('emial') would
  * subscribe to nothing, for ever, without a word.
  */
 export function checkListenerQueues(runtime: PgQueueRuntime, listeners: readonly FoundListener[]): void {
@@ -63,8 +63,11 @@ export function checkListenerQueues(runtime: PgQueueRuntime, listeners: readonly
   for (const l of listeners) {
     if (l.queue === undefined || runtime.queueOptions(l.queue)) continue;
     throw new PgQueueConfigError(
-      notRegisteredMessage(l.queue, registered, `@OnQueueEvent('${l.event}', { queue }) on ${l.where}`) +
-        ' Name a registered queue, or leave queue out to hear every queue.',
+      notRegisteredMessage(
+        l.queue,
+        registered,
+        `${l.kind === 'queue' ? '@OnQueueEvent' : '@OnWorkerEvent'}('${l.event}', { queue }) on ${l.where}`,
+      ) + ' Name a registered queue, or leave queue out to hear every queue.',
     );
   }
 }

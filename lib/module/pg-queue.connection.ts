@@ -11,6 +11,10 @@ import { checkSchemaOwner } from '../db/schema-owner';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
 import { Supervisor } from '../worker/supervisor';
+import { EventsHub } from '../worker/queue-events-hub';
+import { QueueSubscription } from '../worker/queue-subscription';
+import { waitForJob } from '../worker/wait-for-job';
+import type { QueueEvents, WaitForJobOptions } from '../core/queue-events';
 import type { ResolvedPgQueueOptions } from '../core/options/resolved';
 
 /**
@@ -21,6 +25,8 @@ import type { ResolvedPgQueueOptions } from '../core/options/resolved';
 export class PgQueueConnection {
   readonly store: JobStore;
   readonly supervisor: Supervisor;
+  /** The cross-process events of this database: LISTENs only once something subscribes (queue-events-hub.ts). */
+  readonly events: EventsHub;
 
   private constructor(
     readonly name: string,
@@ -38,10 +44,13 @@ export class PgQueueConnection {
       historyPartitionMs: options.historyPartitionMs,
       asyncCommit: options.asyncCommit,
       preparedStatements: options.preparedStatements,
+      publishEvents: options.events.publish,
       poolSize: options.poolSize,
       warn: (m) => logger.warn(m),
     });
     this.supervisor = new Supervisor(this.store, options, listen, logger);
+    this.events = new EventsHub({ connection: listen, channel: this.store.events.channel, reads: this.store.events, logger });
+    this.logger = logger;
     if (manual) this.supervisor.setManual();
   }
 
@@ -111,9 +120,31 @@ export class PgQueueConnection {
     return new PgQueueConnection(name, options, pool, identity, listen, logger, manual);
   }
 
-  /** Stops the workers (gracefully), then closes the pool. */
+  private readonly logger: EngineLogger;
+
+  /** A new subscription to `queue`'s cross-process events (`queue.events()`). */
+  queueEvents(queue: string): QueueEvents {
+    if (!this.events.canListen) {
+      // Subscribing would hear nothing, for ever, without a word.
+      const on = this.name === 'default' ? '' : ` (connection "${this.name}")`;
+      throw new PgQueueConfigError(
+        `The events of queue "${queue}" (queue.events(), @OnQueueEvent) need a LISTEN connection, and this app runs ` +
+          `poll-only (listen: false)${on}. Set listen: true, with listenConnection pointing at PostgreSQL directly ` +
+          'behind PgBouncer in transaction mode; waitForJob() and job.waitUntilFinished() work either way (they poll).',
+      );
+    }
+    return new QueueSubscription(queue, this.events, this.logger);
+  }
+
+  /** Waits for job `id` of `queue` to finish (`queue.waitForJob()`). */
+  waitForJob<R>(queue: string, id: string, opts: WaitForJobOptions | undefined): Promise<R> {
+    return waitForJob<R>(this.events, this.store.events, queue, id, opts);
+  }
+
+  /** Stops the workers (gracefully), then the events (subscriptions end, waits reject), then closes the pool. */
   async close(): Promise<void> {
     await this.supervisor.stop();
+    await this.events.stop();
     await this.pool.end();
   }
 }

@@ -13,6 +13,8 @@ import { resolveQueueOptions } from '../core/options/module-checks';
 import { PgQueueExplorer, type FoundListener, type FoundProcessor } from '../discovery/pg-queue.explorer';
 import { buildJobRow } from '../producer/enqueue';
 import type { CronEntry } from '../worker/cron';
+import type { QueueEventName } from '../core/queue-events';
+import type { WorkerEventName } from '../decorators/on-worker-event.decorator';
 import { checkDeadLetterQueues, checkInjectedQueues, checkListenerQueues, warnUnhandled } from './pg-queue.boot-checks';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import type { PgQueueRuntime } from './pg-queue.runtime';
@@ -97,30 +99,47 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
     }
   }
 
-  /** Subscribes each `@OnQueueEvent` method to the events of the supervisors it listens to. */
+  /**
+   * Subscribes each `@OnWorkerEvent` method to the events of the supervisors it listens to, and
+   * each `@OnQueueEvent` method to the cross-process events of its queue (every registered
+   * queue when it names none). Those subscriptions end when the module closes.
+   */
   private subscribe(listeners: readonly FoundListener[]): void {
     for (const l of listeners) {
+      if (l.kind === 'queue') {
+        const queues = l.queue !== undefined ? [l.queue] : this.runtime.registeredQueues.map((q) => q.name);
+        for (const name of queues) {
+          const events = this.runtime.queue(name).events();
+          events.on(l.event as QueueEventName, (...args: unknown[]) => this.callListener('@OnQueueEvent', l, args));
+        }
+        continue;
+      }
       const listener = (...args: unknown[]) => {
         const queue = (args[0] as { queue?: string }).queue;
         if (l.queue !== undefined && l.queue !== queue) return;
-        try {
-          const out = l.call(...args);
-          if (out instanceof Promise) out.catch((err: Error) => this.listenerFailed(l.where, err));
-        } catch (err) {
-          this.listenerFailed(l.where, err as Error);
-        }
+        this.callListener('@OnWorkerEvent', l, args);
       };
       // Each database's supervisor reports the events of its own queues.
       const on =
         l.queue !== undefined && this.runtime.queueOptions(l.queue)
           ? [this.runtime.connectionOf(l.queue)]
           : this.runtime.connections;
-      for (const c of on) c.supervisor.on(l.event, listener);
+      for (const c of on) c.supervisor.on(l.event as WorkerEventName, listener);
     }
   }
 
-  private listenerFailed(where: string, err: Error): void {
-    this.logger.error(`@OnQueueEvent listener ${where} threw: ${err?.message ?? String(err)}`, err?.stack);
+  /** Calls a listener method; what it throws (or rejects with) is logged, never passed on. */
+  private callListener(decorator: string, l: FoundListener, args: unknown[]): void {
+    try {
+      const out = l.call(...args);
+      if (out instanceof Promise) out.catch((err: Error) => this.listenerFailed(decorator, l.where, err));
+    } catch (err) {
+      this.listenerFailed(decorator, l.where, err as Error);
+    }
+  }
+
+  private listenerFailed(decorator: string, where: string, err: Error): void {
+    this.logger.error(`${decorator} listener ${where} threw: ${err?.message ?? String(err)}`, err?.stack);
   }
 
   /** Every schedule this node runs: `registerQueue({ repeat })` and `@Process({ cron })`, each once. */

@@ -248,6 +248,10 @@ export class PgQueueRuntime implements PgQueueReadApi {
         () => this.ambientTransaction(),
         this.byName.size > 1 ? (exec) => this.onDatabaseOf(conn, exec, name) : undefined,
       );
+      q.attachEvents({
+        events: (queue) => conn.queueEvents(queue),
+        waitForJob: (queue, id, opts) => conn.waitForJob(queue, id, opts),
+      });
       this.queues.set(name, q);
     }
     return q;

@@ -1,3 +1,4 @@
+import type { AddedJob, QueueEvents, WaitForJobOptions } from '../core/queue-events';
 import { Inject, Injectable } from '@nestjs/common';
 import {
   EMPTY_COUNTS,
@@ -37,9 +38,27 @@ export class QueueService {
   }
 
   /** Enqueues one job into a registered queue; rejects with `PgQueueConfigError` for an unregistered one. */
-  async add<TPayload = unknown>(queue: string, name: string, payload: TPayload, opts?: EnqueueOptions): Promise<Job<TPayload>> {
+  async add<TPayload = unknown>(
+    queue: string,
+    name: string,
+    payload: TPayload,
+    opts?: EnqueueOptions,
+  ): Promise<AddedJob<TPayload>> {
     const q = this.runtime.queue(queue, 'QueueService.add') as unknown as Queue<Record<string, TPayload>>;
     return q.add(name, payload, opts);
+  }
+
+  /**
+   * The cross-process events of a registered queue (`queue.events()`, BullMQ's `QueueEvents`),
+   * in any process, workers or not. Closed with the module.
+   */
+  queueEvents(queue: string): QueueEvents {
+    return this.runtime.queue(queue, 'QueueService.queueEvents').events();
+  }
+
+  /** Waits for job `id` of a registered queue to finish (`queue.waitForJob()`): its result, or a typed rejection. */
+  waitForJob<R = unknown>(queue: string, id: string, opts?: WaitForJobOptions): Promise<R> {
+    return this.runtime.queue(queue, 'QueueService.waitForJob').waitForJob<R>(id, opts);
   }
 
   /** Enqueues many jobs into a registered queue, in one statement; rejects for an unregistered one. */

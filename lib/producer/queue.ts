@@ -1,6 +1,7 @@
 import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
 import { EMPTY_COUNTS } from '../core/job';
-import { PgQueueConfigError } from '../core/errors';
+import { PgQueueConfigError, PgQueueError } from '../core/errors';
+import type { AddedJob, QueueEvents, QueueEventsSource, WaitForJobOptions } from '../core/queue-events';
 import { quote } from '../core/input-text';
 import { checkConcurrency } from '../core/concurrency-checks';
 import type { SqlExecutor, TransactionTarget } from '../db/executor';
@@ -51,14 +52,62 @@ export class Queue<TJobs extends JobMap = JobMap> extends QueueOperations<TJobs>
    * Enqueues one job. With `manager` (or `client`) it joins that transaction: the job, and the
    * wake-up, exist only if it commits.
    */
-  add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<Job<TJobs[N]>> {
+  add<N extends keyof TJobs & string>(name: N, payload: TJobs[N], opts?: EnqueueOptions): Promise<AddedJob<TJobs[N]>> {
     return tracedEnqueue(
       this.name,
       'add',
       1,
       () => this.addOne(name, payload, opts),
       (job) => [job],
-    );
+    ).then((job) => this.waitable(job));
+  }
+
+  /** @internal Set by the module: the events hub of this queue's database. */
+  attachEvents(source: QueueEventsSource): void {
+    this.eventsSource = source;
+  }
+
+  private eventsSource: QueueEventsSource | null = null;
+
+  private source(caller: string): QueueEventsSource {
+    if (!this.eventsSource) {
+      throw new PgQueueError(
+        `${caller} of queue ${quote(this.name)} needs the queue from PgQueueModule (@InjectQueue or QueueService).`,
+      );
+    }
+    return this.eventsSource;
+  }
+
+  /** `job` with `waitUntilFinished()`, not enumerable: a job logged or compared shows only its fields. */
+  private waitable<T>(job: Job<T>): AddedJob<T> {
+    Object.defineProperty(job, 'waitUntilFinished', {
+      value: (opts?: WaitForJobOptions) => this.waitForJob(job.id, opts),
+      enumerable: false,
+    });
+    return job as AddedJob<T>;
+  }
+
+  /**
+   * The cross-process events of this queue (BullMQ's `new QueueEvents(name)`): every outcome
+   * written by any node, heard in this process whether or not it runs workers, each confirmed by
+   * a read of the row. Nothing is listened to until the first `on` or iterator. Needs the LISTEN
+   * connection (not in poll-only mode: `listen: false` hears nothing). docs/events.md.
+   * @example
+   * this.exports.events().on('completed', (job, result) => this.notifyUser(job, result));
+   */
+  events(): QueueEvents {
+    return this.source('events()').events(this.name);
+  }
+
+  /**
+   * Waits for job `id` of this queue to finish, in any process: resolves with its result;
+   * rejects with JobFinishedWithError (failed, cancelled or dead-lettered: its last error),
+   * JobNotFoundError, or WaitForJobTimeoutError after `timeoutMs`. Subscribes first, then reads
+   * the row, so a job that finished before the call is answered at once. Without LISTEN
+   * (poll-only mode) it polls the row (100 ms, growing to 2 s). BullMQ's `job.waitUntilFinished()`.
+   */
+  waitForJob<R = unknown>(id: string, opts?: WaitForJobOptions): Promise<R> {
+    return this.source('waitForJob()').waitForJob<R>(this.name, String(id), opts);
   }
 
   private async addOne<N extends keyof TJobs & string>(

@@ -18,6 +18,11 @@ export interface ListenerOptions {
   readonly onPause: (queue: string) => void;
   /** '!limits|queue': the queue's stored global concurrency changed (a hint, to confirm by a read). */
   readonly onLimits?: (queue: string) => void;
+  /**
+   * Every payload, instead of the wake-up parsing above (onWake, onCancel and onPause are then
+   * not called): the events hub's connection on the events channel (queue-events-hub.ts).
+   */
+  readonly onNotification?: (payload: string) => void;
   /** Called after every (re)connection, so workers poll once to catch what was missed meanwhile. */
   readonly onConnected: () => void;
   readonly logger: EngineLogger;
@@ -113,6 +118,7 @@ export class Listener implements BackgroundService {
     client.on('end', () => lost());
     client.on('notification', (n) => {
       if (!n.payload) return;
+      if (this.opts.onNotification) return this.opts.onNotification(n.payload);
       // Control messages start with '!', which no queue name may: '!cancel|<id>', '!pause|<queue>', '!limits|<queue>'.
       if (n.payload.startsWith('!cancel|')) return this.opts.onCancel(n.payload.slice(8));
       if (n.payload.startsWith('!pause|')) return this.opts.onPause(n.payload.slice(7));

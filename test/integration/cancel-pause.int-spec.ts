@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import {
   CancelJobError,
-  OnQueueEvent,
+  OnWorkerEvent,
   Process,
   Processor,
   QueueService,
@@ -55,11 +55,11 @@ class CpProcessor {
 
 @Injectable()
 class EventLog {
-  @OnQueueEvent('cancelled')
+  @OnWorkerEvent('cancelled')
   cancelled(job: Job) {
     events.push(`cancelled:${job.id}`);
   }
-  @OnQueueEvent('snoozed')
+  @OnWorkerEvent('snoozed')
   snoozed(job: Job, delayMs: number) {
     events.push(`snoozed:${job.id}:${delayMs}`);
   }

@@ -2,7 +2,7 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import {
   ObliterateRefusedError,
-  OnQueueEvent,
+  OnWorkerEvent,
   PgQueueConfigError,
   Process,
   Processor,
@@ -33,7 +33,7 @@ class Fatal {
     throw job.payload.unrecoverable ? new UnrecoverableError('card declined') : new Error('try again');
   }
 
-  @OnQueueEvent('failed')
+  @OnWorkerEvent('failed')
   failed(job: Job, error: JobAttemptError) {
     failedEvents.push({ id: job.id, name: error.name });
   }

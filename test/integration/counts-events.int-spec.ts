@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Injectable } from '@nestjs/common';
-import { OnQueueEvent, Process, Processor, QueueService, type Job, type JobAttemptError, type StalledJob } from '../../lib';
+import { OnWorkerEvent, Process, Processor, QueueService, type Job, type JobAttemptError, type StalledJob } from '../../lib';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
 
@@ -17,28 +17,28 @@ class EvProcessor {
 
 @Injectable()
 class Listeners {
-  @OnQueueEvent('active')
+  @OnWorkerEvent('active')
   active(job: Job) {
     seen.push(`active:${job.id}`);
   }
-  @OnQueueEvent('completed', { queue: 'ev' })
+  @OnWorkerEvent('completed', { queue: 'ev' })
   completed(job: Job, result: unknown) {
     seen.push(`completed:${job.id}:${String(result)}`);
   }
-  @OnQueueEvent('retrying')
+  @OnWorkerEvent('retrying')
   retrying(job: Job, error: JobAttemptError, delayMs: number) {
     seen.push(`retrying:${job.id}:${error.message}:${delayMs >= 0}`);
   }
-  @OnQueueEvent('failed')
+  @OnWorkerEvent('failed')
   failed(job: Job, error: JobAttemptError) {
     seen.push(`failed:${job.id}:${error.message}`);
     throw new Error('a broken listener must not hurt the job');
   }
-  @OnQueueEvent('stalled')
+  @OnWorkerEvent('stalled')
   stalled(job: StalledJob) {
     seen.push(`stalled:${job.id}:${job.willRetry}`);
   }
-  @OnQueueEvent('completed', { queue: 'other' })
+  @OnWorkerEvent('completed', { queue: 'other' })
   otherQueueOnly(job: Job) {
     seen.push(`other:${job.id}`);
   }
@@ -86,7 +86,7 @@ describe('counts and lifecycle events', () => {
     }
   });
 
-  it('@OnQueueEvent methods hear active, completed, retrying, failed and stalled, filtered by queue', async () => {
+  it('@OnWorkerEvent methods hear active, completed, retrying, failed and stalled, filtered by queue', async () => {
     const app = await bootApp({
       options: { connection: t.db.url, schema: 'events', rescueIntervalMs: 100, pollIntervalMs: 100 },
       queues: [{ name: 'ev', defaultJobOptions: { backoff: { type: 'fixed', delayMs: 10 } } }, { name: 'other' }],

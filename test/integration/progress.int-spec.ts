@@ -1,7 +1,7 @@
 import 'reflect-metadata';
 import { Injectable, type INestApplicationContext } from '@nestjs/common';
 import {
-  OnQueueEvent,
+  OnWorkerEvent,
   PgQueueConfigError,
   PgQueuePayloadError,
   Process,
@@ -81,7 +81,7 @@ const decorated: [string, JobProgress][] = [];
 
 @Injectable()
 class ProgressListener {
-  @OnQueueEvent('progress', { queue: 'prog' })
+  @OnWorkerEvent('progress', { queue: 'prog' })
   onProgress(job: Job, value: JobProgress) {
     decorated.push([job.id, value]);
   }

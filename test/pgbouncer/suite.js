@@ -46,6 +46,10 @@ const byNature = {
   },
   'poll-only': {
     'spoofed-notify.int-spec.ts': 'it tests what a forged NOTIFY can do to a listening node; poll-only has no listener',
+    'queue-events.int-spec.ts':
+      'it tests the cross-process events, which need LISTEN (queue.events() is refused in poll-only mode); waitForJob without LISTEN has its own test in queue-events-modes',
+    'queue-events-processes.int-spec.ts':
+      'its producer app hears the worker process through @OnQueueEvent, which needs LISTEN (refused at boot in poll-only mode)',
     'search-path.int-spec.ts':
       "it waits for the node's listener before it runs the statements; run in the plain suite and through PgBouncer with LISTEN direct",
     'runtime-role.int-spec.ts':
@@ -68,6 +72,16 @@ const byNature = {
 const testsByNature = {
   'direct-listen': {},
   'poll-only': {
+    'queue-events-modes.int-spec.ts': {
+      'events: { publish: false } sends no NOTIFY (a control NOTIFY sent after the job ended arrives alone)':
+        'its app waits with LISTEN on; the poll-only wait has its own test in the file',
+      'publishes (a control: with publishing on, the same completion is heard on the channel)': 'it boots an app with LISTEN',
+      'awaits a flow parent: its result once its children ran, and the failure a child passed up': 'it boots an app with LISTEN',
+      'an iterator read at once keeps up with a burst larger than its buffer (no lagged)':
+        'it subscribes to queue.events(), refused in poll-only mode',
+      'a burst past the backlog is dropped and reported as lagged, with the count and ids; nothing else is lost':
+        'it LISTENs with the events hub; poll-only has none',
+    },
     'cancel-pause.int-spec.ts': {
       'a running job on another node gets its signal fired with CancelJobError and ends cancelled, not retried':
         "the cancel reaches the running node by NOTIFY; without LISTEN it comes with the next heartbeat (leaseMs / 3, 10 s), after the test's 5 s wait",

@@ -45,6 +45,7 @@ const MUST_HAVE_TABLE = [
   'RemoveJobsOptions',
   'CancelJobsOptions',
   'DeduplicationOptions',
+  'WaitForJobOptions',
 ];
 
 /** Options types documented by another type's table, which must hold every one of their keys. */

@@ -20,6 +20,7 @@ export const DEFAULTS = {
   maxProgressBytes: 4096,
   jobLogs: { maxLines: 1000, maxLineBytes: 4096, maxBytes: 262_144 },
   asyncCommit: true,
+  events: { publish: true },
   preparedStatements: true,
   handleUnhandledRejections: true,
   logJobFailures: 'all' as JobFailureLogging,

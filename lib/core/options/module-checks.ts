@@ -36,6 +36,7 @@ const KNOWN_MODULE_KEYS = [
   'jobLogs',
   'asyncCommit',
   'preparedStatements',
+  'events',
   'handleUnhandledRejections',
   'logJobFailures',
   'retention',
@@ -44,6 +45,7 @@ const KNOWN_MODULE_KEYS = [
   'connections',
 ] as const;
 const RETENTION_KEYS = ['completedMs', 'cancelledMs', 'failedMs'] as const;
+const EVENTS_KEYS = ['publish'] as const;
 const JOB_LOGS_KEYS = ['maxLines', 'maxLineBytes', 'maxBytes'] as const;
 const QUEUE_KEYS = [
   'name',
@@ -104,6 +106,7 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
     jobLogs: jobLogs(o.jobLogs),
     asyncCommit: bool('asyncCommit', o.asyncCommit, DEFAULTS.asyncCommit),
     preparedStatements: bool('preparedStatements', o.preparedStatements, DEFAULTS.preparedStatements),
+    events: events(o.events),
     handleUnhandledRejections: bool('handleUnhandledRejections', o.handleUnhandledRejections, DEFAULTS.handleUnhandledRejections),
     logJobFailures: oneOf('logJobFailures', o.logJobFailures, ['all', 'final', 'none'] as const, DEFAULTS.logJobFailures),
     retention: {
@@ -118,6 +121,16 @@ export function resolveModuleOptions(o: PgQueueModuleOptions): ResolvedPgQueueOp
 }
 
 const HOUR_MS = 3_600_000;
+
+/** `events`: an object with `publish`, a boolean. */
+function events(v: unknown): ResolvedPgQueueOptions['events'] {
+  if (v !== undefined && (typeof v !== 'object' || v === null || Array.isArray(v))) {
+    throw new PgQueueConfigError(`Invalid events: ${quote(v)}. Use { publish?: boolean }.`);
+  }
+  const o = (v ?? {}) as NonNullable<PgQueueModuleOptions['events']>;
+  refuseUnknownKeys('events', o, EVENTS_KEYS);
+  return { publish: bool('events.publish', o.publish, DEFAULTS.events.publish) };
+}
 
 /** The caps of job.log(): an object of known keys, each a whole number in range, a line no larger than the whole. */
 function jobLogs(v: unknown): ResolvedPgQueueOptions['jobLogs'] {

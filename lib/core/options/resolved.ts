@@ -41,6 +41,8 @@ export interface ResolvedPgQueueOptions {
   readonly jobLogs: { readonly maxLines: number; readonly maxLineBytes: number; readonly maxBytes: number };
   readonly asyncCommit: boolean;
   readonly preparedStatements: boolean;
+  /** Whether outcome statements publish cross-process events. */
+  readonly events: { readonly publish: boolean };
   readonly handleUnhandledRejections: boolean;
   readonly logJobFailures: JobFailureLogging;
   readonly retention: { readonly completedMs: number; readonly cancelledMs: number; readonly failedMs: number | null };

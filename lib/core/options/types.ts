@@ -85,6 +85,15 @@ export interface PgQueueModuleOptions {
   cronCatchUpMs?: number;
   /** Maximum connections of the queue's own pool (the listener has one more). @default 4 */
   poolSize?: number;
+  /**
+   * Cross-process events (docs/events.md). `publish`: every outcome statement (completed, failed,
+   * retrying, cancelled, snoozed, dead-lettered, stalled, progress) also sends one NOTIFY per
+   * batch on `<schema>_events`, which `@OnQueueEvent`, `queue.events()` and
+   * `job.waitUntilFinished()` hear in any process. Set false where nothing listens, to save that
+   * NOTIFY; waits then fall back to polling the row.
+   * @default { publish: true }
+   */
+  events?: { publish?: boolean };
   /** Largest payload accepted, in bytes of JSON. @default 1_048_576 */
   maxPayloadBytes?: number;
   /**
