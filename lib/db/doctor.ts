@@ -89,7 +89,7 @@ export function doctorStatements(schema: string) {
 
     /** When the jobs table was last vacuumed, by hand and by autovacuum. $1 the table, as text */
     jobsVacuumStats: `
-      SELECT last_vacuum, last_autovacuum FROM pg_catalog.pg_stat_user_tables WHERE relid = $1::regclass`,
+      SELECT last_vacuum, last_autovacuum FROM pg_catalog.pg_stat_user_tables WHERE relid = $1::regclass::oid`,
 
     /**
      * Sessions of this database whose last statement was the LISTEN of this schema's channel and

@@ -22,7 +22,7 @@ export function vacuumStatements({ jobs }: SchemaSql) {
       SELECT s.n_dead_tup::float8 AS dead, s.n_live_tup::float8 AS live,
              (pg_catalog.pg_relation_size(s.relid) / pg_catalog.current_setting('block_size')::int)::float8 AS pages,
              c.relpages::float8 AS recorded_pages
-      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = $1::regclass`,
+      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relid = $1::regclass::oid`,
 
     /** Outside any transaction (VACUUM refuses one); SKIP_LOCKED: never wait on a lock for it. */
     vacuumJobs: `VACUUM (SKIP_LOCKED) ${jobs}`,

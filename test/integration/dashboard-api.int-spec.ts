@@ -987,7 +987,9 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       try {
         await hold.query('BEGIN');
         await hold.query('LOCK TABLE pgqueue.queues IN ACCESS EXCLUSIVE MODE');
-        const res = await request(st.getHttpServer()).get('/st/api/overview');
+        // A deadline of its own: without statement_timeout the read waits on the lock for ever,
+        // and the test must fail (and release the lock below) rather than hang the file.
+        const res = await request(st.getHttpServer()).get('/st/api/overview').timeout(20_000);
         expect(res.status).toBe(503);
         expect(res.body.error).toMatch(/ran past statementTimeoutMs \(1500 ms\)/);
       } finally {

@@ -1,12 +1,13 @@
 import { DashboardBusyError } from '../../lib/core/dashboard-reads';
 import { MAX_WAITING } from '../../lib/db/dashboard/executor';
+import { MAX_NAMES, MAX_ROWS } from '../../lib/db/dashboard-queries';
 import { DashboardStore } from '../../lib/db/dashboard-store';
 import { migrate } from '../../lib/db/migrator';
 import { testPool, useTestDatabase } from '../support/database';
 
 // What the dashboard's reads may cost the database, on real PostgreSQL: the queue page's job
 // names come from the state indexes (never a scan of jobs), and the statements waiting their
-// turn are capped. statement_timeout over HTTP: test/integration/dashboard-api.int-spec.ts.
+// turn and every list are capped. statement_timeout over HTTP: test/integration/dashboard-api.int-spec.ts.
 
 const ctx = useTestDatabase();
 
@@ -47,6 +48,36 @@ describe('dashboard reads', () => {
     } finally {
       c.release();
     }
+  });
+
+  it(`every list is capped: ${MAX_NAMES} job names, ${MAX_ROWS} queues, nodes and schedules`, async () => {
+    const over = 1200;
+    await ctx.pool.query(
+      `INSERT INTO pgqueue.jobs (queue, name, payload) SELECT 'many', 'm' || lpad(g::text, 4, '0'), '{}' FROM generate_series(1, $1::int) g`,
+      [over],
+    );
+    await ctx.pool.query(
+      `INSERT INTO pgqueue.nodes (id, host, pid, started_at, heartbeat_ms)
+       SELECT 'node-' || g, 'host', g, now(), 60000 FROM generate_series(1, $1::int) g`,
+      [over],
+    );
+    await ctx.pool.query(
+      `INSERT INTO pgqueue.cron_schedules (key, last_tick) SELECT 'q/s' || g, now() FROM generate_series(1, $1::int) g`,
+      [over],
+    );
+    const store = new DashboardStore(ctx.pool, 'pgqueue', 'pgqueue_jobs');
+    const names = await store.names('many');
+    expect([names.length, names[0], names[MAX_NAMES - 1]]).toEqual([
+      MAX_NAMES,
+      'm0001',
+      `m${String(MAX_NAMES).padStart(4, '0')}`,
+    ]);
+    const registered = Array.from({ length: over }, (_, i) => `q${String(i).padStart(4, '0')}`);
+    // The statement itself (counts() also slices its merge with the history's queues).
+    expect((await ctx.pool.query(store.q.liveCounts, [registered, null])).rowCount).toBe(MAX_ROWS);
+    expect((await store.counts(registered)).length).toBe(MAX_ROWS);
+    expect((await store.nodes()).length).toBe(MAX_ROWS);
+    expect((await store.lastTicks()).size).toBe(MAX_ROWS);
   });
 
   it(`at most ${MAX_WAITING} statements wait for a turn; the next is refused at once, the others run`, async () => {

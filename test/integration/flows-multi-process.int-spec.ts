@@ -8,11 +8,17 @@ import { QueueService, type FlowJob } from '../../lib';
 import { bootApp } from '../support/app';
 import { assertBuilt } from '../support/built';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { unexplainedRuns } from '../support/explained-runs';
 
 // Flows across several real worker processes (test/fixtures/flow-worker-process.js, the BUILT
 // package): a worker SIGKILLed between the last child's handler and its outcome write, a flow
 // created in the same TypeORM transaction as an order and run exactly once per job through
-// crashes, and a 10,000-child fan-in. Every assertion reads the database.
+// crashes, and a 10,000-child fan-in. Every assertion reads the database. Run counts are checked
+// as the guarantee: at least once, and every second run explained by an error recorded for the
+// attempt before it (test/support/explained-runs.ts): a loaded machine may let a live job's short
+// lease lapse, and that rescue is allowed. Exact counts only where exactness is promised: one
+// committed effect per job (completeWith in the effect's transaction), every parent run after
+// all its children.
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'flow-worker-process.js');
@@ -62,8 +68,8 @@ async function untilReady(w: Worker): Promise<void> {
 
 /**
  * Short passes, so a killed worker's job is rescued within about four seconds. The lease is 10
- * heartbeats: on a loaded 2-core machine a heartbeat can come over a second late, and a live
- * job's lease running out would be a second run the exact run counts below do not expect.
+ * heartbeats; should a loaded machine still let a live job's lease run out, its second run is
+ * explained by the LeaseExpiredError it records, which the run checks below accept.
  */
 const FAST = { PGQ_LEASE_MS: 4000, PGQ_HEARTBEAT_MS: 400, PGQ_RESCUE_MS: 300, PGQ_POLL_MS: 300 };
 
@@ -146,15 +152,17 @@ describe('flows across worker processes', () => {
       timeoutMs: 20_000,
       message: async () => `a worker to be SIGKILLed by the last child; ${await describeState()}`,
     });
-    // Killed after the handler ran, before the outcome was written: the child is still active,
-    // every other child completed, and the parent still waits.
+    // Killed after the handler ran, before the outcome was written: until the lease runs out
+    // (a slow machine may get there before this read) the child is active on attempt 1 and the
+    // parent still waits for it; the runs below prove the rest either way.
     const [killed] = await q<{ state: string; attempt: number }>(`SELECT state, attempt FROM pgqueue.jobs WHERE id = $1`, [last]);
-    expect(killed).toEqual({ state: 'active', attempt: 1 });
     const [p] = await q<{ state: string; pending_dependencies: number }>(
       `SELECT state, pending_dependencies FROM pgqueue.jobs WHERE id = $1`,
       [parent],
     );
-    expect(p).toEqual({ state: 'waiting-children', pending_dependencies: 1 });
+    if (killed?.state === 'active' && killed.attempt === 1) {
+      expect(p).toEqual({ state: 'waiting-children', pending_dependencies: 1 });
+    }
 
     await waitFor(
       async () => (await q(`SELECT 1 FROM pgqueue.job_history WHERE id = $1 AND state = 'completed'`, [parent])).length > 0,
@@ -166,11 +174,20 @@ describe('flows across worker processes', () => {
     const runs = await q<{ job_id: string; attempt: number; children: number | null }>(
       `SELECT job_id::text, attempt, children FROM runs ORDER BY job_id, attempt`,
     );
-    // The parent ran once, and saw all 21 children completed.
-    expect(runs.filter((r) => r.job_id === parent)).toEqual([{ job_id: parent, attempt: 1, children: 21 }]);
-    // The killed child ran twice (the second run is the at-least-once re-run); every other once.
-    expect(runs.filter((r) => r.job_id === last).map((r) => r.attempt)).toEqual([1, 2]);
-    expect(runs.filter((r) => r.job_id !== last && r.job_id !== parent)).toHaveLength(20);
+    // Every run of the parent came after all 21 children completed (never early).
+    const parentRuns = runs.filter((r) => r.job_id === parent);
+    expect(parentRuns.length).toBeGreaterThanOrEqual(1);
+    expect(parentRuns.filter((r) => r.children !== 21)).toEqual([]);
+    // The killed child ran on attempt 1 and again (the at-least-once re-run), the first run ended
+    // by the lease expiry the rescue recorded; every run of every job is explained.
+    expect(runs.filter((r) => r.job_id === last).map((r) => r.attempt)[0]).toBe(1);
+    expect(runs.filter((r) => r.job_id === last).length).toBeGreaterThanOrEqual(2);
+    const [lastErrors] = await q<{ errors: { attempt: number; name: string }[] }>(
+      `SELECT errors FROM pgqueue.job_history WHERE id = $1`,
+      [last],
+    );
+    expect(lastErrors.errors[0]).toMatchObject({ attempt: 1, name: 'LeaseExpiredError' });
+    expect(await unexplainedRuns(sql!, [parent, last, ...others])).toEqual([]);
     const edges = await q<{ state: string; n: number }>(
       `SELECT state, count(*)::int AS n FROM pgqueue.job_dependencies WHERE parent_id = $1 GROUP BY state`,
       [parent],
@@ -254,15 +271,16 @@ describe('flows across worker processes', () => {
         [ids],
       );
       expect(done).toEqual([{ n: 31 }]);
-      // The parent's run that committed saw all 30 children completed; no attempt of it ran early.
+      // The parent crashed on attempt 1 and ran again; every attempt of it saw all 30 children
+      // completed (none ran early), and every re-run of every job is explained by a recorded error.
       const parentRuns = await q<{ attempt: number; children: number }>(
         `SELECT attempt, children FROM runs WHERE job_id = $1 ORDER BY attempt`,
         [flow.job.id],
       );
-      expect(parentRuns).toEqual([
-        { attempt: 1, children: 30 },
-        { attempt: 2, children: 30 },
-      ]);
+      expect(parentRuns[0]).toEqual({ attempt: 1, children: 30 });
+      expect(parentRuns.length).toBeGreaterThanOrEqual(2);
+      expect(parentRuns.filter((r) => r.children !== 30)).toEqual([]);
+      expect(await unexplainedRuns(sql!, ids)).toEqual([]);
       expect(await ds.query(`SELECT id FROM shop_orders`)).toEqual([{ id: 2 }]);
       expect(await q(`SELECT id FROM pgqueue.jobs`)).toEqual([]);
     } finally {
@@ -284,16 +302,19 @@ describe('flows across worker processes', () => {
       async () => (await q(`SELECT 1 FROM pgqueue.job_history WHERE id = $1 AND state = 'completed'`, [flow.job.id])).length > 0,
       { timeoutMs: 120_000, intervalMs: 250, message: async () => `the fan-in parent to complete; ${await describeState()}` },
     );
-    const [parent] = await q<{ n: number; children: number }>(
-      `SELECT count(*)::int AS n, max(children) AS children FROM runs WHERE job_id = $1`,
+    // Every run of the parent saw all 10,000 children completed; every child ran, and a second
+    // run of any job (a lease a loaded machine let lapse) is explained by its recorded error.
+    const [parent] = await q<{ n: number; least: number; most: number }>(
+      `SELECT count(*)::int AS n, min(children) AS least, max(children) AS most FROM runs WHERE job_id = $1`,
       [flow.job.id],
     );
-    expect(parent).toEqual({ n: 1, children: 10_000 });
-    const [all] = await q<{ runs: number; jobs: number }>(
-      `SELECT count(*)::int AS runs, count(DISTINCT job_id)::int AS jobs FROM runs WHERE job_id <> $1`,
-      [flow.job.id],
-    );
-    expect(all).toEqual({ runs: 10_000, jobs: 10_000 });
+    expect(parent.n).toBeGreaterThanOrEqual(1);
+    expect([parent.least, parent.most]).toEqual([10_000, 10_000]);
+    const [all] = await q<{ jobs: number }>(`SELECT count(DISTINCT job_id)::int AS jobs FROM runs WHERE job_id <> $1`, [
+      flow.job.id,
+    ]);
+    expect(all).toEqual({ jobs: 10_000 });
+    expect(await unexplainedRuns(sql!, [flow.job.id, ...flow.children.map((c) => c.job.id)])).toEqual([]);
     expect(workers.every((w) => w.exit === null)).toBe(true);
   }, 180_000);
 });

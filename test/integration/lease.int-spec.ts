@@ -58,7 +58,7 @@ describe('leases: heartbeat, lease loss, rescue', () => {
 
   it('the heartbeat keeps a long job leased well past leaseMs', async () => {
     const job = await app.get(QueueService).add('lease', 'wait-for-abort', {});
-    await waitFor(async () => (await app.get(QueueService).getJob(job.id))?.state === 'active');
+    await waitFor(async () => (await app.get(QueueService).getJob(job.id))?.state === 'active', { timeoutMs: 20_000 });
     const first = (await pool.query('SELECT locked_until FROM pgqueue.jobs WHERE id = $1', [job.id])).rows[0]
       .locked_until as Date;
     await waitFor(
@@ -79,7 +79,7 @@ describe('leases: heartbeat, lease loss, rescue', () => {
       `UPDATE pgqueue.jobs SET locked_by = 'someone-else', locked_until = now() + interval '1 hour' WHERE id = $1`,
       [job.id],
     );
-    await waitFor(() => abortReasons.has(job.id), { timeoutMs: 5000, message: 'handler to be aborted' });
+    await waitFor(() => abortReasons.has(job.id), { timeoutMs: 20_000, message: 'handler to be aborted' });
     expect(abortReasons.get(job.id)).toBeInstanceOf(LeaseLostError);
     // Its completion must not be written over the new owner's attempt: wait until the worker has
     // tried (its write came back matching no row), or until the row changed, then look.
@@ -87,7 +87,7 @@ describe('leases: heartbeat, lease loss, rescue', () => {
     await waitFor(
       async () => runtimeOf(app).supervisor.unmatchedOutcomes > refusedBefore || (await owner())?.locked_by !== 'someone-else',
       {
-        timeoutMs: 5000,
+        timeoutMs: 20_000,
         message: 'the old worker to attempt its completion',
       },
     );
@@ -103,8 +103,8 @@ describe('leases: heartbeat, lease loss, rescue', () => {
        RETURNING id`,
     );
     const id = String(rows[0].id);
-    await waitFor(() => ran.includes(id), { timeoutMs: 5000, message: 'rescued job to run' });
-    await waitFor(async () => (await app.get(QueueService).getJob(id))?.state === 'completed');
+    await waitFor(() => ran.includes(id), { timeoutMs: 20_000, message: 'rescued job to run' });
+    await waitFor(async () => (await app.get(QueueService).getJob(id))?.state === 'completed', { timeoutMs: 20_000 });
     const job = (await app.get(QueueService).getJob(id))!;
     expect(job.attempt).toBe(2);
     expect(job.errors).toHaveLength(1);
@@ -121,7 +121,7 @@ describe('leases: heartbeat, lease loss, rescue', () => {
        VALUES ('lease', 'quick', '{}', 'active', 2, 2, 'dead-worker', now() - interval '1 second') RETURNING id`,
     );
     const id = String(rows[0].id);
-    await waitFor(async () => (await app.get(QueueService).getJob(id))?.state === 'failed', { timeoutMs: 5000 });
+    await waitFor(async () => (await app.get(QueueService).getJob(id))?.state === 'failed', { timeoutMs: 20_000 });
     const job = (await app.get(QueueService).getJob(id))!;
     expect(job.errors.map((e) => e.name)).toEqual(['LeaseExpiredError']);
     expect(ran).not.toContain(id);

@@ -45,8 +45,9 @@ describe('graceful shutdown on app.close()', () => {
 
   it('lets short jobs finish, hands long ones back uncounted, and another worker completes them', async () => {
     // The grace period only has to cover the short jobs' ends once the gate opens (in-process,
-    // no wait of their own): roomy, so a loaded machine cannot turn them into hand-backs.
-    const app = await boot(3000);
+    // no wait of their own) and their outcome writes: 10 s, which a loaded 2-core machine does
+    // not use up (3 s was the margin before), and which the long job below waits out once.
+    const app = await boot(10_000);
     const queues = app.get(QueueService);
     // The short jobs run until the test opens the gate, after the shutdown began: still running
     // when it starts, whatever the machine's speed.
@@ -57,10 +58,11 @@ describe('graceful shutdown on app.close()', () => {
     const long = await queues.add('work', 'w', { ms: 60_000, tag: 'long' });
     await waitFor(() => ['short1', 'short2', 'short3', 'long'].every((t) => events.includes(`start:${t}`)), {
       message: 'all four jobs to start',
+      timeoutMs: 20_000,
     });
     // close() returns without waiting out the 60 s job: the grace period ended it (ShutdownError below).
     const closing = app.close();
-    await waitFor(() => !runtimeOf(app).supervisor.running, { message: 'the workers to begin stopping' });
+    await waitFor(() => !runtimeOf(app).supervisor.running, { message: 'the workers to begin stopping', timeoutMs: 20_000 });
     events.push('shutdown-began');
     openGate();
     await closing;
@@ -84,18 +86,18 @@ describe('graceful shutdown on app.close()', () => {
     await t.pool.query(`UPDATE pgqueue.jobs SET payload = '{"ms": 10, "tag": "long-again"}' WHERE id = $1`, [long.id]);
     const next = await boot(1000);
     try {
-      await waitFor(async () => (await next.get(QueueService).getJob(long.id))?.state === 'completed', { timeoutMs: 5000 });
+      await waitFor(async () => (await next.get(QueueService).getJob(long.id))?.state === 'completed', { timeoutMs: 20_000 });
       expect((await next.get(QueueService).getJob(long.id))!.attempt).toBe(1);
     } finally {
       await next.close();
     }
-  });
+  }, 60_000);
 
   it('a job handed back at shutdown wakes another worker at once, by NOTIFY, not at its poll', async () => {
     const a = await boot(200);
     const queues = a.get(QueueService);
     const job = await queues.add('work', 'w', { ms: 60_000, tag: 'handed' });
-    await waitFor(() => events.includes('start:handed'), { message: 'the job to start on A' });
+    await waitFor(() => events.includes('start:handed'), { message: 'the job to start on A', timeoutMs: 20_000 });
     // B polls every 10 minutes: within this test, only a notification can make it claim.
     const b = await bootApp({
       options: { connection: t.db.url, shutdownTimeoutMs: 200, pollIntervalMs: 600_000 },
@@ -103,7 +105,10 @@ describe('graceful shutdown on app.close()', () => {
       providers: [WorkProcessor],
     });
     try {
-      await waitFor(() => runtimeOf(b).supervisor.listenerState?.connected === true, { message: "B's listener to connect" });
+      await waitFor(() => runtimeOf(b).supervisor.listenerState?.connected === true, {
+        message: "B's listener to connect",
+        timeoutMs: 20_000,
+      });
       await a.close();
       const owner = async () => {
         const sql = 'SELECT locked_by FROM pgqueue.jobs WHERE id = $1';
@@ -111,7 +116,7 @@ describe('graceful shutdown on app.close()', () => {
         return rows[0]?.locked_by;
       };
       await waitFor(async () => (await owner()) === runtimeOf(b).supervisor.workerId, {
-        timeoutMs: 10_000,
+        timeoutMs: 20_000,
         message: async () => `B to take the handed-back job (locked_by: ${await owner()})`,
       });
       expect(events.filter((e) => e === 'start:handed')).toHaveLength(2);
@@ -119,5 +124,5 @@ describe('graceful shutdown on app.close()', () => {
       await a.close();
       await b.close();
     }
-  });
+  }, 60_000);
 });

@@ -58,7 +58,7 @@ export class LegacyHistory {
     const { rows } = await this.pool.query<{ valid: boolean; bound: number }>(
       `SELECT convalidated AS valid,
               extract(epoch FROM (pg_catalog.regexp_match(pg_catalog.pg_get_constraintdef(oid), '''([^'']+)'''))[1]::timestamptz)::float8 * 1000::float8 AS bound
-       FROM pg_constraint WHERE conrelid = $1::regclass AND conname = 'job_history_legacy_bound'`,
+       FROM pg_constraint WHERE conrelid = $1::regclass::oid AND conname = 'job_history_legacy_bound'`,
       [this.lock.t('job_history_legacy')],
     );
     return rows[0] ?? null;

@@ -71,7 +71,7 @@ export class HistoryPartitions {
               extract(epoch FROM ${bound('FROM')}::timestamptz)::float8 * 1000::float8 AS lo,
               extract(epoch FROM ${bound('TO')}::timestamptz)::float8 * 1000::float8 AS hi
        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
-       WHERE i.inhparent IN ($1::regclass, $2::regclass)`,
+       WHERE i.inhparent IN ($1::regclass::oid, $2::regclass::oid)`,
       [this.t('job_history_done'), this.t('job_history')],
     );
     const current = rows.find((r) => r.name === 'job_history_current');
