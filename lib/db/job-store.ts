@@ -8,6 +8,7 @@ import { Changes } from './change';
 import { Cleaner } from './clean';
 import { Control } from './control';
 import { Cron } from './cron';
+import { JobSchedulers } from './job-schedulers';
 import { DedupInserts } from './dedup';
 import type { QueueRetentions } from './queue-retention';
 import type { SqlExecutor } from './executor';
@@ -69,6 +70,8 @@ export class JobStore {
   readonly logs: JobLogs;
   /** The operator's changes of many jobs (bulk.ts): retryJobs, removeJobs, cancelJobs, by filter in batches or by ids. */
   readonly bulk: BulkChanges;
+  /** Job schedulers (job-schedulers.ts, migration 0014): upserts, reads, and the tick's claim and write. */
+  readonly schedulers: JobSchedulers;
   private readonly ctx: StoreContext;
   private readonly inserts: Inserts;
   private readonly unique: UniqueInserts;
@@ -110,6 +113,7 @@ export class JobStore {
     this.dedup = new DedupInserts(ctx);
     this.retentions = ctx.retentions;
     this.cron = new Cron(ctx);
+    this.schedulers = new JobSchedulers(ctx);
     this.maintenance = new Maintenance(ctx);
     this.vacuum = new Vacuum(ctx);
     const layout = new HistoryLayoutCache(ctx.db, opts.schema);

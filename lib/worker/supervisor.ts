@@ -17,6 +17,7 @@ import { HistoryPartitions } from '../db/history/partitions';
 import { HistoryUpkeep } from './history-upkeep';
 import { CronScheduler, type CronEntry } from './cron';
 import { Heartbeat } from './heartbeat';
+import { JobSchedulerTicker } from './job-scheduler-ticker';
 import { Rescuer } from './rescue';
 import { removeNodeRow, stopWorkers, withTimeout } from './shutdown';
 import { outcomeReports, type SupervisorEventMap } from './supervisor-events';
@@ -48,6 +49,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   private readonly beats: Heartbeat;
   private readonly rescuer: Rescuer;
   private cron: CronScheduler | null = null;
+  private readonly ticker: JobSchedulerTicker;
   private listener: Listener | null = null;
   private hints: ControlHints | null = null;
   private started = false;
@@ -73,6 +75,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       this.workers.forEach((w) => w.outcomesWritten()),
     );
     const error = (err: Error) => this.emit('error', err);
+    this.ticker = new JobSchedulerTicker(store.schedulers, opts.cronCatchUpMs, opts.pollIntervalMs, logger, error);
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
     this.history = new HistoryUpkeep(
       new HistoryPartitions(store.pool, store.schema, opts.historyPartitionMs, (m) => logger.warn(m)),
@@ -251,6 +254,15 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     this.rescuer.start();
     // Not awaited: a database that is down at boot must not hold the boot; maintenance retries.
     this.cron?.start();
+    this.ticker.start();
+  }
+
+  /**
+   * One pass of the job schedulers of this database (job-scheduler-ticker.ts): every due tick
+   * enqueued once. `now` for tests (default: the database's clock). Resolves with the schedulers advanced.
+   */
+  tickSchedulers(now?: Date): Promise<number> {
+    return this.ticker.runOnce(now);
   }
 
   /**
@@ -280,6 +292,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     // No history pass starts from now on: this waits only for the one running now.
     const history = this.history.stop();
     void this.cron?.stop();
+    const ticks = this.ticker.stop();
     const { store, completer, workerId, logger } = this;
     const deadline = Date.now() + this.opts.shutdownTimeoutMs;
     const shutdown = { store, completer, workerId, logger, shutdownTimeoutMs: this.opts.shutdownTimeoutMs };
@@ -293,7 +306,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     // closes after stop() returns, and a pass that outlived it logged "Cannot use a pool after
     // calling end on the pool" (seen in the scale benchmark's shutdowns).
     // Bounded too: a pass stuck on a database that does not answer must not hold shutdown.
-    await withTimeout(Promise.all([beats, passes, history, this.hints?.settled()]), PASS_WAIT_MS);
+    await withTimeout(Promise.all([beats, passes, history, ticks, this.hints?.settled()]), PASS_WAIT_MS);
     // Last: handlers still ran until the jobs were abandoned above.
     if (this.catchingRejections) process.off('unhandledRejection', this.onUnhandledRejection);
     this.catchingRejections = false;
