@@ -15,7 +15,6 @@ import { QueueWorker, type WorkerEvents } from './queue-worker';
 import { JobsTableVacuum } from './vacuum';
 import { HistoryPartitions } from '../db/history/partitions';
 import { HistoryUpkeep } from './history-upkeep';
-import { CronScheduler, type CronEntry } from './cron';
 import { Heartbeat } from './heartbeat';
 import { JobSchedulerTicker } from './job-scheduler-ticker';
 import { Rescuer } from './rescue';
@@ -35,7 +34,7 @@ export interface QueueHandlers {
 
 /**
  * Every background service of one process: the listener, a worker per queue, the completer,
- * the heartbeat and the maintenance pass (rescue, prune; history upkeep, vacuum, cron catch-up),
+ * the heartbeat and the maintenance pass (rescue, prune; history upkeep, vacuum) and the job schedulers' ticker,
  * each of one shape (service.ts). Knows nothing of Nest.
  */
 export class Supervisor extends EventEmitter<SupervisorEventMap> {
@@ -48,7 +47,6 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   readonly history: HistoryUpkeep;
   private readonly beats: Heartbeat;
   private readonly rescuer: Rescuer;
-  private cron: CronScheduler | null = null;
   private readonly ticker: JobSchedulerTicker;
   private listener: Listener | null = null;
   private hints: ControlHints | null = null;
@@ -101,7 +99,6 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       logger,
       history: this.history,
       vacuum: this.vacuum,
-      cron: () => this.cron,
       stalled: (job) => this.emit('stalled', job),
       error,
     });
@@ -114,13 +111,6 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
    * by the runtime of an app with more than one connection, before `addQueue`.
    */
   onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor;
-
-  /** The recurring jobs this node schedules; call before `start`. */
-  setCron(entries: readonly CronEntry[]): void {
-    this.cron = entries.length
-      ? new CronScheduler(this.store, entries, this.opts.cronCatchUpMs, this.logger, (err) => this.emit('error', err))
-      : null;
-  }
 
   /** Adds a queue's worker; call before `start`. */
   addQueue(q: QueueHandlers): void {
@@ -189,7 +179,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   /**
    * Manual mode, for tests (nestjs-pg-queue/testing); call before `start`. `start` then creates
    * the workers with their handlers but starts nothing in the background: no listener, poll,
-   * timers, heartbeat, maintenance or cron. Jobs run only in `runRound`.
+   * timers, heartbeat, maintenance or scheduler ticks. Jobs run only in `runRound`.
    */
   setManual(): void {
     if (this.started) throw new PgQueueError('Supervisor.setManual() must be called before start().');
@@ -252,8 +242,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     // The first beat at once: the node shows in the registry from its start, not a heartbeat later.
     if (this.workers.size > 0) this.beats.start();
     this.rescuer.start();
-    // Not awaited: a database that is down at boot must not hold the boot; maintenance retries.
-    this.cron?.start();
+    // Not awaited: a database that is down at boot must not hold the boot; its timer retries.
     this.ticker.start();
   }
 
@@ -291,7 +280,6 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     this.stopped = true;
     // No history pass starts from now on: this waits only for the one running now.
     const history = this.history.stop();
-    void this.cron?.stop();
     const ticks = this.ticker.stop();
     const { store, completer, workerId, logger } = this;
     const deadline = Date.now() + this.opts.shutdownTimeoutMs;
