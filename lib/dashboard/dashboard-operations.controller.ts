@@ -24,6 +24,7 @@ import {
   parseCountQuery,
   parseMatchingBody,
   parseNameBody,
+  parseSchedulerId,
   parseSearchQuery,
 } from './dashboard-operations-input';
 import { DashboardOperations } from './dashboard-operations.service';
@@ -110,6 +111,38 @@ export function createDashboardOperationsController(path: string, guards: readon
     @DashboardRoute('cancel-matching', 'queue')
     cancelMatching(@Param('queue') queue: string, @Body() body: unknown) {
       return this.ops.matching('cancel', parseQueue(queue), parseMatchingBody('cancel', body));
+    }
+
+    @Post('api/queues/:queue/schedulers/:id/pause')
+    @HttpCode(200)
+    @DashboardRoute('scheduler-pause', 'queue')
+    schedulerPause(@Param('queue') queue: string, @Param('id') id: string, @Body() body: unknown) {
+      parseEmptyBody(body);
+      return this.ops.scheduler('pause', parseQueue(queue), parseSchedulerId(id));
+    }
+
+    @Post('api/queues/:queue/schedulers/:id/resume')
+    @HttpCode(200)
+    @DashboardRoute('scheduler-resume', 'queue')
+    schedulerResume(@Param('queue') queue: string, @Param('id') id: string, @Body() body: unknown) {
+      parseEmptyBody(body);
+      return this.ops.scheduler('resume', parseQueue(queue), parseSchedulerId(id));
+    }
+
+    @Post('api/queues/:queue/schedulers/:id/run')
+    @HttpCode(200)
+    @DashboardRoute('scheduler-run', 'queue')
+    schedulerRun(@Param('queue') queue: string, @Param('id') id: string, @Body() body: unknown) {
+      parseEmptyBody(body);
+      return this.ops.scheduler('run', parseQueue(queue), parseSchedulerId(id));
+    }
+
+    @Post('api/queues/:queue/schedulers/:id/remove')
+    @HttpCode(200)
+    @DashboardRoute('scheduler-remove', 'queue')
+    schedulerRemove(@Param('queue') queue: string, @Param('id') id: string, @Body() body: unknown) {
+      parseEmptyBody(body);
+      return this.ops.scheduler('remove', parseQueue(queue), parseSchedulerId(id));
     }
 
     @Post('api/jobs/promote')

@@ -28,7 +28,11 @@ export type DashboardAction =
   | 'drain'
   | 'retry-matching'
   | 'remove-matching'
-  | 'cancel-matching';
+  | 'cancel-matching'
+  | 'scheduler-pause'
+  | 'scheduler-resume'
+  | 'scheduler-run'
+  | 'scheduler-remove';
 
 /** The part of a request `authorize` sees: Express and Fastify requests both satisfy it. */
 export interface DashboardRequest {

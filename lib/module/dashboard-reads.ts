@@ -36,6 +36,10 @@ export type DashboardQueue = Pick<
   | 'retryJobs'
   | 'removeJobs'
   | 'cancelJobs'
+  | 'pauseJobScheduler'
+  | 'resumeJobScheduler'
+  | 'runJobSchedulerNow'
+  | 'removeJobScheduler'
 >;
 
 /**

@@ -455,7 +455,7 @@ describe('search_path hijack', () => {
     expect(await store.flow(flow.job.id)).not.toBeNull();
     expect(await store.locate([doomed.id, long.id])).toHaveLength(2);
     expect((await store.nodes()).length).toBeGreaterThan(0);
-    await store.lastTicks();
+    await store.schedulers();
     expect(await store.retryIds([doomed.id])).toEqual([doomed.id]);
     await failedAgain(4);
     expect(await store.retryFailed('sp', 'doomed')).toBe(1);
