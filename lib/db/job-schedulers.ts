@@ -128,10 +128,10 @@ export function schedulerStatements({ s, jobs }: { s: string; jobs: string }) {
       WITH ins AS (
         INSERT INTO ${jobs} (queue, name, payload, run_at, priority, max_attempts, backoff, timeout_ms)
         SELECT c.queue, c.job_name, c.payload, t.run_at,
-               coalesce((c.job_opts->'resolved'->>'priority')::int, 0),
-               coalesce((c.job_opts->'resolved'->>'maxAttempts')::int, 3),
-               nullif(c.job_opts->'resolved'->'backoff', 'null'::jsonb),
-               (c.job_opts->'resolved'->>'timeoutMs')::int
+               coalesce((c.job_opts->'resolved'::text->>'priority'::text)::int, 0),
+               coalesce((c.job_opts->'resolved'::text->>'maxAttempts'::text)::int, 3),
+               nullif(c.job_opts->'resolved'::text->'backoff'::text, 'null'::jsonb),
+               (c.job_opts->'resolved'::text->>'timeoutMs'::text)::int
         FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::timestamptz[])) AS t(queue, id, run_at)
         JOIN ${t} c ON c.queue = t.queue AND c.id = t.id
         WHERE ${DURABLE}
@@ -147,24 +147,24 @@ export function schedulerStatements({ s, jobs }: { s: string; jobs: string }) {
         RETURNING 1
       ), wake AS (
         SELECT pg_catalog.pg_notify($8, queue || '|' ||
-          greatest(0, pg_catalog.ceil(extract(epoch FROM pg_catalog.min(run_at) - now())::float8 * 1000))::bigint::text)
+          greatest(0, pg_catalog.ceil(extract(epoch FROM pg_catalog.min(run_at) - now())::float8 * 1000::float8))::bigint::text)
         FROM ins GROUP BY queue
       )
       SELECT (SELECT count(*) FROM ins)::int AS inserted, (SELECT count(*) FROM ended)::int AS ended,
              (SELECT count(*) FROM moved)::int AS moved, (SELECT count(*) FROM wake)::int AS woken`,
     /** How long until the soonest tick, by the database's clock (null: none). */
     nextDueInMs: `
-      SELECT extract(epoch FROM min(next_run_at) - now())::float8 * 1000 AS ms
+      SELECT extract(epoch FROM pg_catalog.min(next_run_at) - now())::float8 * 1000::float8 AS ms
       FROM ${t} WHERE NOT paused AND next_run_at IS NOT NULL`,
     /** Run now: one job from the template, due at once; the schedule is left as it is. $1 queue $2 id $3 channel */
     runNow: `
       WITH ins AS (
         INSERT INTO ${jobs} (queue, name, payload, priority, max_attempts, backoff, timeout_ms)
         SELECT c.queue, c.job_name, c.payload,
-               coalesce((c.job_opts->'resolved'->>'priority')::int, 0),
-               coalesce((c.job_opts->'resolved'->>'maxAttempts')::int, 3),
-               nullif(c.job_opts->'resolved'->'backoff', 'null'::jsonb),
-               (c.job_opts->'resolved'->>'timeoutMs')::int
+               coalesce((c.job_opts->'resolved'::text->>'priority'::text)::int, 0),
+               coalesce((c.job_opts->'resolved'::text->>'maxAttempts'::text)::int, 3),
+               nullif(c.job_opts->'resolved'::text->'backoff'::text, 'null'::jsonb),
+               (c.job_opts->'resolved'::text->>'timeoutMs'::text)::int
         FROM ${t} c WHERE c.queue = $1 AND c.id = $2 AND ${DURABLE}
         RETURNING id, queue
       ), wake AS (SELECT pg_catalog.pg_notify($3, queue || '|0') FROM ins)
@@ -240,7 +240,7 @@ export class JobSchedulers {
     return rows.map((r) => toScheduler<T>(r));
   }
 
-  async count(queue: string): Promise<number> {
+  async countOf(queue: string): Promise<number> {
     return (await this.ctx.db.query<{ n: number }>(this.q.count, [queue]))[0].n;
   }
 

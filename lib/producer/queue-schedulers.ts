@@ -68,7 +68,7 @@ export abstract class QueueSchedulers<TJobs extends JobMap = JobMap> extends Que
 
   /** How many job schedulers this queue has (BullMQ's `getJobSchedulersCount`). */
   getJobSchedulersCount(): Promise<number> {
-    return this.store.schedulers.count(this.name);
+    return this.store.schedulers.countOf(this.name);
   }
 
   /**
