@@ -217,6 +217,16 @@ describe('job schedulers', () => {
     ]);
   });
 
+  it('after downtime ending inside the fall-back hour, the 02:30 CET tick still runs (the window starts within the repeated hour)', async () => {
+    await queue.upsertJobScheduler('dst-down', { pattern: '30 2 * * *', tz: 'Europe/Berlin' }, { name: 'report' });
+    await setNext('dst-down', '2026-10-20T00:30:00Z'); // down for days
+    // The catch-up window (one hour) starts at 00:45Z = 02:45 CEST, inside the hour that repeats:
+    // croner asked from there answers the next day, and 02:30 CET (01:30Z) would be lost.
+    await tick('2026-10-25T01:45:00Z');
+    expect(await runAts()).toEqual(['2026-10-25T01:30:00.000Z']);
+    expect((await queue.getJobScheduler('dst-down'))!.next!.toISOString()).toBe('2026-10-26T01:30:00.000Z');
+  });
+
   it('finds the due ones among thousands of schedulers with one statement per 500, by the due index', async () => {
     await t.pool.query(`
       INSERT INTO pgqueue.job_schedulers (queue, id, every_ms, job_name, next_run_at)
