@@ -72,16 +72,6 @@ export interface JobScheduler<T = unknown> {
   readonly updatedAt: Date;
 }
 
-/** Paging of `getJobSchedulers` (BullMQ's `start`, `end`: inclusive indexes). */
-export interface GetJobSchedulersOptions {
-  /** @default 0 */
-  readonly start?: number;
-  /** Inclusive; -1 for all. @default -1 */
-  readonly end?: number;
-  /** By next tick, soonest first (BullMQ's `asc`). @default true */
-  readonly asc?: boolean;
-}
-
 /** A scheduler's timing, validated: what the tick and the upsert compute next ticks from. */
 export interface SchedulerTiming {
   readonly pattern: string | null;
