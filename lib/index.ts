@@ -85,4 +85,5 @@ export {
 export type { FlowProducer } from './producer/flow';
 export { pgQueueMigrations, type PgQueueMigrationClass } from './module/typeorm-migrations';
 export type { RepeatOptions } from './core/cron-schedule';
+export type { JobScheduler, JobSchedulerRepeat, JobSchedulerTemplate } from './core/job-scheduler';
 export type { ProcessOptions } from './decorators/process.decorator';

@@ -7,6 +7,7 @@ import { JOBS_CHANGE_COMMANDS } from './commands/jobs-change';
 import { JOBS_READ_COMMANDS } from './commands/jobs-read';
 import { MIGRATE_COMMANDS } from './commands/migrate';
 import { QUEUE_COMMANDS } from './commands/queues';
+import { SCHEDULER_COMMANDS } from './commands/schedulers';
 import { STATUS_COMMANDS } from './commands/status';
 import { CliDatabase } from './database';
 import { toJson, type CliIo } from './output';
@@ -18,6 +19,7 @@ export const COMMANDS: readonly Command[] = [
   ...JOBS_READ_COMMANDS,
   ...JOBS_CHANGE_COMMANDS,
   ...QUEUE_COMMANDS,
+  ...SCHEDULER_COMMANDS,
   ...CLEAN_COMMANDS,
   ...DOCTOR_COMMANDS,
 ];
@@ -70,7 +72,8 @@ function findCommand(argv: readonly string[]): { command: Command; rest: string[
     const command = COMMANDS.find((c) => c.name === name);
     if (command) return { command, rest: [...before, ...argv.slice(i + words)] };
   }
-  return { unknown: argv[i] === 'jobs' && argv[i + 1] !== undefined ? `jobs ${argv[i + 1]}` : (argv[i] ?? '') };
+  const group = argv[i] === 'jobs' || argv[i] === 'schedulers';
+  return { unknown: group && argv[i + 1] !== undefined ? `${argv[i]} ${argv[i + 1]}` : (argv[i] ?? '') };
 }
 
 /**
@@ -91,9 +94,10 @@ export async function runCli(argv: readonly string[], io: CliIo): Promise<number
   const found = findCommand(argv);
   if ('unknown' in found) {
     const names = COMMANDS.map((c) => c.name);
-    if (found.unknown === 'jobs') {
-      const subs = names.filter((n) => n.startsWith('jobs ')).map((n) => n.slice(5));
-      return fail(EXIT.usage, `\`jobs\` needs one of ${subs.join(', ')}: nestjs-pg-queue jobs list --queue <name>.`);
+    if (found.unknown === 'jobs' || found.unknown === 'schedulers') {
+      const group = found.unknown;
+      const subs = names.filter((n) => n.startsWith(`${group} `)).map((n) => n.slice(group.length + 1));
+      return fail(EXIT.usage, `\`${group}\` needs one of ${subs.join(', ')}: nestjs-pg-queue ${group} list --queue <name>.`);
     }
     const what = found.unknown === '' ? 'no command' : `unknown command "${found.unknown}"`;
     return fail(EXIT.usage, `${what}. Commands: ${names.join(', ')}. Run nestjs-pg-queue --help.`);

@@ -44,18 +44,6 @@ export function resolveSchedule(queue: string, r: RepeatOptions, where: string):
     throw new PgQueueConfigError(`${where}: tz must be an IANA time zone name such as 'Europe/Berlin', got ${quote(r.tz)}.`);
   }
   const tz = r.tz ?? 'UTC';
-  let pattern: Cron;
-  try {
-    pattern = new Cron(r.cron, { timezone: tz, paused: true });
-    pattern.nextRun(); // an unknown time zone only shows when a date is computed
-  } catch (err) {
-    throw new PgQueueConfigError(
-      `${where}: cron ${quote(r.cron)}${r.tz ? ` in time zone ${quote(r.tz)}` : ''} is not valid (${(err as Error).message}). ` +
-        `Use five fields (minute hour day-of-month month day-of-week) such as '0 3 * * *', or six with seconds first, ` +
-        `and an IANA time zone such as 'Europe/Berlin'.`,
-      { cause: err },
-    );
-  }
   return {
     queue,
     name: r.name,
@@ -63,8 +51,29 @@ export function resolveSchedule(queue: string, r: RepeatOptions, where: string):
     tz,
     payload: r.payload ?? {},
     key: `${queue}/${r.name}`,
-    next: tz === 'UTC' ? (from) => pattern.nextRun(from) : ticksAcrossClockChanges(pattern, tz),
+    next: cronTicks(r.cron, tz, where, r.tz !== undefined),
   };
+}
+
+/**
+ * The tick function of a cron expression in a time zone: the first tick strictly after `from`,
+ * right across daylight-saving changes. Throws PgQueueConfigError, saying what to write, for a
+ * bad expression or an unknown zone (`where` names the call).
+ */
+export function cronTicks(cron: string, tz: string, where: string, tzGiven = true): (from: Date) => Date | null {
+  let pattern: Cron;
+  try {
+    pattern = new Cron(cron, { timezone: tz, paused: true });
+    pattern.nextRun(); // an unknown time zone only shows when a date is computed
+  } catch (err) {
+    throw new PgQueueConfigError(
+      `${where}: cron ${quote(cron)}${tzGiven ? ` in time zone ${quote(tz)}` : ''} is not valid (${(err as Error).message}). ` +
+        `Use five fields (minute hour day-of-month month day-of-week) such as '0 3 * * *', or six with seconds first, ` +
+        `and an IANA time zone such as 'Europe/Berlin'.`,
+      { cause: err },
+    );
+  }
+  return tz === 'UTC' ? (from) => pattern.nextRun(from) : ticksAcrossClockChanges(pattern, tz);
 }
 
 /** Longer than any clock change (at most 2 hours) and the hour croner misreads around it. */

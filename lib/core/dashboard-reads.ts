@@ -123,8 +123,8 @@ export interface DashboardReads {
   /** The queue and state of each id found (live or finished). */
   locate(ids: readonly string[]): Promise<{ id: string; queue: string; state: string }[]>;
   nodes(): Promise<NodeInfo[]>;
-  /** Last tick per schedule key (`queue/name`). */
-  lastTicks(): Promise<Map<string, Date>>;
+  /** The job schedulers of every queue (code-declared and runtime), by queue and id, at most a capped number. */
+  schedulers(): Promise<DashboardScheduler[]>;
   /**
    * How many jobs of a queue are in `state` (of one name, if given; for a finished state, finished
    * more than `olderThanMs` ago, if given), counting at most `cap`.
@@ -134,4 +134,22 @@ export interface DashboardReads {
   retryIds(ids: readonly string[]): Promise<string[]>;
   /** Every failed job of a queue (of one name, if given) back to waiting; returns how many. */
   retryFailed(queue: string, name: string | null): Promise<number>;
+}
+
+/** A job scheduler as the dashboard lists it (lib/db/job-schedulers.ts holds the same rows). */
+export interface DashboardScheduler {
+  readonly queue: string;
+  readonly id: string;
+  /** The name of the jobs it enqueues. */
+  readonly name: string;
+  readonly pattern: string | null;
+  readonly everyMs: number | null;
+  readonly tz: string;
+  readonly next: Date | null;
+  readonly paused: boolean;
+  readonly source: 'code' | 'runtime';
+  /** Jobs it has enqueued. */
+  readonly count: number;
+  readonly limit: number | null;
+  readonly endAt: Date | null;
 }

@@ -127,3 +127,11 @@ export function parseMatchingBody(action: MatchingAction, b: unknown): { state: 
   const o = body(b, ['state', 'name']);
   return { state: stateOf(o.state, MATCHING_STATES[action], `"state" of ${action}-matching`), name: nameOf(o.name) };
 }
+
+/** A job scheduler's id from the path: 1 to 200 characters (the upsert's limit). */
+export function parseSchedulerId(id: unknown): string {
+  if (typeof id !== 'string' || id.length === 0 || id.length > 200) {
+    throw new DashboardInputError('The job scheduler id must be a string of 1 to 200 characters.');
+  }
+  return id;
+}

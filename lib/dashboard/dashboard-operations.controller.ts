@@ -27,6 +27,7 @@ import {
   parseNodeId,
   parseMatchingBody,
   parseNameBody,
+  parseSchedulerId,
   parseSearchQuery,
 } from './dashboard-operations-input';
 import { DashboardOperations } from './dashboard-operations.service';
@@ -133,6 +134,38 @@ export function createDashboardOperationsController(path: string, guards: readon
     @DashboardRoute('concurrency', 'queue')
     nodeConcurrency(@Param('queue') queue: string, @Param('node') node: string, @Body() body: unknown) {
       return this.ops.nodeConcurrency(parseQueue(queue), parseNodeId(node), parseNodeConcurrencyBody(body));
+    }
+
+    @Post('api/queues/:queue/schedulers/:id/pause')
+    @HttpCode(200)
+    @DashboardRoute('scheduler-pause', 'queue')
+    schedulerPause(@Param('queue') queue: string, @Param('id') id: string, @Body() body: unknown) {
+      parseEmptyBody(body);
+      return this.ops.scheduler('pause', parseQueue(queue), parseSchedulerId(id));
+    }
+
+    @Post('api/queues/:queue/schedulers/:id/resume')
+    @HttpCode(200)
+    @DashboardRoute('scheduler-resume', 'queue')
+    schedulerResume(@Param('queue') queue: string, @Param('id') id: string, @Body() body: unknown) {
+      parseEmptyBody(body);
+      return this.ops.scheduler('resume', parseQueue(queue), parseSchedulerId(id));
+    }
+
+    @Post('api/queues/:queue/schedulers/:id/run')
+    @HttpCode(200)
+    @DashboardRoute('scheduler-run', 'queue')
+    schedulerRun(@Param('queue') queue: string, @Param('id') id: string, @Body() body: unknown) {
+      parseEmptyBody(body);
+      return this.ops.scheduler('run', parseQueue(queue), parseSchedulerId(id));
+    }
+
+    @Post('api/queues/:queue/schedulers/:id/remove')
+    @HttpCode(200)
+    @DashboardRoute('scheduler-remove', 'queue')
+    schedulerRemove(@Param('queue') queue: string, @Param('id') id: string, @Body() body: unknown) {
+      parseEmptyBody(body);
+      return this.ops.scheduler('remove', parseQueue(queue), parseSchedulerId(id));
     }
 
     @Post('api/jobs/promote')

@@ -185,4 +185,26 @@ export class DashboardOperations {
       return { promoted };
     });
   }
+
+  /**
+   * A job scheduler's action (`POST api/queues/:queue/schedulers/:id/pause`, `resume`, `run`,
+   * `remove`): the Queue call an app would make. Run now enqueues one job from its template
+   * without moving its schedule. 404 when the queue has no scheduler of that id.
+   */
+  scheduler(action: SchedulerAction, queue: string, id: string): Promise<{ done: true; jobId?: string }> {
+    return this.run(async () => {
+      const q = this.queue(queue);
+      let found: boolean;
+      let jobId: string | undefined;
+      if (action === 'pause') found = await q.pauseJobScheduler(id);
+      else if (action === 'resume') found = await q.resumeJobScheduler(id);
+      else if (action === 'remove') found = await q.removeJobScheduler(id);
+      else found = (jobId = (await q.runJobSchedulerNow(id)) ?? undefined) !== undefined;
+      if (!found) throw new NotFoundException(`Queue "${queue}" has no job scheduler ${JSON.stringify(id)}.`);
+      return jobId === undefined ? { done: true as const } : { done: true as const, jobId };
+    });
+  }
 }
+
+/** What the schedules page can do to one job scheduler. */
+export type SchedulerAction = 'pause' | 'resume' | 'run' | 'remove';

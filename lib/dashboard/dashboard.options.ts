@@ -30,7 +30,11 @@ export type DashboardAction =
   | 'remove-matching'
   | 'cancel-matching'
   | 'global-concurrency'
-  | 'concurrency';
+  | 'concurrency'
+  | 'scheduler-pause'
+  | 'scheduler-resume'
+  | 'scheduler-run'
+  | 'scheduler-remove';
 
 /** The part of a request `authorize` sees: Express and Fastify requests both satisfy it. */
 export interface DashboardRequest {

@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs
 import type { JobOptions } from '../core/job';
 import { PgQueueError } from '../core/errors';
 import type { DashboardFlow, DashboardJob, DashboardReads } from '../core/dashboard-reads';
+import { stepOf } from '../core/job-scheduler';
 import type { JobLogsPage } from '../core/job-logs';
 import { createDashboardReads } from '../module/dashboard-reads';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
@@ -255,57 +256,38 @@ export class DashboardService implements OnApplicationBootstrap {
     return null;
   }
 
-  /** The cron schedules of every queue (`@Process({ cron })` and `repeat`), with their last and next ticks (`GET api/schedules`). */
+  /**
+   * The job schedulers of every queue in every database, code-declared and runtime, each with its
+   * next five ticks (`GET api/schedules`).
+   */
   async schedules() {
-    const ticksOf = new Map(await Promise.all(this.names.map(async (n) => [n, await this.stores.get(n)!.lastTicks()] as const)));
-    const now = new Date();
-    const out: {
-      queue: string;
-      name: string;
-      connection: string;
-      cron: string | null;
-      tz: string | null;
-      registered: boolean;
-      lastTick: Date | null;
-      next: string[];
-    }[] = [];
-    const seen = new Set<string>();
-    for (const q of this.runtime.registeredQueues) {
-      for (const r of q.repeat) {
-        seen.add(`${q.connection}\u0000${r.key}`);
-        const next: string[] = [];
-        let t = r.next(now);
-        for (let i = 0; t && i < 5; i++, t = r.next(t)) next.push(t.toISOString());
-        out.push({
-          queue: q.name,
-          name: r.name,
-          connection: q.connection,
-          cron: r.cron,
-          tz: r.tz,
-          registered: true,
-          lastTick: ticksOf.get(q.connection)?.get(r.key) ?? null,
-          next,
-        });
+    const all = await Promise.all(
+      this.names.map(async (connection) => (await this.stores.get(connection)!.schedulers()).map((s) => ({ ...s, connection }))),
+    );
+    const schedules = all.flat().map((s) => {
+      const next: string[] = [];
+      try {
+        const step = stepOf({ pattern: s.pattern, everyMs: s.everyMs, tz: s.tz }, 'dashboard');
+        for (let t = s.next, i = 0; t && i < 5 && (!s.endAt || t <= s.endAt); i++, t = step(t)) next.push(t.toISOString());
+      } catch {
+        // A pattern this version cannot read (stored by a newer one): listed without its ticks.
       }
-    }
-    // Schedules another app (or an earlier version of this one) ticked: shown, with no expression known here.
-    for (const [connection, ticks] of ticksOf) {
-      for (const [key, lastTick] of ticks) {
-        if (seen.has(`${connection}\u0000${key}`)) continue;
-        const cut = key.indexOf('/');
-        out.push({
-          queue: key.slice(0, cut),
-          name: key.slice(cut + 1),
-          connection,
-          cron: null,
-          tz: null,
-          registered: false,
-          lastTick,
-          next: [],
-        });
-      }
-    }
-    return { schedules: out.sort((a, b) => a.queue.localeCompare(b.queue) || a.name.localeCompare(b.name)) };
+      return {
+        queue: s.queue,
+        id: s.id,
+        name: s.name,
+        connection: s.connection,
+        cron: s.pattern,
+        every: s.everyMs,
+        tz: s.tz,
+        paused: s.paused,
+        source: s.source,
+        iterationCount: s.count,
+        limit: s.limit,
+        next: s.paused ? next.slice(0, 1) : next,
+      };
+    });
+    return { schedules: schedules.sort((a, b) => a.queue.localeCompare(b.queue) || a.id.localeCompare(b.id)) };
   }
 
   /** The live nodes of each database's registry (a node with queues on two databases is in both). */

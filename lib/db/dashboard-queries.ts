@@ -245,8 +245,9 @@ export function buildDashboardQueries(schema: string) {
       WHERE n.last_seen_at > now() - (3 * n.heartbeat_ms)::float8 * interval '1 millisecond'
       ORDER BY n.host, n.pid, n.id LIMIT ${MAX_ROWS}`,
 
-    /** Every schedule's last tick (one row per queue and job name that ever ticked), the first MAX_ROWS by key. No parameters. */
-    schedules: `SELECT key, last_tick FROM ${s}.cron_schedules ORDER BY key LIMIT ${MAX_ROWS}`,
+    /** The job schedulers of every queue (migration 0014), the first MAX_ROWS by queue and id. No parameters. */
+    schedules: `SELECT queue, id, job_name, pattern, every_ms, tz, next_run_at, paused, source, count, "limit", end_at
+                FROM ${s}.job_schedulers ORDER BY queue, id LIMIT ${MAX_ROWS}`,
 
     /**
      * Retry by ids from any queue: failed, cancelled or completed jobs go back to waiting under

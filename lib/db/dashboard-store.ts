@@ -1,4 +1,5 @@
 import type {
+  DashboardScheduler,
   DashboardFlow,
   DashboardJob,
   DashboardReads,
@@ -248,10 +249,36 @@ export class DashboardStore implements DashboardReads {
     }));
   }
 
-  /** Last tick per schedule key (`queue/name`). */
-  async lastTicks(): Promise<Map<string, Date>> {
-    const rows = await this.db.query<{ key: string; last_tick: Date }>(this.q.schedules, []);
-    return new Map(rows.map((r) => [r.key, r.last_tick]));
+  /** The job schedulers of every queue, by queue and id (capped). */
+  async schedulers(): Promise<DashboardScheduler[]> {
+    const rows = await this.db.query<{
+      queue: string;
+      id: string;
+      job_name: string;
+      pattern: string | null;
+      every_ms: string | null;
+      tz: string;
+      next_run_at: Date | null;
+      paused: boolean;
+      source: 'code' | 'runtime';
+      count: number;
+      limit: number | null;
+      end_at: Date | null;
+    }>(this.q.schedules, []);
+    return rows.map((r) => ({
+      queue: r.queue,
+      id: r.id,
+      name: r.job_name,
+      pattern: r.pattern,
+      everyMs: r.every_ms === null ? null : Number(r.every_ms),
+      tz: r.tz,
+      next: r.next_run_at,
+      paused: r.paused,
+      source: r.source,
+      count: r.count,
+      limit: r.limit,
+      endAt: r.end_at,
+    }));
   }
 
   /**

@@ -9,7 +9,7 @@ import { Changes } from './change';
 import { Cleaner } from './clean';
 import { Control } from './control';
 import { QueueLimits } from './queue-limits';
-import { Cron } from './cron';
+import { JobSchedulers } from './job-schedulers';
 import { DedupInserts } from './dedup';
 import type { QueueRetentions } from './queue-retention';
 import type { SqlExecutor } from './executor';
@@ -53,7 +53,7 @@ export type { LogAppend, LogCaps, LogPage } from './job-logs';
  * settle.ts (an attempt's end); control.ts (cancel, pause, retry, remove); change.ts (promote,
  * priority, delay, payload of a waiting job); find.ts (getJobs, getJobCounts, getJobByKey); clean.ts
  * (clean, drain, obliterate); bulk.ts, bulk-live.ts, bulk-history.ts (retryJobs, removeJobs,
- * cancelJobs); cron.ts; maintenance.ts (rescue, retention) and vacuum.ts; reads.ts and
+ * cancelJobs); job-schedulers.ts; maintenance.ts (rescue, retention) and vacuum.ts; reads.ts and
  * flows.ts (getJob, counts, children); history/ (partitions, reads by id).
  */
 export class JobStore {
@@ -75,6 +75,8 @@ export class JobStore {
   readonly bulk: BulkChanges;
   /** A queue's global concurrency stored in the database (queue-limits.ts, migration 0015). */
   readonly limits: QueueLimits;
+  /** Job schedulers (job-schedulers.ts, migration 0014): upserts, reads, and the tick's claim and write. */
+  readonly schedulers: JobSchedulers;
   private readonly ctx: StoreContext;
   private readonly inserts: Inserts;
   private readonly unique: UniqueInserts;
@@ -87,7 +89,6 @@ export class JobStore {
   private readonly control: Control;
   private readonly changes: Changes;
   private readonly finder: Finder;
-  private readonly cron: Cron;
   private readonly maintenance: Maintenance;
   private readonly vacuum: Vacuum;
   private readonly reads: Reads;
@@ -117,7 +118,7 @@ export class JobStore {
     this.dedup = new DedupInserts(ctx);
     this.events = new EventStore(ctx.db, ctx.sql, ctx.eventsChannel);
     this.retentions = ctx.retentions;
-    this.cron = new Cron(ctx);
+    this.schedulers = new JobSchedulers(ctx);
     this.maintenance = new Maintenance(ctx);
     this.vacuum = new Vacuum(ctx);
     const layout = new HistoryLayoutCache(ctx.db, opts.schema);
@@ -149,16 +150,6 @@ export class JobStore {
     db: SqlExecutor | undefined,
   ): Promise<FlowInserted> {
     return this.flowInserts.insertFlow(nodes, existing, db);
-  }
-
-  /** Enqueues one tick of a schedule unless a node already did; true when this call did. */
-  enqueueTick(key: string, tick: Date, row: NewJobRow): Promise<boolean> {
-    return this.cron.enqueueTick(key, tick, row);
-  }
-
-  /** The last tick enqueued for a schedule, or null before its first. */
-  lastTick(key: string): Promise<Date | null> {
-    return this.cron.lastTick(key);
   }
 
   // Claim (claim.ts, claim-limited.ts)

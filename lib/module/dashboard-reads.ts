@@ -39,6 +39,10 @@ export type DashboardQueue = Pick<
   | 'getGlobalConcurrency'
   | 'setGlobalConcurrency'
   | 'removeGlobalConcurrency'
+  | 'pauseJobScheduler'
+  | 'resumeJobScheduler'
+  | 'runJobSchedulerNow'
+  | 'removeJobScheduler'
 >;
 
 /**

@@ -11,10 +11,10 @@ import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 import { resolveQueueOptions } from '../core/options/module-checks';
 import { PgQueueExplorer, type FoundListener, type FoundProcessor } from '../discovery/pg-queue.explorer';
-import { buildJobRow } from '../producer/enqueue';
-import type { CronEntry } from '../worker/cron';
 import type { QueueEventName } from '../core/queue-events';
 import type { WorkerEventName } from '../decorators/on-worker-event.decorator';
+import type { ResolvedSchedule } from '../core/cron-schedule';
+import { reconcileCodeSchedulers } from '../producer/code-schedulers';
 import { checkDeadLetterQueues, checkInjectedQueues, checkListenerQueues, warnUnhandled } from './pg-queue.boot-checks';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import type { PgQueueRuntime } from './pg-queue.runtime';
@@ -62,16 +62,21 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
     }
     if (!this.runtime.options.workers) return;
     try {
-      // Each database elects its own cron scheduler: a schedule runs where its queue lives.
-      const entries = this.cronEntries(found);
-      warnUnhandled(
-        this.runtime,
-        found,
-        entries.map((e) => e.schedule),
-        this.logger,
-      );
+      // Code-declared schedules become each database's job_schedulers rows (source 'code'); every
+      // worker node's ticker runs them with the runtime ones (producer/code-schedulers.ts).
+      const schedules = this.codeSchedules(found);
+      warnUnhandled(this.runtime, found, schedules, this.logger);
       for (const c of this.runtime.connections) {
-        c.supervisor.setCron(entries.filter((e) => this.runtime.connectionOf(e.schedule.queue) === c));
+        const report = await reconcileCodeSchedulers(
+          c.store.schedulers,
+          schedules.filter((s) => this.runtime.connectionOf(s.queue) === c),
+          [...found.keys()].filter((q) => this.runtime.connectionOf(q) === c),
+          (queue) => this.runtime.queueOptions(queue)!.defaultJobOptions,
+          this.runtime.options.maxPayloadBytes,
+        );
+        for (const r of report.removed) {
+          this.logger.log(`Job scheduler ${quote(r.id)} of queue "${r.queue}" is no longer declared in code: removed`);
+        }
       }
     } catch (err) {
       await this.runtime.close();
@@ -142,31 +147,22 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
     this.logger.error(`${decorator} listener ${where} threw: ${err?.message ?? String(err)}`, err?.stack);
   }
 
-  /** Every schedule this node runs: `registerQueue({ repeat })` and `@Process({ cron })`, each once. */
-  private cronEntries(found: Map<string, FoundProcessor>): CronEntry[] {
+  /** Every schedule this app declares: `registerQueue({ repeat })` and `@Process({ cron })`, each once. */
+  private codeSchedules(found: Map<string, FoundProcessor>): ResolvedSchedule[] {
     const schedules = [
       ...this.runtime.registeredQueues.flatMap((q) => q.repeat),
       ...[...found.values()].flatMap((f) => f.schedules),
     ];
     const seen = new Set<string>();
-    return schedules.map((schedule) => {
+    for (const schedule of schedules) {
       if (seen.has(schedule.key)) {
         throw new PgQueueConfigError(
           `Job ${quote(schedule.name)} of queue "${schedule.queue}" is scheduled twice (registerQueue repeat and/or @Process cron); keep one.`,
         );
       }
       seen.add(schedule.key);
-      const queue = this.runtime.queueOptions(schedule.queue)!;
-      const row = buildJobRow(
-        schedule.queue,
-        schedule.name,
-        schedule.payload,
-        undefined,
-        queue.defaultJobOptions,
-        this.runtime.options.maxPayloadBytes,
-      );
-      return { schedule, row };
-    });
+    }
+    return schedules;
   }
 
   async onModuleDestroy(): Promise<void> {

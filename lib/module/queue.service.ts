@@ -13,6 +13,7 @@ import {
 import type { GetJobsOptions, JobPage, PromoteJobsOptions } from '../core/find-options';
 import type { CleanOptions, ObliterateOptions } from '../core/clean';
 import type { GetJobLogsOptions, JobLogsPage } from '../core/job-logs';
+import type { JobScheduler, JobSchedulerRepeat, JobSchedulerTemplate } from '../core/job-scheduler';
 import type { CancelJobsOptions, RemoveJobsOptions, RetryJobsOptions } from '../core/bulk-options';
 import { executorFor, type TransactionTarget } from '../db/executor';
 import type { JobMap, Queue } from '../producer/queue';
@@ -290,6 +291,57 @@ export class QueueService {
    */
   async cancelJobs(queue: string, opts: CancelJobsOptions, target?: TransactionTarget): Promise<number> {
     return this.runtime.queue(queue, 'QueueService.cancelJobs').cancelJobs(opts, target);
+  }
+
+  /** `Queue.upsertJobScheduler` of a registered queue: creates or replaces the job scheduler `id`. */
+  async upsertJobScheduler<TPayload = unknown>(
+    queue: string,
+    id: string,
+    repeat: JobSchedulerRepeat,
+    template: JobSchedulerTemplate<TPayload>,
+    target?: TransactionTarget,
+  ): Promise<JobScheduler<TPayload>> {
+    const q = this.runtime.queue(queue, 'QueueService.upsertJobScheduler') as unknown as Queue<Record<string, TPayload>>;
+    return q.upsertJobScheduler(id, repeat, template, target);
+  }
+
+  /** `Queue.getJobScheduler` of a registered queue. */
+  async getJobScheduler<TPayload = unknown>(
+    queue: string,
+    id: string,
+    target?: TransactionTarget,
+  ): Promise<JobScheduler<TPayload> | null> {
+    return this.runtime.queue(queue, 'QueueService.getJobScheduler').getJobScheduler<TPayload>(id, target);
+  }
+
+  /** `Queue.getJobSchedulers` of a registered queue: by next tick, `start` and `end` inclusive (-1: all). */
+  async getJobSchedulers<TPayload = unknown>(
+    queue: string,
+    start?: number,
+    end?: number,
+    asc?: boolean,
+  ): Promise<JobScheduler<TPayload>[]> {
+    return this.runtime.queue(queue, 'QueueService.getJobSchedulers').getJobSchedulers<TPayload>(start, end, asc);
+  }
+
+  /** `Queue.getJobSchedulersCount` of a registered queue. */
+  async getJobSchedulersCount(queue: string): Promise<number> {
+    return this.runtime.queue(queue, 'QueueService.getJobSchedulersCount').getJobSchedulersCount();
+  }
+
+  /** `Queue.removeJobScheduler` of a registered queue. */
+  async removeJobScheduler(queue: string, id: string, target?: TransactionTarget): Promise<boolean> {
+    return this.runtime.queue(queue, 'QueueService.removeJobScheduler').removeJobScheduler(id, target);
+  }
+
+  /** `Queue.pauseJobScheduler` of a registered queue. */
+  async pauseJobScheduler(queue: string, id: string): Promise<boolean> {
+    return this.runtime.queue(queue, 'QueueService.pauseJobScheduler').pauseJobScheduler(id);
+  }
+
+  /** `Queue.resumeJobScheduler` of a registered queue. */
+  async resumeJobScheduler(queue: string, id: string): Promise<boolean> {
+    return this.runtime.queue(queue, 'QueueService.resumeJobScheduler').resumeJobScheduler(id);
   }
 }
 

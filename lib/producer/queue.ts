@@ -10,7 +10,8 @@ import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
 import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
 import { tracedEnqueue } from './tracing';
 import * as USE from './transaction-uses';
-import { QueueOperations, type JobMap } from './queue-operations';
+import type { JobMap } from './queue-operations';
+import { QueueSchedulers } from './queue-schedulers';
 
 export type { TransactionTarget } from '../db/executor';
 export type { JobMap } from './queue-operations';
@@ -22,7 +23,7 @@ export type { JobMap } from './queue-operations';
  * constructor(@InjectQueue('email') private readonly email: Queue<{ welcome: { userId: number } }>) {}
  * await this.email.add('welcome', { userId: 42 }, { manager });
  */
-export class Queue<TJobs extends JobMap = JobMap> extends QueueOperations<TJobs> {
+export class Queue<TJobs extends JobMap = JobMap> extends QueueSchedulers<TJobs> {
   /** @internal Reports the rows a flow inserted into this queue (see `enqueued`). */
   reportEnqueued(rows: readonly { name: string }[]): void {
     this.enqueued(rows);

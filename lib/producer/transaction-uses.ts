@@ -14,3 +14,5 @@ export const UPDATE_PAYLOAD: TransactionUse = { caller: 'updatePayload()', effec
 export const REMOVE_JOBS: TransactionUse = { caller: 'removeJobs()', effect: 'the removal' };
 export const CANCEL_JOBS: TransactionUse = { caller: 'cancelJobs()', effect: 'the cancel' };
 export const REMOVE_DEDUPLICATION_KEY: TransactionUse = { caller: 'removeDeduplicationKey()', effect: 'the freed key' };
+export const UPSERT_SCHEDULER: TransactionUse = { caller: 'upsertJobScheduler()', effect: 'the scheduler' };
+export const REMOVE_SCHEDULER: TransactionUse = { caller: 'removeJobScheduler()', effect: 'the removal' };

@@ -1,6 +1,5 @@
 import type { JobStore, StalledJob } from '../db/job-store';
 import type { ResolvedPgQueueOptions } from '../core/options/resolved';
-import type { CronScheduler } from './cron';
 import type { HistoryUpkeep } from './history-upkeep';
 import type { EngineLogger } from './logger';
 import { PeriodicService } from './service';
@@ -13,15 +12,13 @@ export interface RescueContext {
   readonly logger: EngineLogger;
   readonly history: HistoryUpkeep;
   readonly vacuum: JobsTableVacuum;
-  /** The schedules of this node (read at each pass: set before start). */
-  cron(): CronScheduler | null;
   stalled(job: StalledJob): void;
   error(err: Error): void;
 }
 
 /**
  * The maintenance pass, every `rescueIntervalMs`: if this node wins the election, rescue expired
- * leases and prune, then history upkeep and the vacuum; on every node, the cron catch-up.
+ * leases and prune, then history upkeep and the vacuum.
  */
 export class Rescuer extends PeriodicService {
   constructor(private readonly ctx: RescueContext) {
@@ -37,8 +34,6 @@ export class Rescuer extends PeriodicService {
       // starts once shutdown began (history.stop()): shutdown waits only for the one running then.
       if (r) void history.runOnce();
       if (r) await vacuum.runOnce();
-      // Every node that runs schedules, not only the elected one: ticks are deduplicated in the database.
-      await this.ctx.cron()?.runOnce();
       if (r && r.stalled.length) {
         for (const j of r.stalled) {
           if (opts.logJobFailures !== 'none') {

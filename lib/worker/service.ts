@@ -1,7 +1,7 @@
 /**
  * The one shape of every background service (as River's startstop): the listener, the
- * heartbeat, the rescue pass and what it runs (history upkeep, vacuum, cron catch-up), the cron
- * timers and the completer. The supervisor starts and stops them; tests call `runOnce`.
+ * heartbeat, the rescue pass and what it runs (history upkeep, vacuum), the job schedulers'
+ * ticker and the completer. The supervisor starts and stops them; tests call `runOnce`.
  */
 export interface BackgroundService {
   /** Starts its timers or connection and returns at once: a database that is down must not hold the boot. */

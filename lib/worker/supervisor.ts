@@ -15,9 +15,9 @@ import { QueueWorker, type WorkerEvents } from './queue-worker';
 import { JobsTableVacuum } from './vacuum';
 import { HistoryPartitions } from '../db/history/partitions';
 import { HistoryUpkeep } from './history-upkeep';
-import { CronScheduler, type CronEntry } from './cron';
 import { Heartbeat } from './heartbeat';
 import { StoredLimits } from './stored-limits';
+import { JobSchedulerTicker } from './job-scheduler-ticker';
 import { Rescuer } from './rescue';
 import { removeNodeRow, stopWorkers, withTimeout } from './shutdown';
 import { outcomeReports, type SupervisorEventMap } from './supervisor-events';
@@ -35,7 +35,7 @@ export interface QueueHandlers {
 
 /**
  * Every background service of one process: the listener, a worker per queue, the completer,
- * the heartbeat and the maintenance pass (rescue, prune; history upkeep, vacuum, cron catch-up),
+ * the heartbeat and the maintenance pass (rescue, prune; history upkeep, vacuum) and the job schedulers' ticker,
  * each of one shape (service.ts). Knows nothing of Nest.
  */
 export class Supervisor extends EventEmitter<SupervisorEventMap> {
@@ -48,7 +48,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   readonly history: HistoryUpkeep;
   private readonly beats: Heartbeat;
   private readonly rescuer: Rescuer;
-  private cron: CronScheduler | null = null;
+  private readonly ticker: JobSchedulerTicker;
   private listener: Listener | null = null;
   private hints: ControlHints | null = null;
   /** The queues' stored global concurrency, kept current in every worker (stored-limits.ts). */
@@ -76,6 +76,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       this.workers.forEach((w) => w.outcomesWritten()),
     );
     const error = (err: Error) => this.emit('error', err);
+    this.ticker = new JobSchedulerTicker(store.schedulers, opts.cronCatchUpMs, opts.pollIntervalMs, logger, error);
     this.vacuum = new JobsTableVacuum(store, opts.vacuumAtDeadTuples, logger);
     this.history = new HistoryUpkeep(
       new HistoryPartitions(store.pool, store.schema, opts.historyPartitionMs, (m) => logger.warn(m)),
@@ -101,7 +102,6 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       logger,
       history: this.history,
       vacuum: this.vacuum,
-      cron: () => this.cron,
       stalled: (job) => this.emit('stalled', job),
       error,
     });
@@ -114,13 +114,6 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
    * by the runtime of an app with more than one connection, before `addQueue`.
    */
   onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor;
-
-  /** The recurring jobs this node schedules; call before `start`. */
-  setCron(entries: readonly CronEntry[]): void {
-    this.cron = entries.length
-      ? new CronScheduler(this.store, entries, this.opts.cronCatchUpMs, this.logger, (err) => this.emit('error', err))
-      : null;
-  }
 
   /** Adds a queue's worker; call before `start`. */
   addQueue(q: QueueHandlers): void {
@@ -207,7 +200,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
   /**
    * Manual mode, for tests (nestjs-pg-queue/testing); call before `start`. `start` then creates
    * the workers with their handlers but starts nothing in the background: no listener, poll,
-   * timers, heartbeat, maintenance or cron. Jobs run only in `runRound`.
+   * timers, heartbeat, maintenance or scheduler ticks. Jobs run only in `runRound`.
    */
   setManual(): void {
     if (this.started) throw new PgQueueError('Supervisor.setManual() must be called before start().');
@@ -284,8 +277,16 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     // The first beat at once: the node shows in the registry from its start, not a heartbeat later.
     if (this.workers.size > 0) this.beats.start();
     this.rescuer.start();
-    // Not awaited: a database that is down at boot must not hold the boot; maintenance retries.
-    this.cron?.start();
+    // Not awaited: a database that is down at boot must not hold the boot; its timer retries.
+    this.ticker.start();
+  }
+
+  /**
+   * One pass of the job schedulers of this database (job-scheduler-ticker.ts): every due tick
+   * enqueued once. `now` for tests (default: the database's clock). Resolves with the schedulers advanced.
+   */
+  tickSchedulers(now?: Date): Promise<number> {
+    return this.ticker.runOnce(now);
   }
 
   /**
@@ -314,7 +315,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     this.stopped = true;
     // No history pass starts from now on: this waits only for the one running now.
     const history = this.history.stop();
-    void this.cron?.stop();
+    const ticks = this.ticker.stop();
     const { store, completer, workerId, logger } = this;
     const deadline = Date.now() + this.opts.shutdownTimeoutMs;
     const shutdown = { store, completer, workerId, logger, shutdownTimeoutMs: this.opts.shutdownTimeoutMs };
@@ -329,7 +330,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
     // closes after stop() returns, and a pass that outlived it logged "Cannot use a pool after
     // calling end on the pool" (seen in the scale benchmark's shutdowns).
     // Bounded too: a pass stuck on a database that does not answer must not hold shutdown.
-    await withTimeout(Promise.all([beats, passes, history, limits, this.hints?.settled()]), PASS_WAIT_MS);
+    await withTimeout(Promise.all([beats, passes, history, limits, ticks, this.hints?.settled()]), PASS_WAIT_MS);
     // Last: handlers still ran until the jobs were abandoned above.
     if (this.catchingRejections) process.off('unhandledRejection', this.onUnhandledRejection);
     this.catchingRejections = false;

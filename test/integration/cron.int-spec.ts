@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { Process, Processor, type Job } from '../../lib';
+import { Process, Processor, getQueueToken, type Job, type Queue } from '../../lib';
 import { bootApp } from '../support/app';
 import { useTestDatabase, waitFor } from '../support/database';
 
@@ -38,7 +38,7 @@ describe('recurring jobs', () => {
     for (const n of ['a', 'b', 'c'])
       nodes.push(await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor(n)] }));
     try {
-      await waitFor(async () => (await tickRows()).length >= 4, { timeoutMs: 10_000, message: 'four ticks' });
+      await waitFor(async () => (await tickRows()).length >= 4, { timeoutMs: 20_000, message: 'four ticks' });
     } finally {
       for (const n of nodes) await n.close();
     }
@@ -51,10 +51,10 @@ describe('recurring jobs', () => {
   it('a restart catches up the ticks missed while no node ran, each once', async () => {
     const options = { connection: t.db.url, pollIntervalMs: 100, cronCatchUpMs: 60_000 };
     let app = await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor('before')] });
-    await waitFor(async () => (await tickRows()).length >= 6, { timeoutMs: 10_000 });
+    await waitFor(async () => (await tickRows()).length >= 6, { timeoutMs: 20_000 });
     await app.close();
     // Downtime without waiting for it: the last three ticks never happened (their jobs gone, the
-    // stored last tick moved back before them), as if no node had run for three seconds.
+    // stored next tick moved back to the first of them), as if no node had run for three seconds.
     const ran = await tickRows();
     const missed = ran.slice(-3);
     const lastKept = ran[ran.length - 4];
@@ -64,12 +64,12 @@ describe('recurring jobs', () => {
       ]);
     }
     await t.pool.query(
-      `UPDATE pgqueue.cron_schedules SET last_tick = to_timestamp($1 / 1000.0) WHERE key = 'cron/every-second'`,
-      [lastKept],
+      `UPDATE pgqueue.job_schedulers SET next_run_at = to_timestamp($1 / 1000.0) WHERE queue = 'cron' AND id = 'every-second'`,
+      [lastKept + 1000],
     );
     app = await bootApp({ options, queues: [{ name: 'cron' }], providers: [cronProcessor('after')] });
     try {
-      await waitFor(async () => (await tickRows()).length >= ran.length + 2, { timeoutMs: 10_000 });
+      await waitFor(async () => (await tickRows()).length >= ran.length + 2, { timeoutMs: 20_000 });
     } finally {
       await app.close();
     }
@@ -79,7 +79,7 @@ describe('recurring jobs', () => {
     for (let i = 1; i < runAts.length; i++) expect(runAts[i] - runAts[i - 1]).toBe(1000);
   });
 
-  it('after downtime, ticks older than cronCatchUpMs are skipped and each newer missed one is enqueued once', async () => {
+  it('upgrading from cron_schedules (migration 6): ticks older than cronCatchUpMs are skipped and each newer missed one is enqueued once', async () => {
     @Processor('cronwin')
     class EveryMinute {
       @Process({ name: 'every-minute', cron: '0 * * * * *' })
@@ -88,7 +88,8 @@ describe('recurring jobs', () => {
       }
     }
     const windowMs = 5 * 60_000;
-    // The schedule last ticked 30 minutes ago: 30 ticks were missed, only those of the last 5 minutes are due.
+    // The schedule last ticked 30 minutes ago, before the upgrade (in cron_schedules): 30 ticks were
+    // missed, only those of the last 5 minutes are due.
     await t.pool.query(
       `INSERT INTO pgqueue.cron_schedules (key, last_tick) VALUES ('cronwin/every-minute', date_trunc('minute', now()) - interval '30 minutes')`,
     );
@@ -110,7 +111,7 @@ describe('recurring jobs', () => {
     let caughtUpBy = 0;
     try {
       await waitFor(async () => (await stored()).includes(latest), {
-        timeoutMs: 10_000,
+        timeoutMs: 20_000,
         message: 'the catch-up to reach the newest due tick',
       });
       caughtUpBy = Date.now();
@@ -160,6 +161,78 @@ describe('recurring jobs', () => {
       expect(ticks.find((x) => x.node === 'repeat')?.payload).toEqual({ report: 'daily' });
     } finally {
       await ok.close();
+    }
+  });
+
+  it("code-declared schedules are job_schedulers rows, reconciled at boot: one no longer declared by the app that handles its queue is removed, another app's are kept", async () => {
+    @Processor('recon')
+    class Recon {
+      @Process('a')
+      a() {}
+      @Process('b')
+      b() {}
+    }
+    const boot = (repeat: { name: string; cron: string }[], workers = true) =>
+      bootApp({
+        options: { connection: t.db.url, workers },
+        queues: [
+          { name: 'recon', repeat },
+          { name: 'other', repeat: workers ? [] : [{ name: 'api-only', cron: '0 4 * * *' }] },
+        ],
+        providers: workers ? [Recon] : [],
+      });
+    const rows = async () =>
+      (
+        await t.pool.query<{ queue: string; id: string; pattern: string; source: string }>(
+          `SELECT queue, id, pattern, source FROM pgqueue.job_schedulers WHERE queue IN ('recon', 'other') ORDER BY queue, id`,
+        )
+      ).rows;
+    let app = await boot([
+      { name: 'a', cron: '0 3 * * *' },
+      { name: 'b', cron: '0 5 * * *' },
+    ]);
+    await app.init();
+    await app.close();
+    // A runtime scheduler of the same queue is never touched by the reconcile.
+    await t.pool.query(
+      `INSERT INTO pgqueue.job_schedulers (queue, id, every_ms, job_name, next_run_at) VALUES ('recon', 'runtime-1', 60000, 'a', now() + interval '1 day')`,
+    );
+    // A row of queue 'other', declared in code by an app that runs no worker for it (say an API):
+    // this app does not own 'other', so its rows stay whatever this app declares.
+    await t.pool.query(
+      `INSERT INTO pgqueue.job_schedulers (queue, id, pattern, job_name, next_run_at, source) VALUES ('other', 'elsewhere', '0 1 * * *', 'x', now() + interval '1 day', 'code')`,
+    );
+    const before = (await rows()).find((r) => r.id === 'a');
+    expect(before).toEqual({ queue: 'recon', id: 'a', pattern: '0 3 * * *', source: 'code' });
+    const nextOfA = (await t.pool.query(`SELECT next_run_at FROM pgqueue.job_schedulers WHERE id = 'a'`)).rows[0].next_run_at;
+    // The next version: b removed from code, a unchanged.
+    app = await boot([{ name: 'a', cron: '0 3 * * *' }]);
+    await app.init();
+    await app.close();
+    expect(await rows()).toEqual([
+      { queue: 'other', id: 'elsewhere', pattern: '0 1 * * *', source: 'code' },
+      { queue: 'recon', id: 'a', pattern: '0 3 * * *', source: 'code' },
+      { queue: 'recon', id: 'runtime-1', pattern: null, source: 'runtime' },
+    ]);
+    // Unchanged timing: its next tick kept (a restart neither reruns nor skips one).
+    expect((await t.pool.query(`SELECT next_run_at FROM pgqueue.job_schedulers WHERE id = 'a'`)).rows[0].next_run_at).toEqual(
+      nextOfA,
+    );
+    // A producer-only app's boot removes nothing, whatever it declares.
+    app = await boot([], false);
+    await app.init();
+    await app.close();
+    expect((await rows()).map((r) => r.id)).toEqual(['elsewhere', 'a', 'runtime-1']);
+    // A runtime upsert may not take a code-declared id.
+    app = await boot([{ name: 'a', cron: '0 3 * * *' }]);
+    await app.init();
+    try {
+      const q = app.get<Queue>(getQueueToken('recon'));
+      await expect(q.upsertJobScheduler('a', { every: 60_000 }, { name: 'a' })).rejects.toThrow(
+        /declared in code .* holds this id/,
+      );
+    } finally {
+      await app.close();
     }
   });
 

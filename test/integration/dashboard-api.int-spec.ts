@@ -526,16 +526,28 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       }
     });
 
-    it('schedules: expression, time zone, last tick and the next five runs', async () => {
+    it('schedules: every job scheduler with its expression, time zone, count and next five runs', async () => {
+      // As a worker node's boot stores the code-declared one (this app runs no workers).
       await sql.query(
-        `INSERT INTO pgqueue.cron_schedules (key, last_tick) VALUES ($1, '2026-01-01T02:00:00Z') ON CONFLICT DO NOTHING`,
-        [`${Q}/nightly`],
+        `INSERT INTO pgqueue.job_schedulers (queue, id, pattern, tz, job_name, next_run_at, source, count)
+         VALUES ($1, 'nightly', '0 3 * * *', 'Europe/Berlin', 'nightly', '2030-01-01T02:00:00Z', 'code', 7) ON CONFLICT DO NOTHING`,
+        [Q],
       );
       const res = await http().get('/queues/api/schedules');
       expect(res.status).toBe(200);
       const s = res.body.schedules.find((x: { queue: string }) => x.queue === Q);
-      expect(s).toMatchObject({ name: 'nightly', cron: '0 3 * * *', tz: 'Europe/Berlin', lastTick: '2026-01-01T02:00:00.000Z' });
+      expect(s).toMatchObject({
+        id: 'nightly',
+        name: 'nightly',
+        cron: '0 3 * * *',
+        every: null,
+        tz: 'Europe/Berlin',
+        source: 'code',
+        paused: false,
+        iterationCount: 7,
+      });
       expect(s.next).toHaveLength(5);
+      expect(s.next[0]).toBe('2030-01-01T02:00:00.000Z');
       // 03:00 in Berlin is 01:00 or 02:00 UTC, each a day after the previous.
       for (const t of s.next) expect(new Date(t).getUTCHours()).toBeGreaterThanOrEqual(1);
       expect(new Date(s.next[1]).getTime() - new Date(s.next[0]).getTime()).toBeGreaterThanOrEqual(23 * 3_600_000);

@@ -74,6 +74,16 @@ const historyCount = async (queue: string, state: string): Promise<number> =>
 const storedCap = async (queue: string): Promise<number | null> =>
   (await sql.query<{ n: number | null }>(`SELECT global_concurrency AS n FROM pgqueue.queues WHERE name = $1`, [queue])).rows[0]
     ?.n ?? null;
+/** A job scheduler 's1' of `queue`, due in an hour, that has made one job. */
+const seedScheduler = (queue: string) =>
+  sql.query(
+    `INSERT INTO pgqueue.job_schedulers (queue, id, every_ms, job_name, payload, next_run_at, count)
+     VALUES ($1, 's1', 60000, 'tick', '{"t":1}', now() + interval '1 hour', 1)`,
+    [queue],
+  );
+/** The scheduler 's1' of `queue`: paused and count, or null when removed. */
+const schedulerOf = async (queue: string): Promise<{ paused: boolean; count: number } | null> =>
+  (await sql.query(`SELECT paused, count FROM pgqueue.job_schedulers WHERE queue = $1 AND id = 's1'`, [queue])).rows[0] ?? null;
 const isDue = async (id: string): Promise<boolean> =>
   (await sql.query<{ due: boolean }>(`SELECT run_at <= now() AS due FROM pgqueue.jobs WHERE id = $1`, [id])).rows[0].due;
 
@@ -376,6 +386,33 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
     });
   });
 
+  describe('job schedulers', () => {
+    it('pause, resume, run now (a job due now, the schedule unmoved) and remove; an unknown one answers 404', async () => {
+      const q = `sched-${platform}`;
+      await seedScheduler(q);
+      const next = async () =>
+        (await sql.query(`SELECT next_run_at FROM pgqueue.job_schedulers WHERE queue = $1`, [q])).rows[0].next_run_at as Date;
+      const before = await next();
+      expect((await post(`/queues/api/queues/${q}/schedulers/s1/pause`, {})).body).toEqual({ done: true });
+      expect(await schedulerOf(q)).toEqual({ paused: true, count: 1 });
+      const listed = (await http().get('/queues/api/schedules')).body.schedules.find((s: { queue: string }) => s.queue === q);
+      expect(listed).toMatchObject({ id: 's1', name: 'tick', every: 60000, paused: true, source: 'runtime' });
+      expect((await post(`/queues/api/queues/${q}/schedulers/s1/resume`, {})).body).toEqual({ done: true });
+      expect(await schedulerOf(q)).toEqual({ paused: false, count: 1 });
+      const run = await post(`/queues/api/queues/${q}/schedulers/s1/run`, {});
+      expect(run.status).toBe(200);
+      const job = (
+        await sql.query(`SELECT id::text, name, payload, run_at <= now() AS due FROM pgqueue.jobs WHERE queue = $1`, [q])
+      ).rows;
+      expect(job).toEqual([{ id: run.body.jobId, name: 'tick', payload: { t: 1 }, due: true }]);
+      expect(await next()).toEqual(before);
+      expect((await post(`/queues/api/queues/${q}/schedulers/nope/run`, {})).status).toBe(404);
+      expect((await post(`/queues/api/queues/${q}/schedulers/s1/remove`, {})).body).toEqual({ done: true });
+      expect(await schedulerOf(q)).toBeNull();
+      expect((await post(`/queues/api/queues/${q}/schedulers/s1/remove`, {})).status).toBe(404);
+    });
+  });
+
   describe('access rules on every new POST', () => {
     const routes = (queue: string, id: string): [string, unknown][] => [
       [`/api/queues/${queue}/clean`, { state: 'completed', olderThanMs: 0 }],
@@ -387,10 +424,15 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
       [`/api/queues/${queue}/cancel-matching`, { state: 'delayed' }],
       [`/api/queues/${queue}/global-concurrency`, { globalConcurrency: 1 }],
       [`/api/queues/${queue}/nodes/h1:1:ab/concurrency`, { concurrency: 2 }],
+      [`/api/queues/${queue}/schedulers/s1/pause`, {}],
+      [`/api/queues/${queue}/schedulers/s1/resume`, {}],
+      [`/api/queues/${queue}/schedulers/s1/run`, {}],
+      [`/api/queues/${queue}/schedulers/s1/remove`, {}],
     ];
 
     it('readOnly refuses each with 403 and changes nothing', async () => {
       const q = `ro-${platform}`;
+      await seedScheduler(q);
       const [delayed] = await seedLive(q, [{ delayMs: 3_600_000 }]);
       await seedHistory(q, 'completed', 1);
       const ro = await boot({ public: true, readOnly: true, path: '/ro' });
@@ -403,12 +445,14 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
       expect(await isDue(delayed)).toBe(false);
       expect(await historyCount(q, 'completed')).toBe(1);
       expect(await storedCap(q)).toBeNull();
+      expect(await schedulerOf(q)).toEqual({ paused: false, count: 1 });
       // Reads still answer.
       expect((await request(ro.getHttpServer()).get(`/ro/api/queues/${q}/count?state=completed`)).body.count).toBe(1);
     });
 
     it('without the custom header each answers 400 and changes nothing', async () => {
       const q = `hdr-${platform}`;
+      await seedScheduler(q);
       const [delayed] = await seedLive(q, [{ delayMs: 3_600_000 }]);
       await seedHistory(q, 'completed', 1);
       for (const [url, b] of routes(q, delayed)) {
@@ -416,6 +460,7 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
         expect([url, res.status]).toEqual([url, 400]);
         expect(res.body.error).toMatch(/X-PgQueue-Dashboard: 1/);
       }
+      expect(await schedulerOf(q)).toEqual({ paused: false, count: 1 });
       expect(await liveCount(q)).toBe(1);
       expect(await isDue(delayed)).toBe(false);
       expect(await historyCount(q, 'completed')).toBe(1);
@@ -424,6 +469,7 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
 
     it('authorize is asked with each action name and what it touches, and a refusal changes nothing', async () => {
       const q = `authz-${platform}`;
+      await seedScheduler(q);
       const [d1, d2] = await seedLive(q, [{ delayMs: 3_600_000 }, { delayMs: 3_600_000 }]);
       await seedHistory(q, 'completed', 1);
       const asked: { action: string; queues: readonly string[]; filter: unknown }[] = [];
@@ -453,13 +499,20 @@ describe.each(PLATFORMS)('dashboard operator routes on %s', (platform: Platform)
         'cancel-matching',
         'global-concurrency',
         'concurrency',
+        'scheduler-pause',
+        'scheduler-resume',
+        'scheduler-run',
+        'scheduler-remove',
         'promote-bulk',
         'promote-all',
       ]);
       expect(asked[0]).toEqual({ action: 'clean', queues: [q], filter: { state: 'completed', olderThanMs: '0' } });
       expect(asked[3].queues).toEqual([q]);
       expect(asked[4]).toEqual({ action: 'retry-matching', queues: [q], filter: { state: 'completed' } });
-      expect(asked[10].filter).toEqual({ name: 'job' });
+      expect(asked[14].filter).toEqual({ name: 'job' });
+      expect(asked[7].queues).toEqual([q]);
+      expect(asked[9].queues).toEqual([q]);
+      expect(await schedulerOf(q)).toEqual({ paused: false, count: 1 });
       expect(await liveCount(q)).toBe(2);
       expect(await isDue(d1)).toBe(false);
       expect(await historyCount(q, 'completed')).toBe(1);

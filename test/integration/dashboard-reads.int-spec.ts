@@ -62,7 +62,8 @@ describe('dashboard reads', () => {
       [over],
     );
     await ctx.pool.query(
-      `INSERT INTO pgqueue.cron_schedules (key, last_tick) SELECT 'q/s' || g, now() FROM generate_series(1, $1::int) g`,
+      `INSERT INTO pgqueue.job_schedulers (queue, id, every_ms, job_name, payload, next_run_at)
+       SELECT 'q', 's' || g, 60000, 'tick', '{}', now() + interval '1 hour' FROM generate_series(1, $1::int) g`,
       [over],
     );
     const store = new DashboardStore(ctx.pool, 'pgqueue', 'pgqueue_jobs');
@@ -77,7 +78,7 @@ describe('dashboard reads', () => {
     expect((await ctx.pool.query(store.q.liveCounts, [registered, null])).rowCount).toBe(MAX_ROWS);
     expect((await store.counts(registered)).length).toBe(MAX_ROWS);
     expect((await store.nodes()).length).toBe(MAX_ROWS);
-    expect((await store.lastTicks()).size).toBe(MAX_ROWS);
+    expect((await store.schedulers()).length).toBe(MAX_ROWS);
   });
 
   it(`at most ${MAX_WAITING} statements wait for a turn; the next is refused at once, the others run`, async () => {

@@ -2,7 +2,6 @@ import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
 import { Client, escapeIdentifier } from 'pg';
 import { QueueService, type Queue } from '../../lib';
-import type { NewJobRow } from '../../lib/db/job-store';
 import { bootApp, runtimeOf } from '../support/app';
 import { useTestDatabase } from '../support/database';
 
@@ -71,26 +70,11 @@ describe('durable enqueue', () => {
     expect(await settingsOf([job.id])).toEqual(['on']);
   });
 
-  it('a recurring job’s tick commits with synchronous_commit on', async () => {
-    const store = runtimeOf(app).store;
-    const row: NewJobRow = {
-      queue: 'dq',
-      name: 'x',
-      payload: { v: 5 },
-      payloadJson: '{"v":5}',
-      priority: 0,
-      runAt: null,
-      delayMs: 0,
-      maxAttempts: 1,
-      backoff: null,
-      timeoutMs: null,
-      uniqueKey: null,
-      replaceWaiting: false,
-      traceJson: null,
-      dedupKey: null,
-      dedupTtlMs: 0,
-    };
-    expect(await store.enqueueTick('dq:x:cron', new Date(), row)).toBe(true);
+  it('a job scheduler’s tick commits with synchronous_commit on', async () => {
+    await t.pool.query(
+      `INSERT INTO pgqueue.job_schedulers (queue, id, every_ms, job_name, payload, next_run_at) VALUES ('dq', 'x', 60000, 'x', '{"v":5}', now())`,
+    );
+    expect(await runtimeOf(app).supervisor.tickSchedulers()).toBe(1);
     const { rows } = await t.pool.query<{ sync: string }>(
       `SELECT s.sync FROM commit_settings s JOIN pgqueue.jobs j ON j.id = s.job_id WHERE j.payload = '{"v": 5}'`,
     );

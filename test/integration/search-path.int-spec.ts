@@ -499,6 +499,26 @@ describe('search_path hijack', () => {
     const supervisor = runtimeOf(app).supervisor;
     await supervisor.heartbeat();
     await supervisor.maintain();
+    // Job schedulers (migration 14): the upsert, reads, pause, resume, run now, and a tick's claim
+    // and write (here, or on the app's own ticker: its errors land in `errors` too).
+    await queue.upsertJobScheduler('sp-sched', { every: 60_000 }, { name: 'ok', payload: { tag: 'scheduled' } });
+    await queue.upsertJobScheduler(
+      'sp-cron',
+      { pattern: '0 3 * * *', tz: 'Europe/Berlin' },
+      { name: 'ok', payload: { tag: 'cron' } },
+    );
+    await supervisor.tickSchedulers();
+    await waitFor(async () => ((await queue.getJobScheduler('sp-sched'))?.iterationCount ?? 0) >= 1, {
+      timeoutMs: 20_000,
+      message: 'the scheduler to tick',
+    });
+    expect(await queue.getJobSchedulersCount()).toBe(2);
+    expect((await queue.getJobSchedulers(0, -1, false)).map((x) => x.id)).toHaveLength(2);
+    expect(await queue.pauseJobScheduler('sp-cron')).toBe(true);
+    expect(await queue.resumeJobScheduler('sp-cron')).toBe(true);
+    expect(await queue.runJobSchedulerNow('sp-cron')).not.toBeNull();
+    await ended('cron', 'completed');
+    expect(await queue.removeJobScheduler('sp-sched')).toBe(true);
 
     // The dashboard's reads and actions, on sessions with the planted path.
     const store = new DashboardStore(dashboardPool, 'pgqueue', 'pgqueue_jobs');
@@ -521,7 +541,7 @@ describe('search_path hijack', () => {
     expect(await store.flow(flow.job.id)).not.toBeNull();
     expect(await store.locate([doomed.id, long.id])).toHaveLength(2);
     expect((await store.nodes()).length).toBeGreaterThan(0);
-    await store.lastTicks();
+    expect((await store.schedulers()).map((x) => x.id)).toEqual(['sp-cron']);
     expect(await store.retryIds([doomed.id])).toEqual([doomed.id]);
     await failedAgain(4);
     expect(await store.retryFailed('sp', 'doomed')).toBe(1);

@@ -13,6 +13,8 @@ const notRouted = {
   'cls-transactional.int-spec.ts': 'the queue takes its settings from a TypeORM DataSource (enqueue in @Transactional())',
   'module.int-spec.ts': 'forRoot/forRootAsync wiring with its own modules and a TypeORM DataSource, not bootApp',
   'multi-process.int-spec.ts': 'the workers are child processes (test/fixtures/worker-process.js) with their own options',
+  'job-schedulers-multi-process.int-spec.ts':
+    'the workers and the producer are child processes (test/fixtures/scheduler-process.js) with their own options',
   'backend-kill.int-spec.ts':
     "the worker is a child process with its own options, and it kills that process's server backends by pid",
   'readme-app.int-spec.ts': "the README's example app, with its own module",

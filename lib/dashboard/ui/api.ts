@@ -140,12 +140,20 @@ export interface JobPage {
 
 export interface Schedule {
   queue: string;
+  /** The scheduler's id (a code-declared one: its job name). */
+  id: string;
+  /** The name of the jobs it enqueues. */
   name: string;
-  /** null for a schedule this app does not declare (another app's, or an old one's ticks). */
+  connection?: string;
+  /** The cron pattern, or null for an interval. */
   cron: string | null;
-  tz: string | null;
-  registered?: boolean;
-  lastTick: string | null;
+  /** The interval in ms, or null for a pattern. */
+  every: number | null;
+  tz: string;
+  paused: boolean;
+  source: 'code' | 'runtime';
+  iterationCount: number;
+  limit: number | null;
   next: string[];
 }
 
