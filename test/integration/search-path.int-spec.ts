@@ -108,6 +108,7 @@ const CALLED: Record<string, readonly number[]> = {
   jsonb_array_length: [1],
   jsonb_build_array: [1],
   jsonb_build_object: [6, 8, 10],
+  jsonb_object_agg: [2],
   left: [2],
   length: [1],
   max: [1],
@@ -130,6 +131,7 @@ const CALLED: Record<string, readonly number[]> = {
   to_char: [2],
   to_regclass: [1],
   unnest: [1],
+  string_agg: [2],
 };
 
 /** Argument types planted for one argument, and for every argument of a longer call alike. */
@@ -501,6 +503,8 @@ describe('search_path hijack', () => {
     await supervisor.maintain();
     // Job schedulers (migration 14): the upsert, reads, pause, resume, run now, and a tick's claim
     // and write (here, or on the app's own ticker: its errors land in `errors` too).
+    // The app's own code-declared schedules are rows too: count the two added here on top of them.
+    const declared = await queue.getJobSchedulersCount();
     await queue.upsertJobScheduler('sp-sched', { every: 60_000 }, { name: 'ok', payload: { tag: 'scheduled' } });
     await queue.upsertJobScheduler(
       'sp-cron',
@@ -512,8 +516,8 @@ describe('search_path hijack', () => {
       timeoutMs: 20_000,
       message: 'the scheduler to tick',
     });
-    expect(await queue.getJobSchedulersCount()).toBe(2);
-    expect((await queue.getJobSchedulers(0, -1, false)).map((x) => x.id)).toHaveLength(2);
+    expect(await queue.getJobSchedulersCount()).toBe(declared + 2);
+    expect((await queue.getJobSchedulers(0, -1, false)).map((x) => x.id)).toHaveLength(declared + 2);
     expect(await queue.pauseJobScheduler('sp-cron')).toBe(true);
     expect(await queue.resumeJobScheduler('sp-cron')).toBe(true);
     expect(await queue.runJobSchedulerNow('sp-cron')).not.toBeNull();
