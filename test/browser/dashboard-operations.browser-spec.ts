@@ -164,4 +164,71 @@ describe('dashboard operator actions in a real browser (Chromium, the built pack
     await page.locator('[data-testid="promote-all"]').waitFor({ timeout: WAIT_MS });
     expect(await dueNames()).toEqual(['invoice', 'remind', 'remind', 'remind']);
   });
+
+  it('shows the stored global cap and sets it after a confirmation; the value is stored', async () => {
+    const stored = async (): Promise<number | null> =>
+      (await sql.query<{ g: number | null }>(`SELECT global_concurrency AS g FROM pgqueue.queues WHERE name = 'ops'`)).rows[0]
+        ?.g ?? null;
+    const capText = (want: string) =>
+      page.waitForFunction(
+        (w) => document.querySelector('[data-testid="global-cap"]')?.textContent?.startsWith(w) ?? false,
+        want,
+        { timeout: WAIT_MS },
+      );
+    await queue().setGlobalConcurrency(2);
+    await page.goto(`${dashboard}/queues/ops`);
+    await capText('2 stored');
+    expect(await page.locator('[data-testid="global-cap-option"]').innerText()).toBe('none');
+    // No worker in this app: the panel says so rather than showing an empty table.
+    expect(await page.locator('[data-testid="concurrency-panel"] .empty').innerText()).toBe(
+      'No live node runs a worker for this queue.',
+    );
+
+    await page.locator('[data-testid="set-global-cap-input"]').fill('4');
+    await page.locator('[data-testid="set-global-cap"]').click();
+    // The first click only arms the button with the question; nothing is stored yet.
+    expect(await page.locator('[data-testid="set-global-cap"]').innerText()).toBe('Cap ops at 4 across every node?');
+    expect(await stored()).toBe(2);
+    await page.locator('[data-testid="set-global-cap"]').click();
+    await page.locator('.notice.ok').waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('.notice.ok').innerText()).toBe('Queue ops: at most 4 job(s) run at once across every node');
+    expect(await stored()).toBe(4);
+    await capText('4 stored');
+
+    await page.locator('[data-testid="remove-global-cap"]').click();
+    await page.locator('[data-testid="remove-global-cap"]').click();
+    await capText('none');
+    expect(await stored()).toBeNull();
+  });
+
+  it("sets a node's concurrency from its row after a confirmation; the request is stored in the node's registry row", async () => {
+    // The registry row a live node's heartbeat writes (this app runs no worker); that the node
+    // then applies the stored value is the worker's own test (stored limits), not the page's.
+    const node = 'web-1:4242:9f1c2a3b';
+    await sql.query(
+      `INSERT INTO pgqueue.nodes (id, host, pid, started_at, heartbeat_ms, queues)
+       VALUES ($1, 'web-1', 4242, now(), 3600000, '[{"name":"ops","concurrency":5}]')`,
+      [node],
+    );
+    const desired = async (): Promise<unknown> =>
+      (await sql.query<{ d: unknown }>(`SELECT desired_concurrency AS d FROM pgqueue.nodes WHERE id = $1`, [node])).rows[0].d;
+    await page.goto(`${dashboard}/queues/ops`);
+    const row = page.locator(`[data-testid="concurrency-nodes"] tr[data-node-id="${node}"]`);
+    await row.waitFor({ timeout: WAIT_MS });
+    expect(await row.locator('td.num').innerText()).toBe('5');
+
+    await row.locator('[data-testid="set-node-concurrency-input"]').fill('1001');
+    expect(await row.locator('.field-error').innerText()).toBe('A whole number from 1 to 1,000');
+    expect(await row.locator('[data-testid="set-node-concurrency"]').isDisabled()).toBe(true);
+    await row.locator('[data-testid="set-node-concurrency-input"]').fill('2');
+    await row.locator('[data-testid="set-node-concurrency"]').click();
+    expect(await row.locator('[data-testid="set-node-concurrency"]').innerText()).toBe('Run 2 at once on web-1:4242?');
+    expect(await desired()).toEqual({});
+    await row.locator('[data-testid="set-node-concurrency"]').click();
+    await page.locator('.notice.ok').waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('.notice.ok').innerText()).toBe(
+      'Node web-1:4242 asked to run 2 job(s) of ops at once; its next heartbeat shows it',
+    );
+    expect(await desired()).toEqual({ ops: 2 });
+  });
 });

@@ -352,6 +352,8 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
         .locator('[data-testid="refresh"]')
         .getByText(/updated/)
         .waitFor({ timeout: WAIT_MS });
+      // The concurrency panel polls on its own: wait for it, so its (hidden) forms are counted.
+      if (path.startsWith('/queues/')) await page.locator('[data-testid="concurrency-panel"]').waitFor({ timeout: WAIT_MS });
       // Every button left is a search one (filter the list, open a job by id): nothing that writes.
       const buttons = await page
         .locator('main button')
@@ -359,6 +361,13 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
       expect({ path, buttons }).toEqual({ path, buttons: [] });
       expect({ path, checkboxes: await page.locator('main input[type="checkbox"]').count() }).toEqual({ path, checkboxes: 0 });
       expect({ path, forms: await page.locator('[data-testid="enqueue-form"]').count() }).toEqual({ path, forms: 0 });
+      expect({
+        path,
+        inputs: await page.locator('main [data-testid$="concurrency-input"], main [data-testid$="cap-input"]').count(),
+      }).toEqual({
+        path,
+        inputs: 0,
+      });
     }
     expect(await page.locator('.badge.readonly').count()).toBe(1);
     expect((await fetchIn(page, '/queues/api/overview')).status).toBe(200);

@@ -18,6 +18,7 @@ import { usePoll } from '../poll';
 import { navigate, qs } from '../router';
 import { settings } from '../settings';
 import { EnqueueForm } from './enqueue';
+import { QueueConcurrency } from './queue-concurrency';
 import { CleanByAge, DrainAction, MatchingActions } from './queue-operations';
 
 interface Filters {
@@ -356,6 +357,7 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
         <Section title="Limits, retention, dead letters">
           <Settings d={d} />
         </Section>
+        <QueueConcurrency queue={qname} actions={actions} onDone={done} />
         {actions && (
           <Section title="Clean finished jobs by age">
             <CleanByAge queue={qname} onDone={done} />
