@@ -11,6 +11,8 @@ import {
   QueueService,
   UnrecoverableError,
   type ActiveJob,
+  type Job,
+  type JobAttemptError,
 } from '../../lib';
 import { eventsChannel } from '../../lib/db/events';
 import type { ConfirmRow } from '../../lib/db/events';
@@ -38,6 +40,22 @@ class ModesProcessor {
   @Process('parent')
   parent() {
     return 'parent done';
+  }
+}
+
+/** What @OnQueueEvent heard of flows in the LISTEN app: `released:id` and `failed:id:errorName`. */
+const flowHeard: string[] = [];
+
+@Injectable()
+class FlowListener {
+  @OnQueueEvent('released', { queue: 'm' })
+  released(job: Job) {
+    flowHeard.push(`released:${job.id}`);
+  }
+
+  @OnQueueEvent('failed', { queue: 'm' })
+  failed(job: Job, error: JobAttemptError) {
+    flowHeard.push(`failed:${job.id}:${error.name}`);
   }
 }
 
@@ -111,7 +129,7 @@ describe('cross-process events: modes', () => {
       app = await bootApp({
         options: { connection: t.db.url },
         queues: [{ name: 'm' }],
-        providers: [ModesProcessor],
+        providers: [ModesProcessor, FlowListener],
       });
     });
     afterAll(() => app?.close());
@@ -184,6 +202,38 @@ describe('cross-process events: modes', () => {
       } finally {
         await events.close();
       }
+    });
+
+    it('@OnQueueEvent hears a release, and a failure passed up two levels (each parent failed by its child)', async () => {
+      const queues = app.get(QueueService);
+      await runtimeOf(app).connectionOf('m').events.ready(WAIT.timeoutMs);
+      const ok = await queues.addFlow({
+        queue: 'm',
+        name: 'parent',
+        payload: {},
+        children: [{ queue: 'm', name: 'ok', payload: { n: 2 } }],
+      });
+      await waitFor(() => flowHeard.includes(`released:${ok.job.id}`), {
+        ...WAIT,
+        message: () => `the release; heard ${flowHeard.join(' ')}`,
+      });
+      const tree = await queues.addFlow({
+        queue: 'm',
+        name: 'parent',
+        payload: {},
+        children: [{ queue: 'm', name: 'parent', payload: {}, children: [{ queue: 'm', name: 'boom', payload: {} }] }],
+      });
+      const middle = tree.children[0]!.job.id;
+      const top = tree.job.id;
+      await waitFor(
+        () => flowHeard.includes(`failed:${middle}:ChildFailedError`) && flowHeard.includes(`failed:${top}:ChildFailedError`),
+        {
+          ...WAIT,
+          message: () => `both parents' failures; heard ${flowHeard.join(' ')}`,
+        },
+      );
+      expect(flowHeard).not.toContain(`released:${middle}`);
+      expect(flowHeard).not.toContain(`released:${top}`);
     });
 
     it('an iterator read at once keeps up with a burst larger than its buffer (no lagged)', async () => {
