@@ -3,10 +3,12 @@ import type { Job, JobAttemptError, JobProgress, JobState } from './job';
 
 /**
  * What the outcome statements publish, as the events channel spells it (`kind|queue|ids`).
- * `deadLettered` and `stalled` are published as themselves; the rest carry BullMQ's names.
+ * `deadLettered`, `stalled` and `released` are published as themselves; the rest carry BullMQ's
+ * names. `released` (a flow parent's dependencies all ended: waiting-children -> waiting) and a
+ * parent's `failed` by its child come from the flow trigger (migration 0016).
  */
 export type QueueEventKind =
-  'completed' | 'failed' | 'retrying' | 'cancelled' | 'snoozed' | 'deadLettered' | 'stalled' | 'progress';
+  'completed' | 'failed' | 'retrying' | 'cancelled' | 'snoozed' | 'deadLettered' | 'stalled' | 'progress' | 'released';
 
 /** Every kind of cross-process event, in one list (the decorator and the parser check against it). */
 export const QUEUE_EVENT_KINDS: readonly QueueEventKind[] = [
@@ -18,6 +20,7 @@ export const QUEUE_EVENT_KINDS: readonly QueueEventKind[] = [
   'deadLettered',
   'stalled',
   'progress',
+  'released',
 ];
 
 /**
@@ -58,6 +61,12 @@ export interface QueueEventMap {
   stalled: [job: Job, error: JobAttemptError];
   /** A handler reported progress (written at most once per `progressIntervalMs`): the value stored. */
   progress: [job: Job, progress: JobProgress];
+  /**
+   * A job that waited on its children or dependencies (`waiting-children`) had them all end and
+   * became claimable. Only such a release publishes it, never an add (BullMQ's `waiting` with
+   * prev 'waiting-children'). The job may be further along when read (active, or finished).
+   */
+  released: [job: Job];
   /** This subscription fell behind and dropped events: which, and how many. */
   lagged: [lag: LaggedEvent];
 }

@@ -37,21 +37,38 @@ export function publishRef(sql: SchemaSql, name = 'published'): string {
 export interface ConfirmRow extends JobRow {
   /** true: in the jobs table (live); false: in history. */
   live: boolean;
+  /**
+   * The job waited on dependencies and they all ended before it left `waiting-children` (what a
+   * `released` event says); false for a job that had none, still waits, or was failed by a child.
+   */
+  released: boolean;
 }
 
 /** The statement of the events' listener: its confirming read. */
-export function eventStatements({ jobs, history }: SchemaSql) {
+export function eventStatements({ s, jobs, history }: SchemaSql) {
   return {
     /**
      * The listener's one read per burst: every row the notifications named, live or in history,
      * so an event fires only for what the database says (a notification is a hint: any role that
      * can connect may send one). By id on both tables (the primary key; on a partitioned history
      * an index probe per partition, once per burst, not per event). $1 id[]
+     *
+     * `released`, for a flow parent's release (migration 0016): live, a job with dependencies
+     * past waiting-children; finished, one whose every edge ended in a way that does not fail
+     * it, before it finished (a parent cancelled while it waited, whose children ended later,
+     * was never released). Only for a finished job that has dependencies (has_dependencies
+     * stays on the live row; history rows are probed on job_dependencies_parent_idx, which
+     * holds no edge for a job without dependencies: one index probe, no heap read).
      */
     confirm: `
-      SELECT true AS live, ${LIVE_COLS} FROM ${jobs} WHERE id = ANY($1::bigint[])
+      SELECT true AS live, ${LIVE_COLS}, (has_dependencies AND state <> 'waiting-children') AS released
+      FROM ${jobs} WHERE id = ANY($1::bigint[])
       UNION ALL
-      SELECT false, ${HISTORY_COLS} FROM ${history} WHERE id = ANY($1::bigint[])`,
+      SELECT false, ${HISTORY_COLS},
+             COALESCE((SELECT pg_catalog.bool_and(d.state IS NOT NULL AND (d.state = 'completed' OR d.on_failure = 'ignore')
+                                                  AND d.resolved_at <= d.parent_finished_at)
+                       FROM ${s}.job_dependencies d WHERE d.parent_id = h.id), false)
+      FROM ${history} h WHERE h.id = ANY($1::bigint[])`,
   };
 }
 

@@ -66,7 +66,11 @@ function lastError(errors: readonly JobAttemptError[] | null): JobAttemptError |
  * - deadLettered: the row, now in another queue, holds an error of that attempt;
  * - snoozed: the live row of that queue is waiting on that (uncounted) attempt;
  * - progress: the row of that queue, running that attempt (or finished on it), holds a progress
- *   value (the one fired: the latest, which a burst of writes may have passed).
+ *   value (the one fired: the latest, which a burst of writes may have passed);
+ * - released: the row of that queue (live past waiting-children, or finished since) had
+ *   dependencies that all ended without failing it, and is on that attempt or a later one (it
+ *   may have run since). A job without dependencies, one still waiting on them, or one a child
+ *   failed, never bears it out.
  */
 export function confirmHint(h: EventHint, rows: readonly ConfirmRow[]): ConfirmedEvent | null {
   const live = rows.find((r) => r.live);
@@ -108,6 +112,10 @@ export function confirmHint(h: EventHint, rows: readonly ConfirmRow[]): Confirme
       // row in history still holds the progress that attempt stored.
       const r = [live, done].find((x) => x && x.queue === h.queue && x.attempt === h.attempt && x.progress !== null);
       return r && (r.live ? r.state === 'active' : true) ? { ...base, event: 'progress', args: [job(r), r.progress!] } : null;
+    }
+    case 'released': {
+      const r = [live, done].find((x) => x && x.queue === h.queue && x.released && x.attempt >= h.attempt);
+      return r ? { ...base, event: 'released', args: [job(r)] } : null;
     }
   }
 }

@@ -8,7 +8,7 @@ import { FINAL_KINDS, type EventHint, type EventReads, type EventSink, type Even
 
 /** How long a wait gives the LISTEN connection to come up before its first read. */
 const READY_WAIT_MS = 2_000;
-/** While LISTEN runs, the row is still read this often: ends no notification tells (a parent failed by its child, a cancel of a waiting job, a removal). */
+/** While LISTEN runs, the row is still read this often: ends no notification tells (a removal, or any outcome with `events.publish` off). */
 const LISTENING_RECHECK_MS = 5_000;
 /** Without LISTEN (poll-only, or while it reconnects): the first re-read, growing by half up to POLL_MAX_MS. */
 const POLL_FIRST_MS = 100;

@@ -11,6 +11,8 @@ import {
   QueueService,
   UnrecoverableError,
   type ActiveJob,
+  type Job,
+  type JobAttemptError,
 } from '../../lib';
 import { eventsChannel } from '../../lib/db/events';
 import type { ConfirmRow } from '../../lib/db/events';
@@ -38,6 +40,22 @@ class ModesProcessor {
   @Process('parent')
   parent() {
     return 'parent done';
+  }
+}
+
+/** What @OnQueueEvent heard of flows in the LISTEN app: `released:id` and `failed:id:errorName`. */
+const flowHeard: string[] = [];
+
+@Injectable()
+class FlowListener {
+  @OnQueueEvent('released', { queue: 'm' })
+  released(job: Job) {
+    flowHeard.push(`released:${job.id}`);
+  }
+
+  @OnQueueEvent('failed', { queue: 'm' })
+  failed(job: Job, error: JobAttemptError) {
+    flowHeard.push(`failed:${job.id}:${error.name}`);
   }
 }
 
@@ -111,7 +129,7 @@ describe('cross-process events: modes', () => {
       app = await bootApp({
         options: { connection: t.db.url },
         queues: [{ name: 'm' }],
-        providers: [ModesProcessor],
+        providers: [ModesProcessor, FlowListener],
       });
     });
     afterAll(() => app?.close());
@@ -133,26 +151,89 @@ describe('cross-process events: modes', () => {
       }
     });
 
-    it('awaits a flow parent: its result once its children ran, and the failure a child passed up', async () => {
+    it('awaits a flow parent: its release and its failure by a child are heard as events (migration 0016)', async () => {
       const queues = app.get(QueueService);
+      const events = queues.queueEvents('m');
+      const released: string[] = [];
+      const failed: string[] = [];
+      events.on('released', (job) => released.push(job.id));
+      events.on('failed', (job, error) => failed.push(`${job.id}:${error.name}`));
+      try {
+        await runtimeOf(app).connectionOf('m').events.ready(WAIT.timeoutMs);
+        const ok = await queues.addFlow({
+          queue: 'm',
+          name: 'parent',
+          payload: {},
+          children: [{ queue: 'm', name: 'ok', payload: { n: 1 } }],
+        });
+        await expect(queues.waitForJob('m', ok.job.id, WAIT)).resolves.toBe('parent done');
+        // The trigger published the release when the child completed (before it, nothing did).
+        await waitFor(() => released.includes(ok.job.id), { ...WAIT, message: () => `the release; heard ${released.join(' ')}` });
+        // A child's failure fails the parent inside the trigger, which publishes it as failed:
+        // the wait settles from that event (before 0016, only its 5 s re-read found it).
+        const failing = await queues.addFlow({
+          queue: 'm',
+          name: 'parent',
+          payload: {},
+          children: [{ queue: 'm', name: 'boom', payload: {} }],
+        });
+        const e = await queues.waitForJob('m', failing.job.id, WAIT).catch((x: unknown) => x);
+        expect(e).toBeInstanceOf(JobFinishedWithError);
+        expect((e as JobFinishedWithError).state).toBe('failed');
+        await waitFor(() => failed.includes(`${failing.job.id}:ChildFailedError`), {
+          ...WAIT,
+          message: () => `the parent's failure; heard ${failed.join(' ')}`,
+        });
+        expect(released).not.toContain(failing.job.id);
+
+        // Forged releases: a plain job that completed, and the parent a child failed. Then a
+        // control, a replay of the true release, sent after them: once it is heard, the forged
+        // ones were read and fired nothing.
+        const plain = await queues.add('m', 'ok', { n: 1 });
+        await plain.waitUntilFinished(WAIT);
+        const send = (p: string) => t.pool.query(`SELECT pg_notify($1, $2)`, [eventsChannel('pgqueue'), p]);
+        await send(`released|m|${plain.id}.0,${plain.id}.1,${failing.job.id}.0`);
+        const before = released.length;
+        await send(`released|m|${ok.job.id}.0`);
+        await waitFor(() => released.length > before, { ...WAIT, message: 'the replayed release (the control)' });
+        expect(released.slice(before)).toEqual([ok.job.id]);
+        expect(released).not.toContain(plain.id);
+        expect(released).not.toContain(failing.job.id);
+      } finally {
+        await events.close();
+      }
+    });
+
+    it('@OnQueueEvent hears a release, and a failure passed up two levels (each parent failed by its child)', async () => {
+      const queues = app.get(QueueService);
+      await runtimeOf(app).connectionOf('m').events.ready(WAIT.timeoutMs);
       const ok = await queues.addFlow({
         queue: 'm',
         name: 'parent',
         payload: {},
-        children: [{ queue: 'm', name: 'ok', payload: { n: 1 } }],
+        children: [{ queue: 'm', name: 'ok', payload: { n: 2 } }],
       });
-      await expect(queues.waitForJob('m', ok.job.id, WAIT)).resolves.toBe('parent done');
-      // A child's failure fails the parent inside the trigger of migration 0008, which publishes
-      // nothing: the wait's periodic read finds it (within 5 s).
-      const failing = await queues.addFlow({
+      await waitFor(() => flowHeard.includes(`released:${ok.job.id}`), {
+        ...WAIT,
+        message: () => `the release; heard ${flowHeard.join(' ')}`,
+      });
+      const tree = await queues.addFlow({
         queue: 'm',
         name: 'parent',
         payload: {},
-        children: [{ queue: 'm', name: 'boom', payload: {} }],
+        children: [{ queue: 'm', name: 'parent', payload: {}, children: [{ queue: 'm', name: 'boom', payload: {} }] }],
       });
-      const e = await queues.waitForJob('m', failing.job.id, WAIT).catch((x: unknown) => x);
-      expect(e).toBeInstanceOf(JobFinishedWithError);
-      expect((e as JobFinishedWithError).state).toBe('failed');
+      const middle = tree.children[0]!.job.id;
+      const top = tree.job.id;
+      await waitFor(
+        () => flowHeard.includes(`failed:${middle}:ChildFailedError`) && flowHeard.includes(`failed:${top}:ChildFailedError`),
+        {
+          ...WAIT,
+          message: () => `both parents' failures; heard ${flowHeard.join(' ')}`,
+        },
+      );
+      expect(flowHeard).not.toContain(`released:${middle}`);
+      expect(flowHeard).not.toContain(`released:${top}`);
     });
 
     it('an iterator read at once keeps up with a burst larger than its buffer (no lagged)', async () => {

@@ -132,6 +132,7 @@ const CALLED: Record<string, readonly number[]> = {
   to_regclass: [1],
   unnest: [1],
   string_agg: [2],
+  bool_and: [1],
 };
 
 /** Argument types planted for one argument, and for every argument of a longer call alike. */

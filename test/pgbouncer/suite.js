@@ -78,7 +78,10 @@ const testsByNature = {
       'events: { publish: false } sends no NOTIFY (a control NOTIFY sent after the job ended arrives alone)':
         'its app waits with LISTEN on; the poll-only wait has its own test in the file',
       'publishes (a control: with publishing on, the same completion is heard on the channel)': 'it boots an app with LISTEN',
-      'awaits a flow parent: its result once its children ran, and the failure a child passed up': 'it boots an app with LISTEN',
+      'awaits a flow parent: its release and its failure by a child are heard as events (migration 0016)':
+        'it subscribes to queue.events() (refused in poll-only mode) to hear the flow trigger',
+      '@OnQueueEvent hears a release, and a failure passed up two levels (each parent failed by its child)':
+        'its app has @OnQueueEvent methods, refused at boot in poll-only mode',
       'an iterator read at once keeps up with a burst larger than its buffer (no lagged)':
         'it subscribes to queue.events(), refused in poll-only mode',
       'a burst past the backlog is dropped and reported as lagged, with the count and ids; nothing else is lost':

@@ -28,6 +28,7 @@ function row(over: Partial<ConfirmRow>): ConfirmRow {
     result: null,
     progress: null,
     unique_key: null,
+    released: false,
     ...over,
   };
 }
@@ -94,6 +95,27 @@ describe('confirmHint: an event fires only for what the rows bear out', () => {
     });
     expect(confirmHint(hint('progress', 2), [row({ state: 'active', progress: 40 })])).toBeNull();
   });
+
+  it('released: a row of that queue whose dependencies all ended without failing it, on that attempt or later', () => {
+    // Released and waiting, or already run since (live active, or finished): the job as read.
+    expect(confirmHint(hint('released', 0), [row({ attempt: 0, released: true })])).toMatchObject({
+      event: 'released',
+      args: [{ id: '7', state: 'waiting' }],
+    });
+    expect(confirmHint(hint('released', 0), [row({ state: 'active', released: true })])).toMatchObject({ event: 'released' });
+    const ran = row({ live: false, state: 'completed', released: true });
+    expect(confirmHint(hint('released', 0), [ran])).toMatchObject({ event: 'released', args: [{ state: 'completed' }] });
+    // Forged: a plain waiting job, one still waiting on children, one failed by its child (the
+    // SQL's released is false for each), another queue's parent, an attempt it never reached.
+    expect(confirmHint(hint('released', 0), [row({ attempt: 0 })])).toBeNull();
+    expect(confirmHint(hint('released', 0), [row({ attempt: 0, state: 'waiting-children' })])).toBeNull();
+    expect(
+      confirmHint(hint('released', 0), [row({ live: false, state: 'failed', attempt: 0, errors: [err(0, 'ChildFailedError')] })]),
+    ).toBeNull();
+    expect(confirmHint(hint('released', 0, 'other'), [row({ attempt: 0, released: true })])).toBeNull();
+    expect(confirmHint(hint('released', 2), [row({ attempt: 1, released: true })])).toBeNull();
+    expect(confirmHint(hint('released', 0), [])).toBeNull();
+  });
 });
 
 describe('waitVerdict', () => {
@@ -135,6 +157,7 @@ describe('@OnQueueEvent and @OnWorkerEvent', () => {
       'deadLettered',
       'stalled',
       'progress',
+      'released',
       'lagged',
     ]) {
       expect(() => OnQueueEvent(name as never)).not.toThrow();
