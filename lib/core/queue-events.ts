@@ -99,6 +99,13 @@ export interface QueueEvents extends AsyncIterable<QueueEvent> {
    * `bufferSize` events (default 1000): past that it drops the oldest and yields a `lagged`.
    */
   iterate(opts?: { bufferSize?: number }): AsyncIterableIterator<QueueEvent>;
+  /**
+   * Resolves once this subscription's LISTEN is active: every event committed after that is heard
+   * (an event committed before it is not replayed). BullMQ's `queueEvents.waitUntilReady()`.
+   * `@OnQueueEvent` methods are ready when the app's boot returns. Rejects when the subscription
+   * is closed first, or after `timeoutMs`.
+   */
+  waitUntilReady(opts?: { timeoutMs?: number }): Promise<void>;
   /** Stops listening (its iterators end); idempotent. */
   close(): Promise<void>;
 }

@@ -11,7 +11,7 @@ import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 import { resolveQueueOptions } from '../core/options/module-checks';
 import { PgQueueExplorer, type FoundListener, type FoundProcessor } from '../discovery/pg-queue.explorer';
-import type { QueueEventName } from '../core/queue-events';
+import type { QueueEventName, QueueEvents } from '../core/queue-events';
 import type { WorkerEventName } from '../decorators/on-worker-event.decorator';
 import type { ResolvedSchedule } from '../core/cron-schedule';
 import { reconcileCodeSchedulers } from '../producer/code-schedulers';
@@ -47,6 +47,7 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
 
   async onApplicationBootstrap(): Promise<void> {
     let found: Map<string, FoundProcessor>;
+    let subscriptions: QueueEvents[];
     try {
       // Look up the optional CLS transaction host now, when every provider exists, rather than on
       // the first add(): loading that package cost the first enqueue tens of milliseconds (bench/).
@@ -54,12 +55,25 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
       found = this.explorer.findProcessors((queue) => this.runtime.queueOptions(queue) !== undefined);
       const listeners = this.explorer.findEventListeners();
       checkListenerQueues(this.runtime, listeners);
-      this.subscribe(listeners);
+      subscriptions = this.subscribe(listeners);
     } catch (err) {
       // A failed boot must not leave the pool's connections open behind it.
       await this.runtime.close();
       throw err;
     }
+    // @OnQueueEvent methods hear every event committed once the boot returns: wait for their LISTEN
+    // (bounded: a listener that cannot connect yet keeps retrying, and says so in its log).
+    const timeoutMs = this.runtime.options.connectTimeoutMs;
+    const late = await Promise.all(
+      subscriptions.map((s) =>
+        s.waitUntilReady({ timeoutMs }).then(
+          () => null,
+          (e: Error) => e,
+        ),
+      ),
+    );
+    const failed = late.find((e) => e !== null);
+    if (failed) this.logger.warn(`@OnQueueEvent: ${failed.message} Events committed before it connects are not heard.`);
     if (!this.runtime.options.workers) return;
     try {
       // Code-declared schedules become each database's job_schedulers rows (source 'code'); every
@@ -109,12 +123,14 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
    * each `@OnQueueEvent` method to the cross-process events of its queue (every registered
    * queue when it names none). Those subscriptions end when the module closes.
    */
-  private subscribe(listeners: readonly FoundListener[]): void {
+  private subscribe(listeners: readonly FoundListener[]): QueueEvents[] {
+    const subscriptions: QueueEvents[] = [];
     for (const l of listeners) {
       if (l.kind === 'queue') {
         const queues = l.queue !== undefined ? [l.queue] : this.runtime.registeredQueues.map((q) => q.name);
         for (const name of queues) {
           const events = this.runtime.queue(name).events();
+          subscriptions.push(events);
           events.on(l.event as QueueEventName, (...args: unknown[]) => this.callListener('@OnQueueEvent', l, args));
         }
         continue;
@@ -131,6 +147,7 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
           : this.runtime.connections;
       for (const c of on) c.supervisor.on(l.event as WorkerEventName, listener);
     }
+    return subscriptions;
   }
 
   /** Calls a listener method; what it throws (or rejects with) is logged, never passed on. */

@@ -1,4 +1,5 @@
 import type { LaggedEvent, QueueEvent, QueueEventMap, QueueEventName, QueueEvents } from '../core/queue-events';
+import { PgQueueError } from '../core/errors';
 import type { ConfirmedEvent } from './event-confirm';
 import type { EngineLogger } from './logger';
 import type { EventHint, EventSink, EventsHub } from './queue-events-hub';
@@ -143,6 +144,23 @@ export class QueueSubscription implements QueueEvents, EventSink {
 
   [Symbol.asyncIterator](): AsyncIterableIterator<QueueEvent> {
     return this.iterate();
+  }
+
+  async waitUntilReady(opts: { timeoutMs?: number } = {}): Promise<void> {
+    const deadline = opts.timeoutMs === undefined ? Infinity : Date.now() + opts.timeoutMs;
+    this.attach();
+    for (;;) {
+      if (this.isClosed) throw new PgQueueError(`queue.events() of "${this.queue}": closed before its LISTEN was active.`);
+      if (this.hub.listening) return;
+      const left = deadline - Date.now();
+      if (left <= 0) {
+        throw new PgQueueError(
+          `queue.events() of "${this.queue}": LISTEN not active after ${opts.timeoutMs} ms (the listener keeps reconnecting; see its log).`,
+        );
+      }
+      // ready() answers at once when no listener exists yet: wait a little then, never spin.
+      if (!(await this.hub.ready(Math.min(left, 1000)))) await new Promise((r) => setTimeout(r, Math.min(left, 50)));
+    }
   }
 
   async close(): Promise<void> {

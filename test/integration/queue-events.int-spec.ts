@@ -68,7 +68,9 @@ class EventsProcessor {
   snooze(job: ActiveJob<{ tag: string }>) {
     if (!snoozed.has(job.payload.tag)) {
       snoozed.add(job.payload.tag);
-      throw new SnoozeJobError(10);
+      // Long enough that the event's confirming read finds the row still snoozed: a snooze leaves
+      // no other trace, so once the job has run again the hint cannot be confirmed (docs/events.md).
+      throw new SnoozeJobError(3_000);
     }
     return 'woke';
   }
@@ -105,6 +107,8 @@ describe('cross-process queue events', () => {
     events.on('progress', (job, value) => heard.push(['progress', job.id, value]));
     events.on('snoozed', (job) => heard.push(['snoozed', job.id, job.state]));
     try {
+      // Events committed before the LISTEN is active are not replayed: wait for it, as a user would.
+      await events.waitUntilReady({ timeoutMs: 20_000 });
       const ok = await queues().add('ev', 'ok', { n: 21 });
       const boom = await queues().add('ev', 'boom', {});
       const flaky = await queues().add('ev', 'flaky', {}, retryFast);
@@ -129,12 +133,25 @@ describe('cross-process queue events', () => {
     }
   });
 
+  it('waitUntilReady resolves once the LISTEN is active on the server, and rejects once closed', async () => {
+    const events = queues().queueEvents('ev');
+    await events.waitUntilReady({ timeoutMs: 20_000 });
+    const listening = await t.pool.query<{ n: number }>(
+      `SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND query LIKE 'LISTEN %_events%'`,
+    );
+    expect(listening.rows[0].n).toBeGreaterThan(0);
+    await events.close();
+    await expect(events.waitUntilReady({ timeoutMs: 1_000 })).rejects.toThrow(/closed before its LISTEN was active/);
+  });
+
   it('a forged NOTIFY on the events channel never reaches a listener; the real event after it does', async () => {
     const events = queues().queueEvents('ev');
     const heard: string[] = [];
     events.on('completed', (job) => heard.push(`completed:${job.id}`));
     events.on('failed', (job) => heard.push(`failed:${job.id}`));
     try {
+      // Events committed before the LISTEN is active are not replayed: wait for it, as a user would.
+      await events.waitUntilReady({ timeoutMs: 20_000 });
       // A job that is waiting (gated jobs block), one that does not exist, and garbage.
       const waiting = await queues().add('ev', 'gated', { tag: 'forged' }, { delayMs: 3_600_000 });
       const plain = await t.pool.connect();
@@ -195,6 +212,8 @@ describe('cross-process queue events', () => {
     const events = queues().queueEvents('ev');
     const it = events.iterate({ bufferSize: 5 });
     try {
+      // Events committed before the LISTEN is active are not replayed: wait for it, as a user would.
+      await events.waitUntilReady({ timeoutMs: 20_000 });
       const jobs = await queues()
         .getQueue('ev')
         .addBulk(Array.from({ length: 30 }, (_, n) => ({ name: 'ok', payload: { n } })));
@@ -214,8 +233,10 @@ describe('cross-process queue events', () => {
       const lagged = seen.find((e) => e.event === 'lagged');
       expect(lagged).toBeDefined();
       const lag = lagged!.args[0] as LaggedEvent;
-      expect(lag.missed).toBe(25);
-      expect(lag.ids.every((id) => ids.has(id))).toBe(true);
+      // 30 completions into a buffer of 5: at least 25 dropped, and they are ours. An event of an
+      // earlier test still being confirmed when this one began can add one more (loaded machines).
+      expect(lag.missed).toBeGreaterThanOrEqual(25);
+      expect(lag.ids.filter((id) => ids.has(id)).length).toBeGreaterThanOrEqual(25 - (lag.missed - 25));
     } finally {
       await events.close();
     }
@@ -228,6 +249,8 @@ describe('cross-process queue events', () => {
     const heard: [string, JobAttemptError][] = [];
     events.on('cancelled', (job, err) => heard.push([job.id, err]));
     try {
+      // Events committed before the LISTEN is active are not replayed: wait for it, as a user would.
+      await events.waitUntilReady({ timeoutMs: 20_000 });
       const job = await queues().add('ev', 'cancellable', { tag: 'c1' });
       await waitFor(() => gates.has('c1'), WAIT);
       await queues().getQueue('ev').cancel(job.id);
