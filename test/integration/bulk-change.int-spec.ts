@@ -120,7 +120,9 @@ describe('retryJobs, removeJobs, cancelJobs', () => {
       });
       expect(await work.retry(a.id)).toBe(true);
       expect(await work.retryJobs({ state: 'completed' })).toBeGreaterThanOrEqual(2);
-      await waitFor(() => [a, b, c].every((j) => ran.get(j.id) === 2), {
+      // At least twice: `a`, retried first, may run and complete again before retryJobs, which then
+      // takes it a third time (it is completed again by then): an exact 2 raced on fast runners.
+      await waitFor(() => [a, b, c].every((j) => (ran.get(j.id) ?? 0) >= 2), {
         message: 'each job to run a second time',
         timeoutMs: 20_000,
       });
