@@ -147,7 +147,8 @@ describe('docs site in a real browser (Chromium, the built VitePress site)', () 
     await expect(hit.getAttribute('aria-label')).resolves.toBe('Class: PgQueueHealthIndicator');
     await hit.click();
     await page.waitForURL(/\/api\/health\/classes\/PgQueueHealthIndicator(#[\w-]*)?$/, { timeout: WAIT_MS });
-    await expect(page.locator('.vp-doc h1').innerText()).resolves.toContain('PgQueueHealthIndicator');
+    // The router changes the URL before it renders the page: wait for the new title, not the old one.
+    await page.locator('.vp-doc h1', { hasText: 'PgQueueHealthIndicator' }).waitFor({ timeout: WAIT_MS });
 
     // A guide page, by a word of its title.
     results = await search('threat model');
