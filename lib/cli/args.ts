@@ -17,6 +17,9 @@ export interface FlagSpec {
 }
 
 export type Flags = Record<string, FlagSpec>;
+
+/** `--queue <name>`, required: the flag of every command that acts on one queue. */
+export const QUEUE = { queue: { type: 'string', arg: '<name>', help: 'the queue (required)', required: true } } as const;
 export type FlagValues = Record<string, string | boolean | string[] | undefined>;
 
 /** The flags every command takes. */

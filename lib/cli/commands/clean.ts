@@ -1,9 +1,7 @@
 import type { CleanState } from '../../core/clean';
-import { parseCount, parseDuration, required, str } from '../args';
+import { parseCount, parseDuration, required, str, QUEUE } from '../args';
 import { EXIT, type Command } from '../command';
 import { humanDuration } from '../output';
-
-const QUEUE = { queue: { type: 'string', arg: '<name>', help: 'the queue (required)', required: true } } as const;
 
 const cleanCommand: Command = {
   name: 'clean',

@@ -1,7 +1,5 @@
-import { required } from '../args';
+import { required, QUEUE } from '../args';
 import { EXIT, type Command } from '../command';
-
-const QUEUE = { queue: { type: 'string', arg: '<name>', help: 'the queue (required)', required: true } } as const;
 
 const pauseCommand: Command = {
   name: 'pause',

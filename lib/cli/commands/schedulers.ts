@@ -1,9 +1,8 @@
 import type { JobScheduler } from '../../core/job-scheduler';
-import { required } from '../args';
+import { required, QUEUE } from '../args';
 import { EXIT, type Command, type CommandRun } from '../command';
 import { ago, humanDuration, table } from '../output';
 
-const QUEUE = { queue: { type: 'string', arg: '<name>', help: 'the queue (required)', required: true } } as const;
 const ID = { min: 1, max: 1, name: 'scheduler id' } as const;
 
 /** When a scheduler ticks, in one cell. */
