@@ -1,5 +1,6 @@
 import { EventStore } from './events';
 import type { ListKey, ListState } from '../core/dashboard-reads';
+import type { GroupCountsOrder, QueueGroupCounts } from '../core/group-counts';
 import type { Job, JobState, QueueCounts } from '../core/job';
 import type { PgPool } from '../core/pg-types';
 import { Claims, type ClaimedRow } from './claim';
@@ -350,6 +351,11 @@ export class JobStore {
   /** Figures per queue (all queues, or one). */
   counts(queue: string | null): Promise<Map<string, QueueCounts>> {
     return this.reads.counts(queue);
+  }
+
+  /** A queue's groups: the first `top` in `orderBy`'s order, the rest summed (group-counts.ts). */
+  groupCounts(queue: string, top: number, orderBy: GroupCountsOrder): Promise<QueueGroupCounts> {
+    return this.reads.groupCounts(queue, top, orderBy);
   }
 
   /** One job, live or finished, with its place in a flow; null when there is none. */

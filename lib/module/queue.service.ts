@@ -11,6 +11,7 @@ import {
   type QueueCounts,
 } from '../core/job';
 import type { GetJobsOptions, JobPage, PromoteJobsOptions } from '../core/find-options';
+import { resolveGroupCountsOptions, type GroupCountsOptions, type QueueGroupCounts } from '../core/group-counts';
 import type { CleanOptions, ObliterateOptions } from '../core/clean';
 import type { GetJobLogsOptions, JobLogsPage } from '../core/job-logs';
 import type { JobScheduler, JobSchedulerRepeat, JobSchedulerTemplate } from '../core/job-scheduler';
@@ -18,6 +19,7 @@ import type { CancelJobsOptions, RemoveJobsOptions, RetryJobsOptions } from '../
 import { executorFor, type TransactionTarget } from '../db/executor';
 import type { JobMap, Queue } from '../producer/queue';
 import { PgQueueConfigError } from '../core/errors';
+import { validateQueueName } from '../core/names';
 import { checkConcurrency, MAX_NODE_CONCURRENCY } from '../core/concurrency-checks';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import type { PgQueueRuntime } from './pg-queue.runtime';
@@ -125,6 +127,17 @@ export class QueueService {
     for (const q of this.runtime.registeredQueues) out[q.name] = EMPTY_COUNTS;
     for (const counts of found) for (const [name, c] of counts) out[name] = c;
     return out;
+  }
+
+  /**
+   * A queue's groups (`queue.getGroupCounts()`), of any queue with jobs in this app's databases,
+   * registered here or not (an unregistered name is read in the default connection's database):
+   * what the metrics' and the health check's group figures read.
+   */
+  async getGroupCounts(queue: string, opts?: GroupCountsOptions): Promise<QueueGroupCounts> {
+    const { top, orderBy } = resolveGroupCountsOptions(opts);
+    validateQueueName(queue);
+    return this.runtime.connectionOf(queue).store.groupCounts(queue, top, orderBy);
   }
 
   /**

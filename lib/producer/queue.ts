@@ -1,5 +1,6 @@
 import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
 import { EMPTY_COUNTS } from '../core/job';
+import { resolveGroupCountsOptions, type GroupCountsOptions, type QueueGroupCounts } from '../core/group-counts';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { AddedJob, QueueEvents, QueueEventsSource, WaitForJobOptions } from '../core/queue-events';
 import { quote } from '../core/input-text';
@@ -47,6 +48,19 @@ export class Queue<TJobs extends JobMap = JobMap> extends QueueSchedulers<TJobs>
   /** This queue's figures (waiting, delayed, active, stalled, failed, oldest waiting age), in one query. */
   async getCounts(): Promise<QueueCounts> {
     return (await this.store.counts(this.name)).get(this.name) ?? EMPTY_COUNTS;
+  }
+
+  /**
+   * This queue's groups (jobs added with `{ group }`): the top `top` (20) by running + waiting
+   * jobs, or by their oldest waiting job's age (`orderBy: 'oldest'`), each with its waiting and
+   * active jobs and oldest waiting age, and the rest summed in `other`. One bounded read: past
+   * 10,000 due (or running) jobs it counts the first 10,000 in claim order and says so
+   * (`complete: false`). docs/health-and-metrics.md#groups.
+   * @example const { groups } = await queue.getGroupCounts({ top: 10 });
+   */
+  async getGroupCounts(opts?: GroupCountsOptions): Promise<QueueGroupCounts> {
+    const { top, orderBy } = resolveGroupCountsOptions(opts);
+    return this.store.groupCounts(this.name, top, orderBy);
   }
 
   /**
