@@ -33,6 +33,7 @@ export interface GroupCountsOptions {
  * so the read costs the same at any backlog; `complete` says whether that covered every job.
  */
 export interface QueueGroupCounts {
+  /** The queue read. */
   readonly queue: string;
   /** The top groups, in the order asked for; empty when no job examined has a group. */
   readonly groups: GroupCounts[];

@@ -39,6 +39,7 @@ const MUST_HAVE_TABLE = [
   'GetJobsOptions',
   'PromoteJobsOptions',
   'GetJobLogsOptions',
+  'GroupCountsOptions',
   'CleanOptions',
   'ObliterateOptions',
   'RetryJobsOptions',
