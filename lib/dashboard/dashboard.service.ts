@@ -16,10 +16,10 @@ import { RecentNames } from './recent-names';
 import { summary, type JobSummary } from './job-summary';
 
 export { timeline, type TimelineEntry } from './job-timeline';
+export type { JobSummary } from './job-summary';
 
 /** How many groups a queue page's Groups panel lists. */
 export const DASHBOARD_GROUPS = 20;
-export type { JobSummary } from './job-summary';
 
 /**
  * Builds every dashboard answer from the queue runtime (its connections' pools and stores, and

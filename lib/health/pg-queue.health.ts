@@ -20,7 +20,8 @@ import {
  * A Terminus health indicator for the queue: `down` when the database does not answer, when the
  * LISTEN connection has been down longer than its grace period (unless poll-only), when this
  * process's workers are not running, or when a queue (or one group of a queue: `maxGroupWaitMs`)
- * exceeds a threshold. The details name each queue's figures (and each group over its limit), the listener's and workers' state, and the problems.
+ * exceeds a threshold. The details name each queue's figures (and each group over its limit),
+ * the listener's and workers' state, and the problems.
  *
  * Import it from `nestjs-pg-queue/health` (an entry point of its own, so apps without
  * `@nestjs/terminus` still load `nestjs-pg-queue`), and provide it next to `TerminusModule`.

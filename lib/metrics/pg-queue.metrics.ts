@@ -22,9 +22,9 @@ type Outcome = 'completed' | 'retried' | 'failed' | 'cancelled' | 'snoozed';
  * queue depth and the listener's state when the registry is scraped. Provided by
  * `PgQueueMetricsModule.register()`; serve its `registry` at `/metrics`.
  *
- * Counters and histograms describe this process (sum them across instances); the `queue_jobs`
- * and `queue_oldest_waiting_seconds` gauges describe the whole database (every instance reports
- * the same values: aggregate them with `max`, not `sum`).
+ * Counters and histograms describe this process (sum them across instances); the `queue_jobs`,
+ * `queue_oldest_waiting_seconds` and `group_*` gauges describe the whole database (every instance
+ * reports the same values: aggregate them with `max`, not `sum`).
  * @example
  * @Controller('metrics')
  * export class MetricsController {
