@@ -29,7 +29,7 @@ export interface GroupCountsOptions {
 
 /**
  * A queue's groups, the top ones listed and the rest summed. Counted over at most the first
- * 10,000 due jobs in claim order and 10,000 running ones (GROUP_SCAN_LIMIT, lib/db/group-counts.ts),
+ * 10,000 due jobs in claim order and 10,000 grouped running ones (GROUP_SCAN_LIMIT, lib/db/group-counts.ts),
  * so the read costs the same at any backlog; `complete` says whether that covered every job.
  */
 export interface QueueGroupCounts {
@@ -46,7 +46,7 @@ export interface QueueGroupCounts {
    * is missing.
    */
   readonly complete: boolean;
-  /** How many due and running jobs (grouped or not) the scans examined. */
+  /** How many due jobs (grouped or not) and grouped running jobs the scans examined. */
   readonly scanned: { readonly waiting: number; readonly active: number };
 }
 

@@ -15,8 +15,10 @@ export const GROUP_SCAN_LIMIT = 10_000;
 /**
  * A queue's groups from two bounded scans. `waiting` walks jobs_claim_idx (queue, priority,
  * run_at, id) WHERE state = 'waiting' in the claim's own order from its start, due jobs only, and
- * stops after $2 entries; `active` walks jobs_active_idx (queue, locked_until) WHERE state =
- * 'active' and stops after $2 (as many entries as jobs running, which the concurrency bounds).
+ * stops after $2 entries; `active` takes the grouped running jobs, at most $2 (as many as jobs
+ * running, which the concurrency bounds), on jobs_active_idx (queue, locked_until) WHERE state =
+ * 'active', or index-only on an index of (queue, group_key) WHERE state = 'active' AND group_key
+ * IS NOT NULL where migration 17 has one (its `group_key IS NOT NULL` is written here for that).
  * Neither index holds group_key, so each entry costs a heap visit: what the LIMIT bounds. Claim
  * order puts the oldest due jobs of each priority first, so a group whose oldest job has waited
  * longest is found first whatever the backlog behind it (within one priority; a lower priority's
@@ -31,7 +33,7 @@ export function groupCountsSql(schema: string): string {
       SELECT group_key, run_at FROM ${jobs}
       WHERE queue = $1 AND state = 'waiting' AND run_at <= now() ORDER BY priority, run_at, id LIMIT $2
     ), active AS MATERIALIZED (
-      SELECT group_key FROM ${jobs} WHERE queue = $1 AND state = 'active' LIMIT $2
+      SELECT group_key FROM ${jobs} WHERE queue = $1 AND state = 'active' AND group_key IS NOT NULL LIMIT $2
     ), per_group AS MATERIALIZED (
       SELECT group_key, pg_catalog.sum(waiting)::int AS waiting, pg_catalog.sum(active)::int AS active, pg_catalog.min(oldest) AS oldest
       FROM (

@@ -32,7 +32,7 @@ export function registerGroupGauges(
         name: `${prefix}group_jobs`,
         help:
           `Jobs per group of each queue's busiest groups (active + waiting), state waiting or active, the rest summed as group="${OTHER_GROUPS}"; ` +
-          'read at scrape time over at most the first 10,000 due and 10,000 running jobs of each queue.',
+          'read at scrape time over at most the first 10,000 due and 10,000 grouped running jobs of each queue.',
         labelNames: ['queue', 'group', 'state'],
         registers,
         async collect() {
