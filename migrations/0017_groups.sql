@@ -68,6 +68,7 @@ DECLARE
   share int;
   progressed boolean;
   i int;
+  ts timestamptz;
 BEGIN
   IF EXISTS (SELECT 1 FROM queues q WHERE q.name = p_queue AND q.paused) THEN
     RETURN QUERY SELECT p_cursor, NULL::jobs;
@@ -107,7 +108,7 @@ BEGIN
     END IF;
     IF p_rate_max IS NOT NULL THEN
       cap := least(coalesce(cap, p_rate_max), p_rate_max - (SELECT pg_catalog.count(*) FROM pg_catalog.unnest(starts) t
-        WHERE t > pg_catalog.now() - p_rate_ms::float8 * interval '1 millisecond')::int);
+        WHERE t > pg_catalog.clock_timestamp() - p_rate_ms::float8 * interval '1 millisecond')::int);
     END IF;
     cap := coalesce(cap, p_limit);
     groups := groups || g;
@@ -169,16 +170,21 @@ BEGIN
     END LOOP;
     EXIT WHEN NOT progressed;
   END LOOP;
+  -- The jobs' start: the clock now, after every group's lock and count, not the transaction's
+  -- start (now()). A job of the group that finished while this claim walked its groups has a
+  -- finished_at (its transaction's now()) before this, so the started_at and finished_at stored
+  -- in history show the limits as the claim kept them. The rate windows record the same instant.
+  ts := pg_catalog.clock_timestamp();
   -- The rate windows of the groups that started jobs (under their locks, still held).
   IF p_rate_max IS NOT NULL THEN
     FOR i IN 1 .. pg_catalog.cardinality(groups) LOOP
       CONTINUE WHEN got[i] = 0;
       INSERT INTO job_groups AS s (queue, group_key, recent_starts)
-      VALUES (p_queue, groups[i], pg_catalog.array_fill(pg_catalog.now(), ARRAY[got[i]]))
+      VALUES (p_queue, groups[i], pg_catalog.array_fill(ts, ARRAY[got[i]]))
       ON CONFLICT (queue, group_key) DO UPDATE SET recent_starts = (
         SELECT coalesce(pg_catalog.array_agg(t ORDER BY t), '{}') FROM (
-          SELECT t FROM pg_catalog.unnest(pg_catalog.array_cat(s.recent_starts, pg_catalog.array_fill(pg_catalog.now(), ARRAY[got[i]]))) t
-          WHERE t > pg_catalog.now() - p_rate_ms::float8 * interval '1 millisecond'
+          SELECT t FROM pg_catalog.unnest(pg_catalog.array_cat(s.recent_starts, pg_catalog.array_fill(ts, ARRAY[got[i]]))) t
+          WHERE t > ts - p_rate_ms::float8 * interval '1 millisecond'
           ORDER BY t DESC LIMIT p_rate_max) newest);
     END LOOP;
   END IF;
@@ -189,7 +195,7 @@ BEGIN
   RETURN QUERY
     UPDATE jobs j
     SET state = 'active', attempt = least(j.attempt, 2147483646) + 1, locked_by = p_worker,
-        locked_until = pg_catalog.now() + p_lease_ms * interval '1 millisecond', started_at = pg_catalog.now()
+        locked_until = ts + p_lease_ms * interval '1 millisecond', started_at = ts
     WHERE j.id = ANY(ids)
     RETURNING cur, j;
 END
