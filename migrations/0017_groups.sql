@@ -41,7 +41,8 @@ CREATE TABLE job_groups (
 --   p_fifo        order 'fifo': one running job per group, the oldest next, a not-yet-due head blocks
 --   p_rate_max, p_rate_ms  group.limiter (NULL: none)
 --   p_max_groups  groups visited at most (each holds a lock slot until commit)
---   p_ungrouped   this claim also gives jobs without a group a turn (one more "group", no limits)
+--   p_ungrouped   this claim also gives jobs without a group a turn (one more "group", no limits),
+--                 those among the queue's next 1,000 due jobs
 -- Returns the claimed rows, each with the cursor to send next time; one row with a NULL job when
 -- nothing was claimed.
 CREATE FUNCTION claim_grouped(p_queue text, p_limit int, p_worker text, p_lease_ms float8, p_cursor text,
@@ -51,22 +52,20 @@ CREATE FUNCTION claim_grouped(p_queue text, p_limit int, p_worker text, p_lease_
 DECLARE
   limited boolean := p_fifo OR p_concurrency IS NOT NULL OR p_rate_max IS NOT NULL;
   lock_prefix text := 'nestjs-pg-queue:group:' || pg_catalog.current_schema() || ':' || p_queue || ':';
-  groups text[] := '{}';
-  caps int[] := '{}';
-  got int[] := '{}';
+  n_max int := least(p_max_groups, p_limit);
+  keys text[];
+  more text[];
+  caps int[];
+  got int[];
+  asked int[];
   ids bigint[] := '{}';
   took bigint[];
-  g text;
+  took_keys text[];
   cur text := p_cursor;
-  wrapped boolean := false;
-  stored int;
-  starts timestamptz[];
-  conc int;
-  cap int;
-  open_slots int := 0;
   remaining int := p_limit;
+  open_groups int;
   share int;
-  progressed boolean;
+  c int;
   i int;
   ts timestamptz;
 BEGIN
@@ -74,119 +73,146 @@ BEGIN
     RETURN QUERY SELECT p_cursor, NULL::jobs;
     RETURN;
   END IF;
-  -- Phase A: the groups whose turn it is, from the cursor on (wrapping once), each with how many
-  -- jobs its limits let start now. Stops once as many groups can start a job as there are slots.
-  WHILE pg_catalog.cardinality(groups) < p_max_groups AND open_slots < p_limit LOOP
-    g := NULL;
-    IF cur IS NOT NULL THEN
-      SELECT j.group_key INTO g FROM jobs j
-      WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key IS NOT NULL AND j.group_key > cur
-      ORDER BY j.group_key LIMIT 1;
-    END IF;
-    IF g IS NULL THEN
-      EXIT WHEN wrapped;
-      wrapped := true;
-      SELECT j.group_key INTO g FROM jobs j
-      WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key IS NOT NULL
-      ORDER BY j.group_key LIMIT 1;
-    END IF;
-    EXIT WHEN g IS NULL OR g = ANY(groups);
-    cur := g;
-    cap := NULL;
-    IF limited THEN
-      CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(lock_prefix || g, 0));
-    END IF;
-    stored := NULL;
-    starts := NULL;
-    SELECT s.concurrency, s.recent_starts INTO stored, starts FROM job_groups s WHERE s.queue = p_queue AND s.group_key = g;
-    IF NOT limited AND stored IS NOT NULL THEN
-      CONTINUE WHEN NOT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(lock_prefix || g, 0));
-    END IF;
-    conc := CASE WHEN p_fifo THEN 1 ELSE coalesce(stored, p_concurrency) END;
-    IF conc IS NOT NULL THEN
-      cap := conc - (SELECT pg_catalog.count(*) FROM jobs j WHERE j.queue = p_queue AND j.group_key = g AND j.state = 'active')::int;
-    END IF;
-    IF p_rate_max IS NOT NULL THEN
-      cap := least(coalesce(cap, p_rate_max), p_rate_max - (SELECT pg_catalog.count(*) FROM pg_catalog.unnest(starts) t
-        WHERE t > pg_catalog.clock_timestamp() - p_rate_ms::float8 * interval '1 millisecond')::int);
-    END IF;
-    cap := coalesce(cap, p_limit);
-    groups := groups || g;
-    caps := caps || cap;
-    got := got || 0;
-    IF cap > 0 THEN
-      open_slots := open_slots + 1;
-    END IF;
-  END LOOP;
-  -- Jobs without a group, on their turn: one more group with no limits.
+  -- 1. The groups whose turn it is: the next ones after the cursor in group_key order, by a loose
+  -- index scan (one probe per group, however many jobs each holds), then from the first (wrapping
+  -- once) up to the cursor. At most n_max, so the probes are bounded by the claim, not by the
+  -- number of groups.
+  WITH RECURSIVE nxt AS (
+    (SELECT j.group_key AS k, 1 AS n FROM jobs j
+     WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key IS NOT NULL AND (p_cursor IS NULL OR j.group_key > p_cursor)
+     ORDER BY j.group_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.group_key FROM jobs j WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key > nxt.k
+            ORDER BY j.group_key LIMIT 1), nxt.n + 1
+    FROM nxt WHERE nxt.k IS NOT NULL AND nxt.n < n_max
+  )
+  SELECT coalesce(pg_catalog.array_agg(nxt.k ORDER BY nxt.n), '{}') INTO keys FROM nxt WHERE nxt.k IS NOT NULL;
+  IF pg_catalog.cardinality(keys) < n_max AND p_cursor IS NOT NULL THEN
+    WITH RECURSIVE nxt AS (
+      (SELECT j.group_key AS k, 1 AS n FROM jobs j
+       WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key IS NOT NULL AND j.group_key <= p_cursor
+       ORDER BY j.group_key LIMIT 1)
+      UNION ALL
+      SELECT (SELECT j.group_key FROM jobs j WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key > nxt.k
+              AND j.group_key <= p_cursor ORDER BY j.group_key LIMIT 1), nxt.n + 1
+      FROM nxt WHERE nxt.k IS NOT NULL AND nxt.n < n_max - pg_catalog.cardinality(keys)
+    )
+    SELECT coalesce(pg_catalog.array_agg(nxt.k ORDER BY nxt.n), '{}') INTO more FROM nxt WHERE nxt.k IS NOT NULL;
+    keys := keys || more;
+  END IF;
+  -- 2. Per-group try-locks (a group another node's claim holds is skipped, never waited for):
+  -- every group of a queue with limits; otherwise only groups with a stored concurrency.
+  IF limited THEN
+    SELECT coalesce(pg_catalog.array_agg(u.k ORDER BY u.o), '{}') INTO keys FROM pg_catalog.unnest(keys) WITH ORDINALITY u(k, o)
+    WHERE pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(lock_prefix || u.k, 0));
+  ELSIF EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = ANY(keys) AND s.concurrency IS NOT NULL) THEN
+    SELECT coalesce(pg_catalog.array_agg(u.k ORDER BY u.o), '{}') INTO keys FROM pg_catalog.unnest(keys) WITH ORDINALITY u(k, o)
+    WHERE NOT EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = u.k AND s.concurrency IS NOT NULL)
+       OR pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(lock_prefix || u.k, 0));
+  END IF;
+  -- 3. What each may start now, read in a statement after the locks (a fresh snapshot: it sees
+  -- what the lock's previous holder committed): its limit (stored override, else the option; 1
+  -- for FIFO) less its running jobs, and its rate window's room.
+  SELECT coalesce(pg_catalog.array_agg(
+           least(coalesce(CASE WHEN p_fifo THEN 1 ELSE coalesce(s.concurrency, p_concurrency) END
+                            - (SELECT pg_catalog.count(*) FROM jobs a WHERE a.queue = p_queue AND a.group_key = u.k AND a.state = 'active')::int,
+                          p_limit),
+                 coalesce(p_rate_max - (SELECT pg_catalog.count(*) FROM pg_catalog.unnest(s.recent_starts) t
+                                        WHERE t > pg_catalog.clock_timestamp() - p_rate_ms::float8 * interval '1 millisecond')::int,
+                          p_limit))
+           ORDER BY u.o), '{}')
+    INTO caps
+  FROM pg_catalog.unnest(keys) WITH ORDINALITY u(k, o)
+  LEFT JOIN job_groups s ON s.queue = p_queue AND s.group_key = u.k;
+  got := pg_catalog.array_fill(0, ARRAY[pg_catalog.cardinality(keys)]);
+  -- Jobs without a group, on their turn: one more group with no limits, found among the queue's
+  -- next 1,000 due jobs in its own order (jobs_claim_idx): no index holds them apart (one would
+  -- cost every ungrouped queue), so a longer walk past grouped jobs would cost every claim.
   IF p_ungrouped THEN
-    share := pg_catalog.ceil(p_limit::numeric / (open_slots + 1))::int;
+    SELECT pg_catalog.count(*)::int INTO open_groups FROM pg_catalog.unnest(caps) x WHERE x > 0;
+    share := pg_catalog.ceil(p_limit::numeric / (open_groups + 1))::int;
     SELECT coalesce(pg_catalog.array_agg(x.id), '{}') INTO took FROM (
       SELECT j.id FROM jobs j
-      WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key IS NULL AND j.run_at <= pg_catalog.now()
-      ORDER BY j.priority, j.run_at, j.id LIMIT share FOR UPDATE SKIP LOCKED) x;
+      WHERE j.id = ANY(ARRAY(
+        SELECT n.id FROM (
+          SELECT w.id, w.group_key FROM jobs w
+          WHERE w.queue = p_queue AND w.state = 'waiting' AND w.run_at <= pg_catalog.now()
+          ORDER BY w.priority, w.run_at, w.id LIMIT 1000) n
+        WHERE n.group_key IS NULL LIMIT share))
+        AND j.state = 'waiting' AND j.group_key IS NULL
+      FOR UPDATE SKIP LOCKED) x;
     ids := ids || took;
     remaining := remaining - pg_catalog.cardinality(took);
   END IF;
-  -- Phase B: equal shares of the slots left, in turn, while a group that filled its share may
-  -- have more (a group with fewer due jobs than its share leaves the rest to the others).
+  -- 4. Equal shares of the slots left, one statement per round for every group at once; a group
+  -- with fewer due jobs than its share leaves the rest to the others in the next round.
+  -- FIFO: a group's next job is its oldest (by id), taken only when due: one per group.
   LOOP
     EXIT WHEN remaining <= 0;
-    open_slots := 0;
-    FOR i IN 1 .. pg_catalog.cardinality(groups) LOOP
+    open_groups := 0;
+    FOR i IN 1 .. pg_catalog.cardinality(keys) LOOP
       IF caps[i] > got[i] THEN
-        open_slots := open_slots + 1;
+        open_groups := open_groups + 1;
       END IF;
     END LOOP;
-    EXIT WHEN open_slots = 0;
-    share := pg_catalog.ceil(remaining::numeric / open_slots)::int;
-    progressed := false;
-    FOR i IN 1 .. pg_catalog.cardinality(groups) LOOP
-      CONTINUE WHEN caps[i] <= got[i] OR remaining <= 0;
-      cap := least(share, caps[i] - got[i], remaining);
-      IF p_fifo THEN
-        SELECT coalesce(pg_catalog.array_agg(x.id), '{}') INTO took FROM (
+    EXIT WHEN open_groups = 0;
+    share := pg_catalog.ceil(remaining::numeric / open_groups)::int;
+    asked := '{}';
+    FOR i IN 1 .. pg_catalog.cardinality(keys) LOOP
+      asked := asked || CASE WHEN caps[i] > got[i] THEN least(share, caps[i] - got[i]) ELSE 0 END;
+    END LOOP;
+    IF p_fifo THEN
+      SELECT coalesce(pg_catalog.array_agg(x.id), '{}'), coalesce(pg_catalog.array_agg(x.group_key), '{}') INTO took, took_keys FROM (
+        SELECT j.id, j.group_key FROM jobs j
+        WHERE j.id = ANY(ARRAY(
+          SELECT (SELECT h.id FROM jobs h WHERE h.queue = p_queue AND h.group_key = u.k AND h.state = 'waiting' ORDER BY h.id LIMIT 1)
+          FROM ROWS FROM (pg_catalog.unnest(keys), pg_catalog.unnest(asked)) u(k, a) WHERE u.a > 0))
+          AND j.state = 'waiting' AND j.run_at <= pg_catalog.now()
+        FOR UPDATE SKIP LOCKED) x;
+    ELSE
+      SELECT coalesce(pg_catalog.array_agg(x.id), '{}'), coalesce(pg_catalog.array_agg(x.k), '{}') INTO took, took_keys FROM (
+        SELECT u.k, l.id FROM ROWS FROM (pg_catalog.unnest(keys), pg_catalog.unnest(asked)) WITH ORDINALITY u(k, a, o)
+        CROSS JOIN LATERAL (
           SELECT j.id FROM jobs j
-          WHERE j.id = (SELECT h.id FROM jobs h WHERE h.queue = p_queue AND h.group_key = groups[i] AND h.state = 'waiting'
-                        ORDER BY h.id LIMIT 1)
-            AND j.state = 'waiting' AND j.run_at <= pg_catalog.now()
-          FOR UPDATE SKIP LOCKED) x;
-      ELSE
-        SELECT coalesce(pg_catalog.array_agg(x.id), '{}') INTO took FROM (
-          SELECT j.id FROM jobs j
-          WHERE j.queue = p_queue AND j.group_key = groups[i] AND j.state = 'waiting' AND j.run_at <= pg_catalog.now()
+          WHERE j.queue = p_queue AND j.group_key = u.k AND j.state = 'waiting' AND j.run_at <= pg_catalog.now()
             AND j.id <> ALL(ids)
-          ORDER BY j.priority, j.run_at, j.id LIMIT cap FOR UPDATE SKIP LOCKED) x;
-      END IF;
-      IF pg_catalog.cardinality(took) < cap THEN
-        caps[i] := got[i] + pg_catalog.cardinality(took);
-      END IF;
-      IF pg_catalog.cardinality(took) > 0 THEN
-        progressed := true;
-        got[i] := got[i] + pg_catalog.cardinality(took);
-        ids := ids || took;
-        remaining := remaining - pg_catalog.cardinality(took);
+          ORDER BY j.priority, j.run_at, j.id LIMIT u.a FOR UPDATE SKIP LOCKED) l
+        WHERE u.a > 0
+        LIMIT remaining) x;
+    END IF;
+    EXIT WHEN pg_catalog.cardinality(took) = 0;
+    ids := ids || took;
+    remaining := remaining - pg_catalog.cardinality(took);
+    FOR i IN 1 .. pg_catalog.cardinality(keys) LOOP
+      CONTINUE WHEN asked[i] = 0;
+      SELECT pg_catalog.count(*)::int INTO c FROM pg_catalog.unnest(took_keys) t WHERE t = keys[i];
+      got[i] := got[i] + c;
+      -- Fewer than asked: the group has no more due jobs (or other claims hold them) this turn.
+      IF c < asked[i] THEN
+        caps[i] := got[i];
       END IF;
     END LOOP;
-    EXIT WHEN NOT progressed;
+    EXIT WHEN p_fifo;
+  END LOOP;
+  -- The cursor: the last group served (the next claim starts after it), else the last visited.
+  FOR i IN 1 .. pg_catalog.cardinality(keys) LOOP
+    IF got[i] > 0 OR i = pg_catalog.cardinality(keys) THEN
+      cur := keys[i];
+    END IF;
   END LOOP;
   -- The jobs' start: the clock now, after every group's lock and count, not the transaction's
-  -- start (now()). A job of the group that finished while this claim walked its groups has a
-  -- finished_at (its transaction's now()) before this, so the started_at and finished_at stored
-  -- in history show the limits as the claim kept them. The rate windows record the same instant.
+  -- start (now()). A job of the group that finished while this claim ran has a finished_at (its
+  -- transaction's now()) before this, so the started_at and finished_at stored in history show
+  -- the limits as the claim kept them. The rate windows record the same instant.
   ts := pg_catalog.clock_timestamp();
-  -- The rate windows of the groups that started jobs (under their locks, still held).
   IF p_rate_max IS NOT NULL THEN
-    FOR i IN 1 .. pg_catalog.cardinality(groups) LOOP
-      CONTINUE WHEN got[i] = 0;
-      INSERT INTO job_groups AS s (queue, group_key, recent_starts)
-      VALUES (p_queue, groups[i], pg_catalog.array_fill(ts, ARRAY[got[i]]))
-      ON CONFLICT (queue, group_key) DO UPDATE SET recent_starts = (
-        SELECT coalesce(pg_catalog.array_agg(t ORDER BY t), '{}') FROM (
-          SELECT t FROM pg_catalog.unnest(pg_catalog.array_cat(s.recent_starts, pg_catalog.array_fill(ts, ARRAY[got[i]]))) t
-          WHERE t > ts - p_rate_ms::float8 * interval '1 millisecond'
-          ORDER BY t DESC LIMIT p_rate_max) newest);
-    END LOOP;
+    INSERT INTO job_groups AS s (queue, group_key, recent_starts)
+    SELECT p_queue, u.k, pg_catalog.array_fill(ts, ARRAY[u.n]) FROM ROWS FROM (pg_catalog.unnest(keys), pg_catalog.unnest(got)) u(k, n) WHERE u.n > 0
+    ON CONFLICT (queue, group_key) DO UPDATE SET recent_starts = (
+      SELECT coalesce(pg_catalog.array_agg(t ORDER BY t), '{}') FROM (
+        SELECT t FROM pg_catalog.unnest(pg_catalog.array_cat(s.recent_starts, EXCLUDED.recent_starts)) t
+        WHERE t > ts - p_rate_ms::float8 * interval '1 millisecond'
+        ORDER BY t DESC LIMIT p_rate_max) newest);
   END IF;
   IF pg_catalog.cardinality(ids) = 0 THEN
     RETURN QUERY SELECT cur, NULL::jobs;

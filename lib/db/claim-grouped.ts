@@ -2,12 +2,15 @@ import type { ClaimedRow } from './claim';
 import type { SchemaSql, StoreContext } from './store-context';
 
 /**
- * Groups visited by one grouped claim at most. Each visited group with a limit holds a
- * transaction-scoped advisory lock until the claim commits, and those share PostgreSQL's lock
- * table (max_locks_per_transaction x max_connections slots, 64 x 100 by default): 32 leaves room
- * for many nodes claiming at once. The next claim goes on from where this one stopped.
+ * Groups visited by one grouped claim at most, in a queue with per-group limits. Each visited
+ * group then holds a transaction-scoped advisory lock until the claim commits, and those share
+ * PostgreSQL's lock table (max_locks_per_transaction x max_connections slots, 64 x 100 by
+ * default): 32 leaves room for many nodes claiming at once. The next claim goes on from where
+ * this one stopped.
  */
 export const MAX_GROUPS_PER_CLAIM = 32;
+/** The same without limits (fair turns only): no lock is taken, so a claim may visit more groups. */
+export const MAX_GROUPS_PER_CLAIM_UNLIMITED = 128;
 
 /** A grouped queue's settings, as the claim takes them (registerQueue({ group })). */
 export interface GroupClaimSettings {
@@ -100,7 +103,9 @@ export class GroupedClaims {
         settings.fifo,
         settings.limiter?.max ?? null,
         settings.limiter?.durationMs ?? null,
-        MAX_GROUPS_PER_CLAIM,
+        settings.concurrency === null && !settings.fifo && !settings.limiter
+          ? MAX_GROUPS_PER_CLAIM_UNLIMITED
+          : MAX_GROUPS_PER_CLAIM,
         ungrouped,
       ],
       this.ctx.name(this.q.claim),
