@@ -114,9 +114,10 @@ BEGIN
   -- what the lock's previous holder committed): its limit (stored override, else the option; 1
   -- for FIFO) less its running jobs, and its rate window's room.
   SELECT coalesce(pg_catalog.array_agg(
-           least(coalesce(CASE WHEN p_fifo THEN 1 ELSE coalesce(s.concurrency, p_concurrency) END
-                            - (SELECT pg_catalog.count(*) FROM jobs a WHERE a.queue = p_queue AND a.group_key = u.k AND a.state = 'active')::int,
-                          p_limit),
+           least(CASE WHEN p_fifo OR coalesce(s.concurrency, p_concurrency) IS NOT NULL
+                      THEN CASE WHEN p_fifo THEN 1 ELSE coalesce(s.concurrency, p_concurrency) END
+                           - (SELECT pg_catalog.count(*) FROM jobs a WHERE a.queue = p_queue AND a.group_key = u.k AND a.state = 'active')::int
+                      ELSE p_limit END,
                  coalesce(p_rate_max - (SELECT pg_catalog.count(*) FROM pg_catalog.unnest(s.recent_starts) t
                                         WHERE t > pg_catalog.clock_timestamp() - p_rate_ms::float8 * interval '1 millisecond')::int,
                           p_limit))
