@@ -6,6 +6,7 @@ export type {
   PgQueueConnectionOptions,
   JobFailureLogging,
   RegisterQueueOptions,
+  QueueGroupOptions,
   DataSourceLike,
   InjectionTokenLike,
 } from './core/options/types';

@@ -31,6 +31,7 @@ export const SECTIONS: readonly { text: string; pages: readonly string[] }[] = [
       'flows',
       'recurring-jobs',
       'flow-control',
+      'groups',
       'events',
       'progress',
       'tracing',

@@ -10,6 +10,7 @@ import { Changes } from './change';
 import { Cleaner } from './clean';
 import { Control } from './control';
 import { QueueLimits } from './queue-limits';
+import { GroupedClaims } from './claim-grouped';
 import { JobSchedulers } from './job-schedulers';
 import { DedupInserts } from './dedup';
 import type { QueueRetentions } from './queue-retention';
@@ -34,6 +35,7 @@ import { Vacuum, type JobsTableSize } from './vacuum';
 
 // The types of the facade's signatures, where its callers (worker, producer, module) take them.
 export type { ClaimedRow } from './claim';
+export type { GroupClaimSettings } from './claim-grouped';
 export type { ExistingDependency, FlowInserted, FlowNodeRow } from './flow-insert';
 export type { FoundPage } from './find';
 export type { Inserted } from './insert';
@@ -76,6 +78,8 @@ export class JobStore {
   readonly bulk: BulkChanges;
   /** A queue's global concurrency stored in the database (queue-limits.ts, migration 0015). */
   readonly limits: QueueLimits;
+  /** Grouped queues' claim and per-group stored concurrency (claim-grouped.ts, migration 0017). */
+  readonly groups: GroupedClaims;
   /** Job schedulers (job-schedulers.ts, migration 0014): upserts, reads, and the tick's claim and write. */
   readonly schedulers: JobSchedulers;
   private readonly ctx: StoreContext;
@@ -116,6 +120,7 @@ export class JobStore {
     this.bulk = new BulkChanges(ctx, this.control);
     this.cleaner = new Cleaner(ctx, this.bulk.walks);
     this.limits = new QueueLimits(ctx);
+    this.groups = new GroupedClaims(ctx);
     this.dedup = new DedupInserts(ctx);
     this.events = new EventStore(ctx.db, ctx.sql, ctx.eventsChannel);
     this.retentions = ctx.retentions;

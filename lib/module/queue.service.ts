@@ -209,6 +209,20 @@ export class QueueService {
     return this.runtime.queue(queue, 'QueueService.getGlobalConcurrency').getGlobalConcurrency();
   }
 
+  /**
+   * Stores group `group`'s concurrency in grouped queue `queue` (`Queue.setGroupConcurrency`), or
+   * with null removes it (`Queue.removeGroupConcurrency`), so the queue's group.concurrency applies again.
+   */
+  async setGroupConcurrency(queue: string, group: string, n: number | null): Promise<void> {
+    const q = this.runtime.queue(queue, 'QueueService.setGroupConcurrency');
+    await (n === null ? q.removeGroupConcurrency(group) : q.setGroupConcurrency(group, n));
+  }
+
+  /** `Queue.getGroupConcurrency` of a registered queue: the stored value, or null. */
+  async getGroupConcurrency(queue: string, group: string): Promise<number | null> {
+    return this.runtime.queue(queue, 'QueueService.getGroupConcurrency').getGroupConcurrency(group);
+  }
+
   /** `Queue.getJobs` of a registered queue: a page of its jobs in some states, by keyset. */
   async getJobs<TPayload = unknown>(
     queue: string,

@@ -8,7 +8,7 @@ import { checkConcurrency } from '../core/concurrency-checks';
 import type { SqlExecutor, TransactionTarget } from '../db/executor';
 import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
-import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
+import { buildJobRow, checkBulkEntry, groupKey, resolveDependencies } from './enqueue';
 import { tracedEnqueue } from './tracing';
 import * as USE from './transaction-uses';
 import type { JobMap } from './queue-operations';
@@ -245,5 +245,28 @@ export class Queue<TJobs extends JobMap = JobMap> extends QueueSchedulers<TJobs>
   /** Drops the stored global concurrency: each node applies its `globalConcurrency` option again (none: no limit). */
   async removeGlobalConcurrency(): Promise<void> {
     await this.store.limits.setGlobalConcurrency(this.name, null);
+  }
+
+  /**
+   * Stores group `group`'s concurrency in a grouped queue (docs/groups.md): at most `n` of its
+   * jobs run at once across every node, over the queue's `group.concurrency`, until
+   * `removeGroupConcurrency(group)`; it holds across restarts. Every node's next claim reads it
+   * (no hint, no restart); jobs already running finish. Ignored by `order: 'fifo'` (one at a
+   * time). Rejects with PgQueueConfigError unless `n` is a whole number from 1 to 2^31-1.
+   */
+  async setGroupConcurrency(group: string, n: number): Promise<void> {
+    const where = `Queue "${this.name}" setGroupConcurrency()`;
+    const checked = checkConcurrency(where, n, 2 ** 31 - 1);
+    await this.store.groups.setConcurrency(this.name, groupKey(where, group), checked);
+  }
+
+  /** The stored concurrency of `group` (`setGroupConcurrency`), or null when none is stored (the queue's option applies). */
+  async getGroupConcurrency(group: string): Promise<number | null> {
+    return this.store.groups.getConcurrency(this.name, groupKey(`Queue "${this.name}" getGroupConcurrency()`, group));
+  }
+
+  /** Drops group `group`'s stored concurrency: the queue's `group.concurrency` applies to it again (none: no limit). */
+  async removeGroupConcurrency(group: string): Promise<void> {
+    await this.store.groups.setConcurrency(this.name, groupKey(`Queue "${this.name}" removeGroupConcurrency()`, group), null);
   }
 }

@@ -23,6 +23,7 @@ const MUST_HAVE_TABLE = [
   'PgQueueModuleOptions',
   'PgQueueConnectionOptions',
   'RegisterQueueOptions',
+  'QueueGroupOptions',
   'RegisterQueueAsyncOptions',
   'RepeatOptions',
   'ProcessorOptions',
