@@ -46,7 +46,8 @@ export async function peerStatus({ install = true } = {}) {
       why = `npm install in bench/peers failed (${err.message.split('\n')[0]})`;
     }
   }
-  if (!have()) why ??= 'bench/peers is not installed (npm --prefix bench/peers install)';
+  if (!have())
+    why ??= `bench/peers is not installed (${install ? '' : 'the smoke run installs nothing; '}npm --prefix bench/peers install)`;
   const version = why ? null : JSON.parse(fs.readFileSync(path.join(peersDir, 'node_modules', 'bullmq', 'package.json'))).version;
   const redisUrl = process.env.BENCH_REDIS_URL ?? 'redis://127.0.0.1:6379';
   const redisWhy = why ?? (await redisReachable(redisUrl).then((w) => (w ? `Redis at ${redisUrl}: ${w}` : null)));

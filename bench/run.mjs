@@ -344,7 +344,8 @@ async function main() {
     if (withScale) bouncer = await startBouncer(server.url, opts.poolSize);
     // BullMQ peers: only for the workloads they run, and never a figure for one that cannot run.
     const wantsPeers = !opts.only || opts.only.some((o) => /^(enqueue|burst|latency)/.test(o));
-    const peers = wantsPeers && !opts.noPeers ? await peerStatus() : {};
+    // The smoke run (CI) never installs them: it runs them only where bench/peers is already installed.
+    const peers = wantsPeers && !opts.noPeers ? await peerStatus({ install: !opts.smoke }) : {};
     const meta = {
       peers,
       smoke: opts.smoke,
