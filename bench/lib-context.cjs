@@ -5,7 +5,16 @@
 require('reflect-metadata');
 const path = require('node:path');
 
-const distDir = path.resolve(__dirname, '..', 'dist');
+// `dist` in the role's argument (run.mjs --ab=DIR): another build, for interleaved A/B runs.
+const distDir = (() => {
+  try {
+    const d = JSON.parse(process.argv[2] ?? '{}').dist;
+    if (d) return path.resolve(d);
+  } catch {
+    // roleArgs() reports a bad argument
+  }
+  return path.resolve(__dirname, '..', 'dist');
+})();
 let pkg;
 try {
   pkg = require(distDir);

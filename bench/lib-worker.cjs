@@ -8,12 +8,15 @@
 //
 // Argument (JSON): { url, concurrency?, recordStarts?, libOptions?, dashboard? }
 
+const { now, serve, roleArgs, sampleRss, startBuckets, traceQueries } = require('./role-common.cjs');
+// Before the package loads: the pools it makes use this pg.
+const trace = traceQueries(require('pg'));
 const { pkg, bootApp, QUEUE } = require('./lib-context.cjs');
-const { now, serve, roleArgs, sampleRss } = require('./role-common.cjs');
 
 const args = roleArgs();
 const rss = sampleRss(500);
-const stats = { handled: 0, firstStart: 0, lastStart: 0 };
+const stats = { handled: 0, firstStart: 0, lastStart: 0, bootedAt: 0 };
+const buckets = startBuckets();
 const starts = []; // [id, epoch ms] pairs, only with recordStarts (the latency workload)
 
 class BenchProcessor {
@@ -21,6 +24,7 @@ class BenchProcessor {
     const t = now();
     if (stats.handled++ === 0) stats.firstStart = t;
     stats.lastStart = t;
+    buckets.hit(t);
     if (args.recordStarts) starts.push([job.id, t]);
   }
 }
@@ -39,12 +43,13 @@ async function main() {
   serve({
     progress: () => ({ handled: stats.handled }),
     dashboard: async () => ({ url: args.dashboard ? `${await app.getUrl()}/queues` : null }),
-    report: () => ({ ...stats, starts, rss, cpu: process.cpuUsage() }),
+    report: () => ({ ...stats, starts, rss, cpu: process.cpuUsage(), buckets, trace, processStart: performance.timeOrigin }),
     stop: async () => {
       await app.close();
       process.exit(0);
     },
   });
+  stats.bootedAt = now();
   process.send({ type: 'ready', pid: process.pid });
 }
 

@@ -10,27 +10,40 @@
 //
 // `--raw-loops=1` gives the earlier, weaker reference (one connection looping), for comparison.
 //
-// Argument (JSON): { url, recordStarts?, batch? (default 100; --raw-batch), loops? (default 10; --raw-loops) }
+// Argument (JSON): { url, recordStarts?, batch? (default 100; --raw-batch), loops? (default 10; --raw-loops), nest? }
 
 const pg = require('pg');
 const raw = require('./raw-sql.cjs');
-const { now, serve, roleArgs, sampleRss, fail } = require('./role-common.cjs');
+const { now, serve, roleArgs, sampleRss, fail, startBuckets, traceQueries } = require('./role-common.cjs');
 
+const trace = traceQueries(pg);
 const args = roleArgs();
 const BATCH = args.batch ?? 100;
 const LOOPS = args.loops ?? 10;
 const rss = sampleRss(500);
-const stats = { handled: 0, firstStart: 0, lastStart: 0, claims: 0 };
+const stats = { handled: 0, firstStart: 0, lastStart: 0, claims: 0, bootedAt: 0 };
+const buckets = startBuckets();
 const starts = [];
 
 async function handle(row) {
   const t = now();
   if (stats.handled++ === 0) stats.firstStart = t;
   stats.lastStart = t;
+  buckets.hit(t);
   if (args.recordStarts) starts.push([row.id, t]);
 }
 
 async function main() {
+  // nest: the same loop in an empty NestJS application context, booted first: what a hand-written
+  // loop in a Nest app pays before its first job (the first-job workload's raw-nest run).
+  if (args.nest) {
+    require('reflect-metadata');
+    const { Module } = require('@nestjs/common');
+    const { NestFactory } = require('@nestjs/core');
+    class EmptyModule {}
+    Module({})(EmptyModule);
+    await NestFactory.createApplicationContext(EmptyModule, { logger: ['warn', 'error', 'fatal'] });
+  }
   const pool = new pg.Pool({ connectionString: args.url, max: LOOPS, application_name: 'bench-raw-worker' });
   const listener = new pg.Client({ connectionString: args.url, application_name: 'bench-raw-worker:listen' });
   // Open every connection before the clock starts, as a warm app would have them.
@@ -66,7 +79,7 @@ async function main() {
 
   serve({
     progress: () => ({ handled: stats.handled }),
-    report: () => ({ ...stats, starts, rss, cpu: process.cpuUsage() }),
+    report: () => ({ ...stats, starts, rss, cpu: process.cpuUsage(), buckets, trace, processStart: performance.timeOrigin }),
     stop: async () => {
       stopping = true;
       while (busy) await new Promise((r) => setTimeout(r, 5));
@@ -74,6 +87,7 @@ async function main() {
       process.exit(0);
     },
   });
+  stats.bootedAt = now();
   process.send({ type: 'ready', pid: process.pid });
 }
 

@@ -102,4 +102,62 @@ async function openLoop(total, ratePerSec, send) {
   return maxLagMs;
 }
 
-module.exports = { now, serve, roleArgs, sampleRss, closedLoop, openLoop, fail };
+/**
+ * Handler starts per 10 ms bucket of the epoch clock ({ [bucket]: count }): enough to tell the
+ * first second of a drain apart (jobs in it, time to full speed) at one increment per job.
+ */
+function startBuckets() {
+  const buckets = new Map();
+  return {
+    hit(t) {
+      const b = Math.floor(t / 10);
+      buckets.set(b, (buckets.get(b) ?? 0) + 1);
+    },
+    toJSON() {
+      return [...buckets];
+    },
+  };
+}
+
+/**
+ * BENCH_TRACE=1: every statement this process sends through `pg` is recorded as [sent at (epoch
+ * ms), answered after (ms), rows, the statement's first 60 characters or its prepared name], and
+ * every connection opened as ['connect', at, ms]: the round trips of the first second, told apart
+ * from what the CPU does. Diagnostics only; off, nothing is wrapped.
+ */
+function traceQueries(pg) {
+  const log = [];
+  if (!process.env.BENCH_TRACE) return log;
+  const query = pg.Client.prototype.query;
+  pg.Client.prototype.query = function traced(config, values, cb) {
+    const t = now();
+    const text = typeof config === 'string' ? config : (config?.name ?? config?.text ?? '');
+    const label = String(text).replace(/\s+/g, ' ').trim().slice(0, 60);
+    const done = (err, res) => log.push([t, now() - t, err ? 'error' : (res?.rowCount ?? res?.rows?.length ?? null), label]);
+    const wrap = (f) =>
+      function (err, res) {
+        done(err, res);
+        return f.apply(this, arguments);
+      };
+    // pg-pool passes a callback (as `values` or after it); a direct client.query returns a promise.
+    if (typeof values === 'function') return query.call(this, config, wrap(values));
+    if (typeof cb === 'function') return query.call(this, config, values, wrap(cb));
+    const r = query.call(this, config, values);
+    if (r && typeof r.then === 'function')
+      r.then(
+        (res) => done(null, res),
+        (err) => done(err),
+      );
+    return r;
+  };
+  const connect = pg.Client.prototype.connect;
+  pg.Client.prototype.connect = function tracedConnect(cb) {
+    const t = now();
+    const r = connect.call(this, cb);
+    if (r && typeof r.then === 'function') r.then(() => log.push([t, now() - t, 'connect', '']));
+    return r;
+  };
+  return log;
+}
+
+module.exports = { now, serve, roleArgs, sampleRss, closedLoop, openLoop, fail, startBuckets, traceQueries };

@@ -14,7 +14,7 @@
 //   --smoke          a few hundred jobs per workload, one repetition; exits non-zero unless
 //                    every workload completed with the expected job counts (never on timing)
 //   --reps=N         repetitions (default 3; smoke 1)
-//   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, latency, history, dashboard, rss,
+//   --only=a,b       workloads to run: enqueue-single, enqueue-bulk, drain, burst, first-job, latency, history, dashboard, rss,
 //                    scale (not in a default run: --only=scale; see bench/scale.mjs), or single runs
 //                    by key (drain/lib-1p, drain/gw-2p, latency/raw, ...: the keys the progress lines show)
 //   --lib-options=J  JSON merged into PgQueueModule.forRoot() of every library process, e.g.
@@ -31,6 +31,10 @@
 //                    as CPU per 1,000 jobs that falls as N grows)
 //   --scale-processes=1,2,4,8,16   worker process counts of the scale workload
 //   --pool-size=N    PgBouncer's default_pool_size in the scale workload (default 8)
+//   --ab=DIR         A/B: every library run also runs on the build in DIR (its dist/, e.g. a
+//                    checkout of the base commit after npm run build), keyed .../base-..., the two
+//                    back to back in every repetition (their order reversed every other one)
+//   --no-peers       leave the BullMQ peers out (bench/peers, installed on demand otherwise)
 //   --pgss           load pg_stat_statements (embedded server only) and store each run's top
 //                    statements (calls, rows per call, time) in the JSON; off by default, as it
 //                    costs a little
@@ -47,8 +51,9 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { redactUrl, startPostgres } from '../scripts/pg-server.mjs';
 import { buildTable } from './report.mjs';
-import { drain, enqueue, latency } from './workloads.mjs';
+import { drain, enqueue, firstJob, latency } from './workloads.mjs';
 import { scale, scaleTable, startBouncer } from './scale.mjs';
+import { PEERS, drainPeer, enqueuePeer, latencyPeer, peerStatus } from './peers.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const root = path.resolve(here, '..');
@@ -67,6 +72,7 @@ function parseArgs(argv) {
     drainJobs: null,
     scaleProcesses: [1, 2, 4, 8, 16],
     poolSize: 8,
+    ab: null,
   };
   for (const a of argv) {
     if (a === '--smoke') opts.smoke = true;
@@ -80,6 +86,8 @@ function parseArgs(argv) {
     else if (a.startsWith('--drain-jobs=')) opts.drainJobs = Number(a.slice(13));
     else if (a.startsWith('--scale-processes=')) opts.scaleProcesses = a.slice(18).split(',').map(Number);
     else if (a.startsWith('--pool-size=')) opts.poolSize = Number(a.slice(12));
+    else if (a.startsWith('--ab=')) opts.ab = path.resolve(a.slice(5));
+    else if (a === '--no-peers') opts.noPeers = true;
     else throw new Error(`unknown argument ${a}; see the header of bench/run.mjs`);
   }
   opts.partial =
@@ -88,6 +96,7 @@ function parseArgs(argv) {
     opts.pgss ||
     opts.rawBatch !== undefined ||
     opts.rawLoops !== undefined ||
+    opts.ab !== null ||
     Object.keys(opts.libOptions).length > 0;
   opts.reps ??= opts.smoke ? 1 : 3;
   if (!Number.isInteger(opts.reps) || opts.reps < 1) throw new Error('--reps must be a whole number >= 1');
@@ -103,6 +112,9 @@ const SIZES = {
     // does not spend later (likely JIT warm-up; the raw loop about as much), which in a drain
     // of 50,000 (about 1 s) was a fifth of one process's CPU and two fifths of two processes'.
     drain: 200_000,
+    // A burst (a nightly fan-out, an import): about half a second at the raw loop's rate, so its
+    // figure is the ramp of the first second, which a drain of 200,000 averages away (issue 30).
+    burst: 20_000,
     // graphile-worker drains about 3,000 jobs/s here: 50,000 take 15-20 s, past its warm-up.
     gwDrain: 50_000,
     // Long enough for about 15 polls at the pages' 2 s (a 50,000-job drain saw one or two).
@@ -118,6 +130,7 @@ const SIZES = {
     bulk: 300,
     batch: 100,
     drain: 300,
+    burst: 300,
     gwDrain: 300,
     dashboardDrain: 300,
     rate: 200,
@@ -129,7 +142,9 @@ const SIZES = {
 };
 
 /** Workloads, each with its runs (library and raw); a run is [key, fn(ctx)]. */
-function plan(size, opts) {
+function plan(size, opts, peers = {}) {
+  // The BullMQ peers that can run (peerStatus): on the enqueue, burst and latency workloads.
+  const bq = Object.keys(PEERS).filter((k) => peers[k]?.ok);
   const scaleRuns = opts.scaleProcesses.flatMap((p) => [
     [`scale/direct-${p}p`, (c) => scale(c, { processes: p, jobs: size.scale, bouncer: null })],
     [`scale/pgbouncer-${p}p`, (c) => scale(c, { processes: p, jobs: size.scale, bouncer: c.bouncer })],
@@ -139,17 +154,29 @@ function plan(size, opts) {
   return [
     [
       'enqueue-single',
-      ['lib', 'gw', 'raw'].map((k) => [
-        `enqueue-single/${k}`,
-        (c) => enqueue(c, { kind: k, mode: 'single', total: size.single, callers: 10 }),
-      ]),
+      [
+        ...['lib', 'gw', 'raw'].map((k) => [
+          `enqueue-single/${k}`,
+          (c) => enqueue(c, { kind: k, mode: 'single', total: size.single, callers: 10 }),
+        ]),
+        ...bq.map((k) => [
+          `enqueue-single/${k}`,
+          (c) => enqueuePeer(c, { kind: k, mode: 'single', total: size.single, callers: 10 }),
+        ]),
+      ],
     ],
     [
       'enqueue-bulk',
-      ['lib', 'gw', 'raw'].map((k) => [
-        `enqueue-bulk/${k}`,
-        (c) => enqueue(c, { kind: k, mode: 'bulk', total: size.bulk, batch: size.batch }),
-      ]),
+      [
+        ...['lib', 'gw', 'raw'].map((k) => [
+          `enqueue-bulk/${k}`,
+          (c) => enqueue(c, { kind: k, mode: 'bulk', total: size.bulk, batch: size.batch }),
+        ]),
+        ...bq.map((k) => [
+          `enqueue-bulk/${k}`,
+          (c) => enqueuePeer(c, { kind: k, mode: 'bulk', total: size.bulk, batch: size.batch }),
+        ]),
+      ],
     ],
     [
       'drain',
@@ -161,8 +188,28 @@ function plan(size, opts) {
       ),
     ],
     [
+      'burst',
+      [
+        ...['lib', 'raw'].map((k) => [`burst/${k}-1p`, (c) => drain(c, { kind: k, processes: 1, jobs: size.burst })]),
+        ...bq.map((k) => [`burst/${k}-1p`, (c) => drainPeer(c, { kind: k, jobs: size.burst })]),
+      ],
+    ],
+    [
+      'first-job',
+      [
+        ...['lib', 'raw'].map((k) => [`first-job/${k}`, (c) => firstJob(c, { kind: k, jobs: size.burst })]),
+        ['first-job/raw-nest', (c) => firstJob(c, { kind: 'raw', jobs: size.burst, nest: true })],
+      ],
+    ],
+    [
       'latency',
-      ['lib', 'gw', 'raw'].map((k) => [`latency/${k}`, (c) => latency(c, { kind: k, rate: size.rate, seconds: size.seconds })]),
+      [
+        ...['lib', 'gw', 'raw'].map((k) => [
+          `latency/${k}`,
+          (c) => latency(c, { kind: k, rate: size.rate, seconds: size.seconds }),
+        ]),
+        ...bq.map((k) => [`latency/${k}`, (c) => latencyPeer(c, { kind: k, rate: size.rate, seconds: size.seconds })]),
+      ],
     ],
     ['history', [['history/lib-1p', (c) => drain(c, { kind: 'lib', processes: 1, jobs: size.drain, history: size.history })]]],
     [
@@ -240,6 +287,11 @@ function header(meta) {
     `- Commit mode, library and raw alike: enqueues commit with the server's synchronous_commit (${s.synchronous_commit}${s.synchronous_commit === 'on' && s.fsync === 'on' ? ': durable, each commit waits for its WAL flush' : ''}); claims and completions commit with synchronous_commit = off per statement (set_config in the statement: the library's default asyncCommit: true)`,
     `- Library: PgQueueModule options ${libOpts} (poolSize 4; completed jobs archived to job_history for 1 day), queue concurrency 10, no-op handler; the built dist/ in a NestJS application context per process`,
     `- graphile-worker ${meta.gwVersion} (bench/gw-*.cjs): run() and makeWorkerUtils() at their defaults, concurrency 10, a logger that drops debug and info lines`,
+    ...Object.entries(PEERS).map(([k, p]) =>
+      meta.peers[k]?.ok
+        ? `- ${p.label}: bullmq ${meta.peers[k].version} (bench/bullmq-*.cjs, from bench/peers): Queue and Worker at their defaults, concurrency 10, a no-op processor${p.backend === 'pg' ? ", createPostgresBackend on the run's database (its migrations run by the setup role)" : ', ioredis to 127.0.0.1:6379 (BENCH_REDIS_URL), a key prefix per run'}; enqueue, burst and latency workloads; drain clock stops at its last 'completed' event`
+        : `- ${p.label}: skipped: ${meta.peers[k]?.why ?? 'not asked for (--only, --no-peers)'}`,
+    ),
     `- Raw SQL reference (bench/raw-sql.cjs), named prepared statements throughout: producers on a warm pg.Pool of 10; worker = ${meta.rawLoops} concurrent loop(s) on a pg.Pool of ${meta.rawLoops}, each "claim ${meta.rawBatch} (UPDATE ... WHERE id IN (SELECT ... FOR UPDATE SKIP LOCKED LIMIT ${meta.rawBatch})), run them concurrently, DELETE ... WHERE id = ANY($1)", woken by LISTEN/NOTIFY (1 s poll floor)`,
     '- Figures: median (min-max) over repetitions; ratios and targets use medians. Drains: from the instant every worker process can claim until a poll finds the table empty. CPU columns: % of one core over the timed phase',
   ].join('\n');
@@ -290,7 +342,12 @@ async function main() {
         );
     }
     if (withScale) bouncer = await startBouncer(server.url, opts.poolSize);
+    // BullMQ peers: only for the workloads they run, and never a figure for one that cannot run.
+    const wantsPeers = !opts.only || opts.only.some((o) => /^(enqueue|burst|latency)/.test(o));
+    // The smoke run (CI) never installs them: it runs them only where bench/peers is already installed.
+    const peers = wantsPeers && !opts.noPeers ? await peerStatus({ install: !opts.smoke }) : {};
     const meta = {
+      peers,
       smoke: opts.smoke,
       reps: opts.reps,
       startedAt: new Date(started).toISOString(),
@@ -313,7 +370,20 @@ async function main() {
     };
     // --only names workloads (drain) or single runs (drain/lib-1p): a run is kept when its
     // workload or its own key is named.
-    const workloads = plan(size, opts)
+    // --ab=DIR: every library run also runs on the build in DIR (key .../base-...), right after it.
+    const withBase = (variants) =>
+      !opts.ab
+        ? variants
+        : variants.flatMap(([key, fn]) =>
+            /\/lib/.test(key)
+              ? [
+                  [key, fn],
+                  [key.replace('/lib', '/base'), (c) => fn({ ...c, dist: opts.ab })],
+                ]
+              : [[key, fn]],
+          );
+    const workloads = plan(size, opts, peers)
+      .map(([name, variants]) => [name, withBase(variants)])
       .map(([name, variants]) => [
         name,
         opts.only ? variants.filter(([key]) => opts.only.includes(name) || opts.only.includes(key)) : variants,
@@ -343,7 +413,11 @@ async function main() {
             if (!r.check.ok) failures.push(`${key} rep ${rep}: ${r.check.detail}`);
             const m = r.metrics;
             const shown =
-              m.rate != null ? `${Math.round(m.rate)} jobs/s` : `p50 ${m.p50?.toFixed(2)} ms, p99 ${m.p99?.toFixed(2)} ms`;
+              m.firstJobMs != null
+                ? `first job ${m.firstJobMs.toFixed(1)} ms after the fork (boot ${m.bootMs.toFixed(1)} ms)`
+                : m.rate != null
+                  ? `${Math.round(m.rate)} jobs/s${m.fullSpeedMs != null ? `, full speed at ${Math.round(m.fullSpeedMs)} ms, ramp cost ${Math.round(m.rampCostMs)} ms` : ''}`
+                  : `p50 ${m.p50?.toFixed(2)} ms, p99 ${m.p99?.toFixed(2)} ms`;
             process.stderr.write(
               `${shown}; ${r.check.detail}${r.check.ok ? '' : ' <- WRONG'} (${((Date.now() - t) / 1000).toFixed(1)} s)\n`,
             );

@@ -22,7 +22,7 @@ const KINDS = {
 
 /** The worker role's argument for a kind (the raw loop's shape comes from --raw-batch / --raw-loops). */
 function workerArg(kind, url, ctx, extra = {}) {
-  if (kind === 'lib') return { url, concurrency: 10, libOptions: ctx.libOptions, ...extra };
+  if (kind === 'lib') return { url, concurrency: 10, libOptions: ctx.libOptions, dist: ctx.dist, ...extra };
   if (kind === 'raw') return { url, batch: ctx.rawBatch, loops: extra.loops ?? ctx.rawLoops, ...extra };
   return { url, ...extra };
 }
@@ -67,7 +67,7 @@ async function historyPartitions(url) {
 
 /** Creates the library's schema the way an app does: booting it (migrate: true). */
 async function migrateLib(url, ctx) {
-  const [setup] = await startRoles([['lib-producer.cjs', { url, libOptions: ctx.libOptions }]]);
+  const [setup] = await startRoles([['lib-producer.cjs', { url, libOptions: ctx.libOptions, dist: ctx.dist }]]);
   await setup.stop();
 }
 
@@ -102,7 +102,7 @@ function check(ok, detail) {
 export function enqueue(ctx, { kind, mode, total, callers = 10, batch = 1000 }) {
   return withDatabase(ctx.adminUrl, ctx.dbName, async (client, url) => {
     if (kind === 'raw') await client.query(raw.schema);
-    const [producer] = await startRoles([[KINDS[kind].producer, { url, libOptions: ctx.libOptions }]]);
+    const [producer] = await startRoles([[KINDS[kind].producer, { url, libOptions: ctx.libOptions, dist: ctx.dist }]]);
     try {
       await client.query('CHECKPOINT');
       await resetStatements(client, ctx);
@@ -185,7 +185,9 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
         client,
         roles.map((r) => r.pid),
       );
-      const reports = (await Promise.all(roles.map((r) => r.request({ type: 'report' })))).map(({ starts: _starts, ...r }) => r);
+      const reports = (await Promise.all(roles.map((r) => r.request({ type: 'report' })))).map(
+        ({ starts: _starts, trace, ...r }) => ({ ...r, trace: traceAround(trace, t0) }),
+      );
       await Promise.all(roles.map((r) => r.stop()));
       const use = await usage(client, a, b, jobs);
       const xacts = (await committedXacts(url)) - xBefore - done.polls;
@@ -206,6 +208,7 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
           rate: (jobs * 1000) / wallMs,
           wallMs,
           firstStartMs: Math.min(...reports.map((r) => r.firstStart)) - t0,
+          ...rampFigures(reports, t0, done.at, jobs),
           ...use,
           xactsPer100: (100 * xacts) / jobs,
           perProcess: reports.map((r) => r.handled),
@@ -214,6 +217,7 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
             ? { polls: polled.polls, pollP50: polled.p(50), pollP95: polled.p(95), pollMax: polled.p(100), firstPollMs }
             : {}),
           statements,
+          ...(reports[0].trace ? { trace: reports[0].trace } : {}),
         },
         check: check(
           handled === jobs && stored === jobs,
@@ -225,6 +229,55 @@ export function drain(ctx, { kind, processes = 1, jobs, history = 0, dashboard =
       await Promise.all(roles.map((r) => r.stop(2000)));
     }
   });
+}
+
+/**
+ * The first second of a drain, from the workers' handler starts per 10 ms (role-common.cjs):
+ * jobs started in the first second; the steady rate (the middle half of the jobs: from the 25th
+ * to the 75th percentile start); the time to full speed (the first 50 ms window, from the start,
+ * whose rate reaches 90 % of the steady rate); and the ramp's cost: the drain's wall time minus
+ * what the whole drain takes at the steady rate.
+ */
+export function rampFigures(reports, t0, t1, jobs) {
+  const counts = new Map();
+  for (const r of reports) for (const [b, n] of r.buckets ?? []) counts.set(b, (counts.get(b) ?? 0) + n);
+  if (counts.size === 0) return {};
+  const first = Math.floor(t0 / 10);
+  const last = Math.floor(t1 / 10);
+  const series = [];
+  for (let b = first; b <= last; b++) series.push(counts.get(b) ?? 0);
+  const total = series.reduce((a, b) => a + b, 0);
+  const at = (share) => {
+    let sum = 0;
+    for (let i = 0; i < series.length; i++) if ((sum += series[i]) >= share * total) return i;
+    return series.length - 1;
+  };
+  const [q1, q3] = [at(0.25), at(0.75)];
+  const steadyPerMs = (series.slice(q1, q3 + 1).reduce((a, b) => a + b, 0) || 1) / (10 * (q3 - q1 + 1));
+  let fullSpeedMs = null;
+  for (let i = 0; i + 5 <= series.length; i++) {
+    const w = series[i] + series[i + 1] + series[i + 2] + series[i + 3] + series[i + 4];
+    if (w / 50 >= 0.9 * steadyPerMs) {
+      fullSpeedMs = i * 10 + (first * 10 - t0);
+      break;
+    }
+  }
+  const firstSecond = series.slice(0, 100).reduce((a, b) => a + b, 0);
+  return {
+    firstSecondJobs: firstSecond,
+    steadyRate: steadyPerMs * 1000,
+    fullSpeedMs,
+    rampCostMs: t1 - t0 - jobs / steadyPerMs,
+  };
+}
+
+/** BENCH_TRACE: a worker's statements and connects from `t0` to `untilMs` after it, times relative to `t0`. */
+function traceAround(trace, t0, untilMs = 1000) {
+  if (!trace || trace.length === 0) return undefined;
+  return trace
+    .filter(([t]) => t < t0 + untilMs)
+    .sort((a, b) => a[0] - b[0])
+    .map(([t, ms, rows, label]) => [Math.round((t - t0) * 10) / 10, Math.round(ms * 10) / 10, rows, label]);
 }
 
 /** How often the dashboard's pages poll by default (DASHBOARD_DEFAULTS.refreshIntervalMs). */
@@ -321,7 +374,7 @@ export function latency(ctx, { kind, rate, seconds }) {
     try {
       // The worker first: booting it migrates (lib), so the producer finds the schema ready.
       roles = await startRoles([[KINDS[kind].worker, workerArg(kind, url, ctx, { recordStarts: true })]]);
-      roles.push(...(await startRoles([[KINDS[kind].producer, { url, libOptions: ctx.libOptions }]])));
+      roles.push(...(await startRoles([[KINDS[kind].producer, { url, libOptions: ctx.libOptions, dist: ctx.dist }]])));
       const [worker, producer] = roles;
       await client.query('CHECKPOINT');
       await resetStatements(client, ctx);
@@ -362,6 +415,51 @@ export function latency(ctx, { kind, rate, seconds }) {
       };
     } finally {
       await Promise.all(roles.map((r) => r.stop(5000)));
+    }
+  });
+}
+
+/**
+ * Workload 8: the first job from the worker process's start, as a user's worker process pays it
+ * (node's start, loading the code, the Nest application's boot and its first claim included).
+ * A backlog of `jobs` is preloaded; no gate: the clock starts when the worker process is forked
+ * and stops at its first handler start (and, for the whole drain, when the table is empty).
+ */
+export function firstJob(ctx, { kind, jobs, nest = false }) {
+  return withDatabase(ctx.adminUrl, ctx.dbName, async (client, url) => {
+    const table = KINDS[kind].table;
+    if (kind === 'lib') {
+      await migrateLib(url, ctx);
+      await client.query(LIB_PRELOAD, [jobs]);
+      await client.query('VACUUM ANALYZE pgqueue.jobs');
+    } else {
+      await client.query(raw.schema);
+      await client.query(raw.preload, [jobs]);
+      await client.query(`VACUUM ANALYZE ${raw.TABLE}`);
+    }
+    await client.query('CHECKPOINT');
+    let roles = [];
+    try {
+      const forkedAt = now();
+      roles = await startRoles([[KINDS[kind].worker, workerArg(kind, url, ctx, nest ? { nest } : {})]]);
+      const [worker] = roles;
+      const startedAll = async () => (await worker.request({ type: 'progress' })).handled >= jobs;
+      const done = await waitEmpty(url, table, Math.max(120_000, jobs * 2), { startedAll });
+      const { starts: _s, trace, ...r } = await worker.request({ type: 'report' });
+      await worker.stop();
+      return {
+        metrics: {
+          firstJobMs: r.firstStart - forkedAt,
+          bootMs: r.bootedAt - forkedAt,
+          // From the process's own start (performance.timeOrigin) rather than the fork call.
+          firstJobFromOriginMs: r.firstStart - r.processStart,
+          drainFromForkMs: done.at - forkedAt,
+          ...(trace?.length ? { trace: traceAround(trace, forkedAt, r.firstStart - forkedAt + 200) } : {}),
+        },
+        check: check(r.handled === jobs, `${r.handled} handler runs for ${jobs} jobs`),
+      };
+    } finally {
+      await Promise.all(roles.map((r) => r.stop(2000)));
     }
   });
 }

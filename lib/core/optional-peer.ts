@@ -27,6 +27,25 @@ export function isInstalled(peer: string): boolean {
   }
 }
 
+/** Whether the package `peer` (which resolves: see isInstalled) has been loaded in this process, by the app or by us. */
+export function isLoaded(peer: string): boolean {
+  return require.resolve(peer) in require.cache;
+}
+
+/**
+ * Why the package `peer` does not resolve from where the installed package `from` lives (a
+ * MODULE_NOT_FOUND error), or null when it does: `from`'s own peer, checked without loading either.
+ */
+export function unresolvableFrom(peer: string, from: string): Error | null {
+  try {
+    require.resolve(peer, { paths: [require.resolve(from)] });
+    return null;
+  } catch (err) {
+    if (notFound(err)) return err as Error;
+    throw err;
+  }
+}
+
 /**
  * The package whose module was not found, from Node's MODULE_NOT_FOUND error (`Cannot find module
  * 'nestjs-cls/dist/x'` gives `nestjs-cls`); undefined for any other error.

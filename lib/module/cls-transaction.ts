@@ -2,7 +2,7 @@ import type { ModuleRef } from '@nestjs/core';
 import { clientExecutor, managerExecutor, type SqlExecutor } from '../db/executor';
 import { PgQueueConfigError, PgQueueError, PgQueueMissingPeerError } from '../core/errors';
 import type { TransactionClient, TransactionManager } from '../core/job';
-import { isInstalled, missingPackage } from '../core/optional-peer';
+import { isInstalled, isLoaded, missingPackage, unresolvableFrom } from '../core/optional-peer';
 
 /** The part of @nestjs-cls/transactional's TransactionHost this library reads. */
 interface TransactionHostLike {
@@ -42,6 +42,19 @@ const CLS_TRANSACTIONAL = '@nestjs-cls/transactional';
 function findHost(moduleRef: ModuleRef): TransactionHostLike | null {
   // Optional peer: loaded only if installed, so apps without it load nothing.
   if (!isInstalled(CLS_TRANSACTIONAL)) return null;
+  // An app whose TransactionHost exists has loaded the package itself (its module imports
+  // ClsPluginTransactional, its services @Transactional): it is in the module cache by bootstrap.
+  // One that has not loaded it cannot be in a @Transactional() method, and loading it here would
+  // only cost: nestjs-cls calls AsyncLocalStorage.enterWith() as it loads, which turns on
+  // promise hooks for the whole process, a cost on every promise of every job (found because
+  // this repository's devDependencies have it installed; bench/, issue 30). Its own peer is
+  // still checked, so an install that cannot work still fails the boot.
+  if (!isLoaded(CLS_TRANSACTIONAL)) {
+    const missing = unresolvableFrom('nestjs-cls', CLS_TRANSACTIONAL);
+    if (missing)
+      throw new PgQueueMissingPeerError('nestjs-cls', `${CLS_TRANSACTIONAL} (installed in this app)`, { cause: missing });
+    return null;
+  }
   let token: unknown;
   try {
     // Optional peer: required only if present, so apps without it load nothing.

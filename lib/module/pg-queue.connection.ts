@@ -72,6 +72,13 @@ export class PgQueueConnection {
     // An idle connection that the server drops (restart, pg_terminate_backend) must not crash
     // the process: the pool discards it and opens a new one on the next query.
     pool.on('error', (err) => logger.warn(`pg-queue pool: idle connection lost (${err.message})`));
+    // A worker node opens its pool's connections now, while the boot below waits on its own
+    // round trips, rather than at its first claim: the listener, the stored limits' read, the
+    // heartbeat and the first claims all go out at once then, and each opened a connection on
+    // the way to the first job (a connect took 20-86 ms on a loaded 2-core machine; bench/,
+    // BENCH_TRACE, issue 30). Errors are the boot queries' to report; the pool's idle timeout
+    // closes what a quiet node does not use.
+    if (options.workers && !manual) warmPool(pool, options.poolSize);
     const on = name === 'default' ? '' : ` (connection "${name}")`;
     let identity: string;
     try {
@@ -158,4 +165,14 @@ function onConnection(logger: EngineLogger, name: string): EngineLogger {
     error: (m, stack) => logger.error(tag(m), stack),
     ...(logger.debug ? { debug: (m: string) => logger.debug!(tag(m)) } : {}),
   };
+}
+
+/** Opens up to `n` connections of `pool` in the background and puts them back idle. */
+function warmPool(pool: Pool, n: number): void {
+  for (let i = 0; i < n; i++) {
+    pool.connect().then(
+      (c) => c.release(),
+      () => undefined,
+    );
+  }
 }

@@ -106,14 +106,15 @@ export class QueueWorker {
     return [...this.running.ids(), ...this.buffer.ids()];
   }
 
-  start(): void {
+  /** `claimNow` false: the owner calls `catchUp` for the first claim (the supervisor, once the stored limits are read). */
+  start(claimNow = true): void {
     // The one timer left referenced: it keeps a worker-only process (an application context
     // with no HTTP server) alive while every connection is down. Unreferenced, such a process
     // exited with code 0 during a PostgreSQL restart (test/chaos, scenario 1). stopClaiming clears it.
     this.pollTimer = setInterval(() => this.catchUp(), this.ctx.pollIntervalMs);
     this.staleTimer = setInterval(() => this.returnStaleBuffer(), MAX_BUFFER_WAIT_MS);
     this.staleTimer.unref();
-    this.catchUp();
+    if (claimNow) this.catchUp();
   }
 
   /**

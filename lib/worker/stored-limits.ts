@@ -23,9 +23,10 @@ export interface StoredLimitTarget {
  * NOTIFY, and what the worker applies is what the database says. At most one read is in flight;
  * hints that arrive meanwhile make one more after it.
  *
- * Until the first read answers, a worker claims through the limited path (claim-limited.ts),
- * which reads the stored value itself under the queue's lock: so a node that starts while a
- * value is stored never exceeds it, even before it has heard of it.
+ * The supervisor sends the workers' first claim once the first read answered (`firstRead`).
+ * Until then any claim (the poll's, when that read fails or hangs) goes through the limited path
+ * (claim-limited.ts), which reads the stored value itself under the queue's lock: so a node that
+ * starts while a value is stored never exceeds it, even before it has heard of it.
  */
 export class StoredLimits extends PeriodicService {
   private inFlight: Promise<void> | null = null;
@@ -44,9 +45,13 @@ export class StoredLimits extends PeriodicService {
     super(everyMs);
   }
 
+  /** The read `start` began: resolves once it answered or failed (never rejects). */
+  firstRead: Promise<void> = Promise.resolve();
+
   override start(): void {
     super.start();
-    this.track(this.runOnce());
+    this.firstRead = this.runOnce();
+    this.track(this.firstRead);
   }
 
   /** A '!limits|queue' notification arrived. */

@@ -5,6 +5,7 @@ import type { PgClientConfig } from '../core/pg-types';
 import type { SqlExecutor } from '../db/executor';
 import type { JobStore, NodeRow } from '../db/job-store';
 import { PgQueueError } from '../core/errors';
+import { otelApi } from '../core/telemetry';
 import type { JobHandler } from '../core/job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/options/resolved';
 import { Completer } from './completer';
@@ -271,9 +272,19 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
       process.on('unhandledRejection', this.onUnhandledRejection);
       this.catchingRejections = true;
     }
-    // Not awaited: until its first read answers, the workers claim through the limited path (stored-limits.ts).
+    // Not awaited: the boot goes on. The workers' first claim waits for its first read (one round
+    // trip) instead of taking the limited path meanwhile (stored-limits.ts): that path is a
+    // transaction of four statements under the queue's lock, claims only `concurrency` jobs and
+    // never prefetches, so the first claims of a backlog came in small, slow steps (issue 30).
+    // A read that fails, or never answers, still leaves the limited path to the poll timer.
     this.limits?.start();
-    for (const w of this.workers.values()) w.start();
+    for (const w of this.workers.values()) w.start(!this.limits);
+    const limits = this.limits;
+    if (limits) void limits.firstRead.then(() => this.workers.forEach((w) => w.catchUp()));
+    // The optional OpenTelemetry API, when installed, loads now rather than at the first job's
+    // span: its require took 54-78 ms on a loaded 2-core machine, all of it between the first
+    // claim's answer and the first handler's start (bench/, BENCH_TRACE, issue 30).
+    otelApi();
     // The first beat at once: the node shows in the registry from its start, not a heartbeat later.
     if (this.workers.size > 0) this.beats.start();
     this.rescuer.start();

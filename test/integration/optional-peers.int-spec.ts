@@ -88,6 +88,12 @@ describe('missing optional peers', () => {
       expect(await load(['@nestjs-cls/transactional'], 'boot', t.db.url)).toEqual({ ok: true });
     });
 
+    it('installed but not used by the app: not loaded, so nestjs-cls never turns on promise hooks for the process', async () => {
+      // nestjs-cls calls AsyncLocalStorage.enterWith() as it loads: every promise of every job
+      // then pays the hooks (issue 30). An app that uses @Transactional() has loaded it itself.
+      expect(await load([], 'boot-loaded', t.db.url)).toEqual({ ok: true, loaded: [] });
+    });
+
     it('installed without its own peer nestjs-cls fails the boot, saying to npm install nestjs-cls', async () => {
       const out = await load(['nestjs-cls'], 'boot', t.db.url);
       expect(out).toMatchObject({
