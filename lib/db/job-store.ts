@@ -28,6 +28,7 @@ import { OutcomeWriters, type Outcome } from './outcomes';
 import { Reads } from './reads';
 import { RunningJobs, type NodeRow } from './running';
 import { settle, type SettleResult } from './settle';
+import { JobSteps } from './steps';
 import { StoreContext, type StoreOptions } from './store-context';
 import { Vacuum, type JobsTableSize } from './vacuum';
 
@@ -43,6 +44,7 @@ export type { NodeRow } from './running';
 export type { SettleResult } from './settle';
 export type { JobsTableSize } from './vacuum';
 export type { LogAppend, LogCaps, LogPage } from './job-logs';
+export type { RecordedSteps, StepRow } from './steps';
 
 /**
  * Every read and write of job rows, on the queue's pool or on a caller's transaction: the one
@@ -75,6 +77,8 @@ export class JobStore {
   readonly bulk: BulkChanges;
   /** A queue's global concurrency stored in the database (queue-limits.ts, migration 0015). */
   readonly limits: QueueLimits;
+  /** Durable steps (steps.ts, migration 0018): job.step(), sleep(), waitFor(), queue.signal(). */
+  readonly steps: JobSteps;
   /** Job schedulers (job-schedulers.ts, migration 0014): upserts, reads, and the tick's claim and write. */
   readonly schedulers: JobSchedulers;
   private readonly ctx: StoreContext;
@@ -116,6 +120,7 @@ export class JobStore {
     this.cleaner = new Cleaner(ctx, this.bulk.walks);
     this.limits = new QueueLimits(ctx);
     this.dedup = new DedupInserts(ctx);
+    this.steps = new JobSteps(ctx);
     this.events = new EventStore(ctx.db, ctx.sql, ctx.eventsChannel);
     this.retentions = ctx.retentions;
     this.schedulers = new JobSchedulers(ctx);
