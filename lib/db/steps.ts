@@ -126,6 +126,13 @@ export function stepStatements({ s, jobs }: SchemaSql) {
         WHERE ${steps}.kind = 'wait' AND ${steps}.status = 'waiting'
       RETURNING attempt IS NOT NULL AS was_waiting`,
 
+    /**
+     * A signal sent before its wait is reached gets the wait's place in the run (seq) and the
+     * attempt that read it, for the reads' order. $1 id $2 name $3 seq $4 attempt
+     */
+    placeSignal: `
+      UPDATE ${steps} SET seq = $3, attempt = $4 WHERE job_id = $1 AND name = $2 AND seq IS NULL RETURNING seq`,
+
     /** Wakes a parked job whose wait was signalled, as an enqueue does. $1 id $2 queue $3 channel */
     wake: `
       WITH up AS (
@@ -240,6 +247,11 @@ export class JobSteps {
   /** Runs `fn` in a transaction on one connection of the queue's pool: a transactional step and its record. */
   transaction<T>(fn: (client: PgPoolClient, exec: SqlExecutor) => Promise<T>): Promise<T> {
     return this.ctx.transaction((client) => fn(client, clientExecutor(client)));
+  }
+
+  /** Gives a signal that came before its wait the wait's position (placeSignal). */
+  async placeSignal(jobId: string, name: string, seq: number, attempt: number): Promise<void> {
+    await this.ctx.db.query(this.q.placeSignal, [jobId, name, seq, attempt]);
   }
 
   /** Makes a parked job due now (a sleep cut short by the testing toolkit). True when it was parked. */

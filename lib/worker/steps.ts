@@ -122,7 +122,14 @@ export class StepRunner implements StepHost {
     const recorded = await this.recorded(job, state);
     let found = recorded.get(name);
     if (found) this.checkKind(job, found, 'wait', seq);
-    if (found?.status === 'done') return found.result as T;
+    if (found?.status === 'done') {
+      // A signal sent before the job got here: it takes the wait's place (one write, once).
+      if (found.seq === null) {
+        await this.store.steps.placeSignal(job.id, name, seq, job.attempt);
+        recorded.set(name, { ...found, seq, attempt: job.attempt });
+      }
+      return found.result as T;
+    }
     if (found?.status === 'timed-out') throw new WaitTimeoutError(job.id, name, timeoutMs ?? null);
     const now = state.dbNow();
     const wakeAtMs = found ? found.wakeAtMs : timeoutMs === undefined ? null : now + timeoutMs;
