@@ -136,3 +136,26 @@ export class StepError extends PgQueueError {
     super(message);
   }
 }
+
+/** One recorded step of a job as the database holds it (migrations/0018_steps.sql). @internal */
+export interface RecordedStep {
+  readonly name: string;
+  /** Its position in the run that recorded it (0-based); null for a signal that came before its wait. */
+  readonly seq: number | null;
+  readonly kind: 'step' | 'sleep' | 'wait';
+  readonly status: 'done' | 'sleeping' | 'waiting' | 'timed-out';
+  /** The recorded JSON result (a wait's: the signal's payload); undefined when none was recorded. */
+  readonly result: unknown;
+  /** The attempt that recorded it; null for a signal that came before its wait. */
+  readonly attempt: number | null;
+  readonly startedAtMs: number | null;
+  readonly finishedAtMs: number | null;
+  /** A sleep's end, or a wait's timeout (null: none). */
+  readonly wakeAtMs: number | null;
+}
+
+/** A job's recorded steps, oldest first, and the database's clock when they were read. @internal */
+export interface RecordedJobSteps {
+  readonly nowMs: number;
+  readonly steps: RecordedStep[];
+}

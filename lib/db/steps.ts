@@ -1,29 +1,13 @@
 import type { PgPoolClient } from '../core/pg-types';
+import type { RecordedJobSteps, RecordedStep } from '../core/steps';
 import { clientExecutor, type SqlExecutor } from './executor';
 import type { SchemaSql, StoreContext } from './store-context';
 
-/** One recorded step of a job (migrations/0018_steps.sql), as the worker and the reads see it. */
-export interface StepRow {
-  readonly name: string;
-  /** Its position in the run that recorded it (0-based); null for a signal that came before its wait. */
-  readonly seq: number | null;
-  readonly kind: 'step' | 'sleep' | 'wait';
-  readonly status: 'done' | 'sleeping' | 'waiting' | 'timed-out';
-  /** The recorded JSON result (a wait's: the signal's payload); undefined when none was recorded. */
-  readonly result: unknown;
-  /** The attempt that recorded it; null for a signal that came before its wait. */
-  readonly attempt: number | null;
-  readonly startedAtMs: number | null;
-  readonly finishedAtMs: number | null;
-  /** A sleep's end, or a wait's timeout (null: none). */
-  readonly wakeAtMs: number | null;
-}
+/** One recorded step of a job (migrations/0018_steps.sql): core's RecordedStep. */
+export type StepRow = RecordedStep;
 
 /** What the worker reads once per attempt, on the first step: the recorded steps and the database's clock. */
-export interface RecordedSteps {
-  readonly nowMs: number;
-  readonly steps: StepRow[];
-}
+export type RecordedSteps = RecordedJobSteps;
 
 /** A step to record: its JSON result (null: none), when it started (worker clock, ms). */
 export interface StepRecord {
@@ -173,6 +157,15 @@ function recordSql(steps: string, jobs: string, ack: string): string {
       RETURNING seq`;
 }
 
+/** Runs `load` (stepStatements) for one job: its steps, oldest first, and the database's clock. */
+export async function loadSteps(db: SqlExecutor, loadSql: string, jobId: string): Promise<RecordedSteps> {
+  const [r] = await db.query<LoadedRow>(loadSql, [jobId]);
+  return {
+    nowMs: r.now_ms,
+    steps: r.steps.map(({ absent, result, ...rest }) => ({ ...rest, result: absent ? undefined : result })),
+  };
+}
+
 /** The raw answer of `load`. */
 interface LoadedRow {
   now_ms: number;
@@ -188,12 +181,8 @@ export class JobSteps {
   }
 
   /** The recorded steps of a job, and the database's clock. */
-  async load(jobId: string, db: SqlExecutor = this.ctx.db): Promise<RecordedSteps> {
-    const [r] = await db.query<LoadedRow>(this.q.load, [jobId]);
-    return {
-      nowMs: r.now_ms,
-      steps: r.steps.map(({ absent, result, ...rest }) => ({ ...rest, result: absent ? undefined : result })),
-    };
+  load(jobId: string): Promise<RecordedSteps> {
+    return loadSteps(this.ctx.db, this.q.load, jobId);
   }
 
   /**
