@@ -35,6 +35,7 @@ const { migrate } = require('../dist/db/migrator.js');
 const { HistoryPartitions } = require('../dist/db/history/partitions.js');
 const { DashboardStore } = require('../dist/db/dashboard-store.js');
 const { buildJobList } = require('../dist/db/dashboard-queries.js');
+const { groupCountsSql, GROUP_SCAN_LIMIT } = require('../dist/db/group-counts.js');
 require('reflect-metadata');
 const { Module } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
@@ -120,9 +121,11 @@ try {
   await parts.runOnce(365 * 86_400_000, dbNow);
   const t0 = Date.now();
   await pool.query(
-    `INSERT INTO pgqueue.jobs (queue, name, payload, priority, run_at)
+    // email's jobs in 1,000 groups (issue 29), one tenant holding 90 % of them: its Groups panel.
+    `INSERT INTO pgqueue.jobs (queue, name, payload, priority, run_at, group_key)
      SELECT CASE WHEN g % 2 = 0 THEN 'email' ELSE 'reports' END, 'job-' || (g % 5), jsonb_build_object('orderId', g),
-            g % 3, now() - interval '1 minute' + (g % 10 = 0)::int * interval '1 hour'
+            g % 3, now() - interval '1 minute' + (g % 10 = 0)::int * interval '1 hour',
+            CASE WHEN g % 2 = 1 THEN NULL WHEN g % 20 < 18 THEN 'tenant-0' ELSE 'tenant-' || (1 + (g / 20) % 999) END
      FROM generate_series(1, $1) g`,
     [WAITING],
   );
@@ -159,6 +162,8 @@ try {
     // The queue page itself picks its row from the overview's counts (DashboardService); this is the one-queue form.
     'queue: counts of one queue': () => store.counts(['email', 'reports'], 'email'),
     'queue: names': () => store.names('email'),
+    // Bounded: the first 10,000 due jobs in claim order and 10,000 running ones (lib/db/group-counts.ts).
+    'queue: groups (the 20 busiest)': () => store.groups('email', 20),
     'queue: names (a quiet queue)': () => store.names('quiet'),
     // The names read before issue 25 (a LIMIT over jobs WHERE queue = $1, which no index serves), for comparison.
     'queue: names, the earlier statement (a quiet queue)': () => pool.query(EARLIER_NAMES, ['quiet']),
@@ -206,6 +211,7 @@ try {
     // The queue page's two polls, each alone: its detail (counts, names) and its jobs page.
     row('GET api/queues/email', await time(() => get('/queues/email'), HTTP_REPS));
     row('GET api/queues/email/jobs?state=waiting', await time(() => get('/queues/email/jobs?state=waiting'), HTTP_REPS));
+    row('GET api/queues/email/groups', await time(() => get('/queues/email/groups'), HTTP_REPS));
     row(
       'GET api/queues/email + its first jobs page (waiting)',
       await time(() => Promise.all([get('/queues/email'), get('/queues/email/jobs?state=waiting')]), HTTP_REPS),
@@ -237,6 +243,7 @@ try {
   await explain('throughput (later polls, worst case)', q.throughput, [laterFrom()]);
   await explain('names', q.names, ['email']);
   await explain('names (a quiet queue)', q.names, ['quiet']);
+  await explain('groups (queue page)', groupCountsSql('pgqueue'), ['email', GROUP_SCAN_LIMIT, 20, 'busiest']);
   await explain('names, the earlier statement (a quiet queue)', EARLIER_NAMES, ['quiet']);
   for (const [state, filters] of [
     ['waiting', {}],

@@ -6,6 +6,7 @@ export type {
   PgQueueConnectionOptions,
   JobFailureLogging,
   RegisterQueueOptions,
+  QueueGroupOptions,
   DataSourceLike,
   InjectionTokenLike,
 } from './core/options/types';
@@ -15,6 +16,7 @@ export { QueueService } from './module/queue.service';
 export type { RegisterQueueAsyncOptions } from './module/register-queue-async';
 export type { GetJobsOptions, JobPage, PromoteJobsOptions } from './core/find-options';
 export type { GetJobLogsOptions, JobLogsPage } from './core/job-logs';
+export type { GroupCounts, GroupCountsOptions, GroupCountsOrder, QueueGroupCounts } from './core/group-counts';
 export type { CleanOptions, CleanState, ObliterateOptions } from './core/clean';
 export type {
   CancelJobsOptions,

@@ -6,3 +6,298 @@
 -- (lib/db/claim-grouped.ts).
 ALTER TABLE jobs ADD COLUMN group_key text;
 ALTER TABLE job_history ADD COLUMN group_key text;
+
+-- The grouped claim (claim_grouped below) finds the groups with waiting jobs by a loose index
+-- scan (one probe per group, from the worker's cursor on), takes a group's jobs in the queue's
+-- order, and counts a group's running jobs: three partial indexes that hold grouped jobs only,
+-- so a queue whose jobs have no group pays nothing for them (not on insert, not on claim).
+CREATE INDEX jobs_group_claim_idx ON jobs (queue, group_key, priority, run_at, id)
+  WHERE state = 'waiting' AND group_key IS NOT NULL;
+-- order: 'fifo': a group's next job is its oldest (by id), due or not.
+CREATE INDEX jobs_group_fifo_idx ON jobs (queue, group_key, id) WHERE state = 'waiting' AND group_key IS NOT NULL;
+CREATE INDEX jobs_group_active_idx ON jobs (queue, group_key) WHERE state = 'active' AND group_key IS NOT NULL;
+
+-- A group's stored settings and rate window: `concurrency` set by queue.setGroupConcurrency
+-- (NULL: the queue's group.concurrency applies), `recent_starts` the starts of a group of a
+-- queue with group.limiter within its window (newest `max` kept). Read and written by the claim
+-- under the group's advisory lock. A row holds no job: deleting one strands nothing (the claim
+-- finds groups from the jobs themselves).
+CREATE TABLE job_groups (
+  queue         text NOT NULL,
+  group_key     text NOT NULL,
+  concurrency   int CONSTRAINT job_groups_concurrency_positive CHECK (concurrency IS NULL OR concurrency > 0),
+  recent_starts timestamptz[] NOT NULL DEFAULT '{}',
+  PRIMARY KEY (queue, group_key)
+);
+
+-- The claim of a grouped queue, in one round trip (lib/db/claim-grouped.ts explains the rule).
+-- VOLATILE plpgsql: every statement below reads a fresh snapshot (READ COMMITTED), so a group's
+-- running jobs are counted after its lock is taken, and the count sees what the previous holder
+-- of that lock committed. Per-group pg_try_advisory_xact_lock: a group another node is claiming
+-- is skipped, never waited for, so unrelated groups never wait on each other. Groups without a
+-- limit (no concurrency, no limiter, no FIFO, no stored override) take no lock at all.
+--   p_cursor      the last group this worker visited (NULL: from the first)
+--   p_concurrency registerQueue group.concurrency (NULL: none); an override in job_groups wins
+--   p_fifo        order 'fifo': one running job per group, the oldest next, a not-yet-due head blocks
+--   p_rate_max, p_rate_ms  group.limiter (NULL: none)
+--   p_max_groups  groups visited at most (each holds a lock slot until commit)
+--   p_ungrouped   this claim also gives jobs without a group a turn (one more "group", no limits),
+--                 those among the queue's next 1,000 due jobs
+-- Returns the claimed rows, each with the cursor to send next time; one row with a NULL job when
+-- nothing was claimed.
+CREATE FUNCTION claim_grouped(p_queue text, p_limit int, p_worker text, p_lease_ms float8, p_cursor text,
+    p_concurrency int, p_fifo boolean, p_rate_max int, p_rate_ms bigint, p_max_groups int, p_ungrouped boolean)
+  RETURNS TABLE (next_cursor text, job jobs)
+  LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
+DECLARE
+  limited boolean := p_fifo OR p_concurrency IS NOT NULL OR p_rate_max IS NOT NULL;
+  lock_prefix text := 'nestjs-pg-queue:group:' || pg_catalog.current_schema() || ':' || p_queue || ':';
+  n_max int := least(p_max_groups, p_limit);
+  keys text[];
+  more text[];
+  caps int[];
+  got int[];
+  asked int[];
+  ids bigint[] := '{}';
+  took bigint[];
+  took_keys text[];
+  cur text := p_cursor;
+  remaining int := p_limit;
+  open_groups int;
+  share int;
+  c int;
+  i int;
+  ts timestamptz;
+BEGIN
+  IF EXISTS (SELECT 1 FROM queues q WHERE q.name = p_queue AND q.paused) THEN
+    RETURN QUERY SELECT p_cursor, NULL::jobs;
+    RETURN;
+  END IF;
+  -- 1. The groups whose turn it is: the next ones after the cursor in group_key order, by a loose
+  -- index scan (one probe per group, however many jobs each holds), then from the first (wrapping
+  -- once) up to the cursor. At most n_max, so the probes are bounded by the claim, not by the
+  -- number of groups.
+  WITH RECURSIVE nxt AS (
+    (SELECT j.group_key AS k, 1 AS n FROM jobs j
+     WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key IS NOT NULL AND (p_cursor IS NULL OR j.group_key > p_cursor)
+     ORDER BY j.group_key LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.group_key FROM jobs j WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key > nxt.k
+            ORDER BY j.group_key LIMIT 1), nxt.n + 1
+    FROM nxt WHERE nxt.k IS NOT NULL AND nxt.n < n_max
+  )
+  SELECT coalesce(pg_catalog.array_agg(nxt.k ORDER BY nxt.n), '{}') INTO keys FROM nxt WHERE nxt.k IS NOT NULL;
+  IF pg_catalog.cardinality(keys) < n_max AND p_cursor IS NOT NULL THEN
+    WITH RECURSIVE nxt AS (
+      (SELECT j.group_key AS k, 1 AS n FROM jobs j
+       WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key IS NOT NULL AND j.group_key <= p_cursor
+       ORDER BY j.group_key LIMIT 1)
+      UNION ALL
+      SELECT (SELECT j.group_key FROM jobs j WHERE j.queue = p_queue AND j.state = 'waiting' AND j.group_key > nxt.k
+              AND j.group_key <= p_cursor ORDER BY j.group_key LIMIT 1), nxt.n + 1
+      FROM nxt WHERE nxt.k IS NOT NULL AND nxt.n < n_max - pg_catalog.cardinality(keys)
+    )
+    SELECT coalesce(pg_catalog.array_agg(nxt.k ORDER BY nxt.n), '{}') INTO more FROM nxt WHERE nxt.k IS NOT NULL;
+    keys := keys || more;
+  END IF;
+  -- 2. Per-group try-locks (a group another node's claim holds is skipped, never waited for):
+  -- every group of a queue with limits; otherwise only groups with a stored concurrency.
+  IF limited THEN
+    SELECT coalesce(pg_catalog.array_agg(u.k ORDER BY u.o), '{}') INTO keys FROM pg_catalog.unnest(keys) WITH ORDINALITY u(k, o)
+    WHERE pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(lock_prefix || u.k, 0));
+  ELSIF EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = ANY(keys) AND s.concurrency IS NOT NULL) THEN
+    SELECT coalesce(pg_catalog.array_agg(u.k ORDER BY u.o), '{}') INTO keys FROM pg_catalog.unnest(keys) WITH ORDINALITY u(k, o)
+    WHERE NOT EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = u.k AND s.concurrency IS NOT NULL)
+       OR pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(lock_prefix || u.k, 0));
+  END IF;
+  -- 3. What each may start now, read in a statement after the locks (a fresh snapshot: it sees
+  -- what the lock's previous holder committed): its limit (stored override, else the option; 1
+  -- for FIFO) less its running jobs, and its rate window's room.
+  SELECT coalesce(pg_catalog.array_agg(
+           least(CASE WHEN p_fifo OR coalesce(s.concurrency, p_concurrency) IS NOT NULL
+                      THEN CASE WHEN p_fifo THEN 1 ELSE coalesce(s.concurrency, p_concurrency) END
+                           - (SELECT pg_catalog.count(*) FROM jobs a WHERE a.queue = p_queue AND a.group_key = u.k AND a.state = 'active')::int
+                      ELSE p_limit END,
+                 coalesce(p_rate_max - (SELECT pg_catalog.count(*) FROM pg_catalog.unnest(s.recent_starts) t
+                                        WHERE t > pg_catalog.clock_timestamp() - p_rate_ms::float8 * interval '1 millisecond')::int,
+                          p_limit))
+           ORDER BY u.o), '{}')
+    INTO caps
+  FROM pg_catalog.unnest(keys) WITH ORDINALITY u(k, o)
+  LEFT JOIN job_groups s ON s.queue = p_queue AND s.group_key = u.k;
+  got := pg_catalog.array_fill(0, ARRAY[pg_catalog.cardinality(keys)]);
+  -- Jobs without a group, on their turn: one more group with no limits, found among the queue's
+  -- next 1,000 due jobs in its own order (jobs_claim_idx): no index holds them apart (one would
+  -- cost every ungrouped queue), so a longer walk past grouped jobs would cost every claim.
+  IF p_ungrouped THEN
+    SELECT pg_catalog.count(*)::int INTO open_groups FROM pg_catalog.unnest(caps) x WHERE x > 0;
+    share := pg_catalog.ceil(p_limit::numeric / (open_groups + 1))::int;
+    SELECT coalesce(pg_catalog.array_agg(x.id), '{}') INTO took FROM (
+      SELECT j.id FROM jobs j
+      WHERE j.id = ANY(ARRAY(
+        SELECT n.id FROM (
+          SELECT w.id, w.group_key FROM jobs w
+          WHERE w.queue = p_queue AND w.state = 'waiting' AND w.run_at <= pg_catalog.now()
+          ORDER BY w.priority, w.run_at, w.id LIMIT 1000) n
+        WHERE n.group_key IS NULL LIMIT share))
+        AND j.state = 'waiting' AND j.group_key IS NULL
+      FOR UPDATE SKIP LOCKED) x;
+    ids := ids || took;
+    remaining := remaining - pg_catalog.cardinality(took);
+  END IF;
+  -- 4. Equal shares of the slots left, one statement per round for every group at once; a group
+  -- with fewer due jobs than its share leaves the rest to the others in the next round.
+  -- FIFO: a group's next job is its oldest (by id), taken only when due: one per group.
+  LOOP
+    EXIT WHEN remaining <= 0;
+    open_groups := 0;
+    FOR i IN 1 .. pg_catalog.cardinality(keys) LOOP
+      IF caps[i] > got[i] THEN
+        open_groups := open_groups + 1;
+      END IF;
+    END LOOP;
+    EXIT WHEN open_groups = 0;
+    share := pg_catalog.ceil(remaining::numeric / open_groups)::int;
+    asked := '{}';
+    FOR i IN 1 .. pg_catalog.cardinality(keys) LOOP
+      asked := asked || CASE WHEN caps[i] > got[i] THEN least(share, caps[i] - got[i]) ELSE 0 END;
+    END LOOP;
+    IF p_fifo THEN
+      SELECT coalesce(pg_catalog.array_agg(x.id), '{}'), coalesce(pg_catalog.array_agg(x.group_key), '{}') INTO took, took_keys FROM (
+        SELECT j.id, j.group_key FROM jobs j
+        WHERE j.id = ANY(ARRAY(
+          SELECT (SELECT h.id FROM jobs h WHERE h.queue = p_queue AND h.group_key = u.k AND h.state = 'waiting' ORDER BY h.id LIMIT 1)
+          FROM ROWS FROM (pg_catalog.unnest(keys), pg_catalog.unnest(asked)) u(k, a) WHERE u.a > 0))
+          AND j.state = 'waiting' AND j.run_at <= pg_catalog.now()
+        FOR UPDATE SKIP LOCKED) x;
+    ELSE
+      SELECT coalesce(pg_catalog.array_agg(x.id), '{}'), coalesce(pg_catalog.array_agg(x.k), '{}') INTO took, took_keys FROM (
+        SELECT u.k, l.id FROM ROWS FROM (pg_catalog.unnest(keys), pg_catalog.unnest(asked)) WITH ORDINALITY u(k, a, o)
+        CROSS JOIN LATERAL (
+          SELECT j.id FROM jobs j
+          WHERE j.queue = p_queue AND j.group_key = u.k AND j.state = 'waiting' AND j.run_at <= pg_catalog.now()
+            AND j.id <> ALL(ids)
+          ORDER BY j.priority, j.run_at, j.id LIMIT u.a FOR UPDATE SKIP LOCKED) l
+        WHERE u.a > 0
+        LIMIT remaining) x;
+    END IF;
+    EXIT WHEN pg_catalog.cardinality(took) = 0;
+    ids := ids || took;
+    remaining := remaining - pg_catalog.cardinality(took);
+    FOR i IN 1 .. pg_catalog.cardinality(keys) LOOP
+      CONTINUE WHEN asked[i] = 0;
+      SELECT pg_catalog.count(*)::int INTO c FROM pg_catalog.unnest(took_keys) t WHERE t = keys[i];
+      got[i] := got[i] + c;
+      -- Fewer than asked: the group has no more due jobs (or other claims hold them) this turn.
+      IF c < asked[i] THEN
+        caps[i] := got[i];
+      END IF;
+    END LOOP;
+    EXIT WHEN p_fifo;
+  END LOOP;
+  -- The cursor: the last group served (the next claim starts after it), else the last visited.
+  FOR i IN 1 .. pg_catalog.cardinality(keys) LOOP
+    IF got[i] > 0 OR i = pg_catalog.cardinality(keys) THEN
+      cur := keys[i];
+    END IF;
+  END LOOP;
+  -- The jobs' start: the clock now, after every group's lock and count, not the transaction's
+  -- start (now()). A job of the group that finished while this claim ran has a finished_at (its
+  -- transaction's now()) before this, so the started_at and finished_at stored in history show
+  -- the limits as the claim kept them. The rate windows record the same instant.
+  ts := pg_catalog.clock_timestamp();
+  IF p_rate_max IS NOT NULL THEN
+    INSERT INTO job_groups AS s (queue, group_key, recent_starts)
+    SELECT p_queue, u.k, pg_catalog.array_fill(ts, ARRAY[u.n]) FROM ROWS FROM (pg_catalog.unnest(keys), pg_catalog.unnest(got)) u(k, n) WHERE u.n > 0
+    ON CONFLICT (queue, group_key) DO UPDATE SET recent_starts = (
+      SELECT coalesce(pg_catalog.array_agg(t ORDER BY t), '{}') FROM (
+        SELECT t FROM pg_catalog.unnest(pg_catalog.array_cat(s.recent_starts, EXCLUDED.recent_starts)) t
+        WHERE t > ts - p_rate_ms::float8 * interval '1 millisecond'
+        ORDER BY t DESC LIMIT p_rate_max) newest);
+  END IF;
+  IF pg_catalog.cardinality(ids) = 0 THEN
+    RETURN QUERY SELECT cur, NULL::jobs;
+    RETURN;
+  END IF;
+  RETURN QUERY
+    UPDATE jobs j
+    SET state = 'active', attempt = least(j.attempt, 2147483646) + 1, locked_by = p_worker,
+        locked_until = ts + p_lease_ms * interval '1 millisecond', started_at = ts
+    WHERE j.id = ANY(ids)
+    RETURNING cur, j;
+END
+$fn$;
+
+-- The flow trigger of migrations 8 and 16, replaced only to carry group_key into history when a
+-- child's failure fails its parent (the one history insert that is not in lib/db). Unchanged
+-- otherwise (CREATE OR REPLACE: no lock on jobs, the trigger keeps calling it).
+CREATE OR REPLACE FUNCTION job_left_live_table() RETURNS trigger LANGUAGE plpgsql SET search_path FROM CURRENT AS $fn$
+DECLARE
+  outcome text;
+  err jsonb;
+  p record;
+  r_queue text;
+  r_run_at timestamptz;
+  r_state text;
+  r_attempt integer;
+  f_queue text;
+  f_attempt integer;
+BEGIN
+  IF OLD.has_dependencies THEN
+    UPDATE job_dependencies SET parent_finished_at = pg_catalog.now() WHERE parent_id = OLD.id AND parent_finished_at IS NULL;
+  END IF;
+  IF NOT OLD.has_dependents THEN
+    RETURN NULL;
+  END IF;
+  -- The row this statement wrote has finished_at = now() (every finishing statement writes that):
+  -- the bound lets a history partitioned by finish time (migration 10) skip its older partitions.
+  SELECT h.state INTO outcome FROM job_history h WHERE h.id = OLD.id AND h.finished_at >= pg_catalog.now();
+  IF outcome IS NULL THEN
+    -- No history row: completed with retention.completedMs = 0, or removed (queue.remove() names
+    -- the id it removes in this transaction-local setting).
+    outcome := CASE WHEN pg_catalog.current_setting('pgqueue.removing_job', true) = OLD.id::text THEN 'removed' ELSE 'completed' END;
+  END IF;
+  PERFORM 1 FROM jobs WHERE id IN (
+    SELECT parent_id FROM job_dependencies WHERE child_id = OLD.id AND state IS NULL
+  ) ORDER BY id FOR UPDATE;
+  FOR p IN
+    UPDATE job_dependencies SET state = outcome, resolved_at = pg_catalog.now()
+    WHERE child_id = OLD.id AND state IS NULL
+    RETURNING parent_id, on_failure
+  LOOP
+    IF outcome <> 'completed' AND p.on_failure = 'fail-parent' THEN
+      err := pg_catalog.jsonb_build_object('name', 'ChildFailedError', 'at', pg_catalog.now(), 'childId', OLD.id::text,
+        'message', 'Child job ' || OLD.id || ' (' || OLD.queue || '/' || OLD.name || ') ended ' || outcome ||
+        ', so this parent fails without running (the child''s onFailure is ''fail-parent''). Retry the child, then this job, or give the child onFailure: ''ignore''.');
+      f_queue := NULL;
+      WITH gone AS (
+        DELETE FROM jobs WHERE id = p.parent_id AND state = 'waiting-children' RETURNING *
+      )
+      INSERT INTO job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
+        backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by, progress, trace, group_key)
+      SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff, timeout_ms,
+             errors || pg_catalog.jsonb_build_array(err || pg_catalog.jsonb_build_object('attempt', attempt)), NULL, created_at,
+             started_at, pg_catalog.now(), locked_by, progress, trace, group_key
+      FROM gone
+      RETURNING queue, attempt INTO f_queue, f_attempt;
+      IF f_queue IS NOT NULL THEN
+        PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA || '_events', 'failed|' || f_queue || '|' || p.parent_id::text || '.' || f_attempt::text);
+      END IF;
+    ELSE
+      -- The last child: the parent becomes claimable, its queue's workers are woken and its
+      -- release is published (both NOTIFYs are delivered when this transaction commits).
+      r_state := NULL;
+      UPDATE jobs SET pending_dependencies = pending_dependencies - 1,
+             state = CASE WHEN pending_dependencies <= 1 THEN 'waiting' ELSE state END
+      WHERE id = p.parent_id AND state = 'waiting-children'
+      RETURNING queue, run_at, state, attempt INTO r_queue, r_run_at, r_state, r_attempt;
+      IF r_state = 'waiting' THEN
+        PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA || '_jobs',
+          r_queue || '|' || greatest(0, pg_catalog.ceil(extract(epoch FROM r_run_at - pg_catalog.now()) * 1000))::bigint);
+        PERFORM pg_catalog.pg_notify(TG_TABLE_SCHEMA || '_events', 'released|' || r_queue || '|' || p.parent_id::text || '.' || r_attempt::text);
+      END IF;
+    END IF;
+  END LOOP;
+  RETURN NULL;
+END
+$fn$;

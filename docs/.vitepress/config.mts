@@ -32,6 +32,7 @@ export const SECTIONS: readonly { text: string; pages: readonly string[] }[] = [
       'steps',
       'recurring-jobs',
       'flow-control',
+      'groups',
       'events',
       'progress',
       'tracing',

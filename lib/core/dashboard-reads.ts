@@ -1,4 +1,5 @@
 import { PgQueueError } from './errors';
+import type { QueueGroupCounts } from './group-counts';
 import type { Job } from './job';
 import type { JobLogsPage } from './job-logs';
 import type { RecordedJobSteps } from './steps';
@@ -133,6 +134,8 @@ export interface DashboardReads {
    * more than `olderThanMs` ago, if given), counting at most `cap`.
    */
   countMatching(queue: string, state: ListState, name: string | null, olderThanMs: number | null, cap: number): Promise<number>;
+  /** A queue's busiest groups, the first `top` by active + waiting (lib/db/group-counts.ts: bounded scans). */
+  groups(queue: string, top: number): Promise<QueueGroupCounts>;
   /** Failed, cancelled or completed jobs (any queue) back to waiting; returns the ids retried. */
   retryIds(ids: readonly string[]): Promise<string[]>;
   /** Every failed job of a queue (of one name, if given) back to waiting; returns how many. */

@@ -83,6 +83,13 @@ export interface JobOptions {
    * @default undefined (no deduplication)
    */
   readonly deduplication?: DeduplicationOptions;
+  /**
+   * The job's group (a tenant, a customer, a key): in a queue registered with `group`, groups
+   * take fair turns and each has its own concurrency and rate limits (docs/groups.md). Any string
+   * of 1 to 200 characters. Per job (add, addBulk, flows); in other queues it is only stored.
+   * @default undefined (no group)
+   */
+  readonly group?: string;
 }
 
 /** `JobOptions.deduplication`: a key held for a window from the first add (BullMQ's throttle mode). */
@@ -98,7 +105,7 @@ export interface DeduplicationOptions {
  * to run). Each one given replaces the one below it (job over queue over module over built-in);
  * a `backoff` takes the fields it leaves out from the backoff below it.
  */
-export type JobDefaults = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting' | 'deduplication' | 'delayMs' | 'runAt'>;
+export type JobDefaults = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting' | 'deduplication' | 'delayMs' | 'runAt' | 'group'>;
 
 /**
  * Anything that runs a SQL query inside the caller's transaction: a TypeORM `EntityManager`
@@ -208,6 +215,8 @@ export interface Job<TPayload = unknown, TResult = unknown> {
    * (another job may hold the key by then).
    */
   readonly uniqueKey: string | null;
+  /** The `group` it was added with, or null (docs/groups.md). Kept into history and on retry. */
+  readonly group: string | null;
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { SupervisorEventMap } from './events';
+import type { GroupCountsOrder, QueueGroupCounts } from './group-counts';
 import type { QueueCounts } from './job';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from './options/resolved';
 
@@ -32,6 +33,8 @@ export interface WorkersReadApi {
 export interface StoreReadApi {
   counts(queue: string | null): Promise<Map<string, QueueCounts>>;
   makeDueWaiting(queue: string | null): Promise<number>;
+  /** A queue's groups, the first `top` in `orderBy`'s order (lib/db/group-counts.ts). */
+  groupCounts(queue: string, top: number, orderBy: GroupCountsOrder): Promise<QueueGroupCounts>;
 }
 
 /** One database of the app. */

@@ -116,6 +116,12 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
       return this.svc.jobs(name, parseJobListQuery(query ?? {}));
     }
 
+    @Get('api/queues/:queue/groups')
+    @DashboardRoute('read', 'queue')
+    groups(@Param('queue') queue: string) {
+      return this.svc.groups(parseQueue(queue));
+    }
+
     @Get('api/jobs/:id')
     @DashboardRoute('read', 'job')
     async job(@Param('id') id: string, @Query('connection') connection?: unknown) {

@@ -18,6 +18,9 @@ import { summary, type JobSummary } from './job-summary';
 export { timeline, type TimelineEntry } from './job-timeline';
 export type { JobSummary } from './job-summary';
 
+/** How many groups a queue page's Groups panel lists. */
+export const DASHBOARD_GROUPS = 20;
+
 /**
  * Builds every dashboard answer from the queue runtime (its connections' pools and stores, and
  * the registered queues). With more than one connection, every answer covers each database:
@@ -220,6 +223,18 @@ export class DashboardService implements OnApplicationBootstrap {
       retention: this.runtime.connectionOf(name).options.retention,
       names: [...new Set([...names, ...(o?.repeat.map((r) => r.name) ?? [])])].sort(),
     };
+  }
+
+  /**
+   * A queue's busiest groups, the first DASHBOARD_GROUPS by active + waiting, from one bounded read
+   * (`GET api/queues/:queue/groups`); a costly read, as the counts are (countsBudget).
+   */
+  async groups(name: string) {
+    const connection = this.connectionOf(name);
+    const g = await this.costly.read(`groups ${connection} ${name}`, () =>
+      this.stores.get(connection)!.groups(name, DASHBOARD_GROUPS),
+    );
+    return { ...g, connection, top: DASHBOARD_GROUPS };
   }
 
   /** A page of a queue's jobs, filtered by state and name; `next` is the cursor of the next page (`GET api/queues/:queue/jobs`). */

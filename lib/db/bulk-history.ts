@@ -46,9 +46,9 @@ export function historyStatements({ jobs, history }: SchemaSql) {
       h AS (DELETE FROM ${history} WHERE queue = $1 AND state = $5 AND id = ANY(ARRAY(SELECT id FROM picked)) RETURNING *),
       back AS (
         INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors,
-                             created_at, progress, trace, logs)
+                             created_at, progress, trace, logs, group_key)
         OVERRIDING SYSTEM VALUE
-        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace, logs
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace, logs, group_key
         FROM h RETURNING id
       ), wake AS (SELECT pg_catalog.pg_notify($7, $1 || '|0') WHERE EXISTS (SELECT 1 FROM back))
       SELECT (SELECT count(*) FROM back)::int AS n, ${TAIL}, (SELECT count(*) FROM wake)::int AS woken`,

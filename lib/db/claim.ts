@@ -18,6 +18,8 @@ export interface ClaimedRow extends Pick<
   run_at_ms: number;
   created_at_ms: number;
   started_at_ms: number;
+  /** The job's group: returned by the grouped claim (claim-grouped.ts) only; absent from this one. */
+  group_key?: string | null;
 }
 
 /** The claim, its two windowed forms, and the wake-up timer's read, for one schema. */

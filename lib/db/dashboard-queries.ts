@@ -260,9 +260,9 @@ export function buildDashboardQueries(schema: string) {
         DELETE FROM ${history} WHERE id = ANY($1::bigint[]) AND state IN ('failed', 'cancelled', 'completed') RETURNING *
       ), back AS (
         INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
-                             progress, trace, logs)
+                             progress, trace, logs, group_key)
         OVERRIDING SYSTEM VALUE
-        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace, logs FROM h
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace, logs, group_key FROM h
         RETURNING id, queue
       ), wake AS (SELECT pg_catalog.pg_notify($2, queue || '|0') FROM back GROUP BY queue)
       SELECT id::text AS id, (SELECT count(*) FROM wake) AS woken FROM back`,
@@ -279,9 +279,9 @@ export function buildDashboardQueries(schema: string) {
         RETURNING *
       ), back AS (
         INSERT INTO ${jobs} (id, queue, name, payload, priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at,
-                             progress, trace, logs)
+                             progress, trace, logs, group_key)
         OVERRIDING SYSTEM VALUE
-        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace, logs FROM h
+        SELECT id, queue, name, payload, priority, now(), 0, max_attempts, backoff, timeout_ms, errors, created_at, progress, trace, logs, group_key FROM h
         RETURNING id
       ), wake AS (SELECT pg_catalog.pg_notify($4, $1 || '|0') WHERE EXISTS (SELECT 1 FROM back))
       SELECT count(*)::int AS n, (SELECT count(*) FROM wake) AS woken FROM back`,

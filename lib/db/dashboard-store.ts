@@ -11,6 +11,7 @@ import type {
   QueueOverviewRow,
   Throughput,
 } from '../core/dashboard-reads';
+import type { QueueGroupCounts } from '../core/group-counts';
 import type { JobLogsPage } from '../core/job-logs';
 import { isJobId } from '../core/names';
 import type { PgPool } from '../core/pg-types';
@@ -18,6 +19,7 @@ import { traceIdOf } from '../core/telemetry';
 import { buildDashboardQueries, buildJobList, FILTER_SCAN_LIMIT, MAX_ROWS, type DashboardQueries } from './dashboard-queries';
 import { bounded, limited, type Gate } from './dashboard/executor';
 import { buildMatchCount } from './dashboard/match-count';
+import { groupCountsSql, readGroupCounts } from './group-counts';
 import { type SqlExecutor } from './executor';
 import { buildFlowQueries, type FlowQueries } from './flows';
 import { HistoryLayoutCache } from './history/by-id';
@@ -306,6 +308,14 @@ export class DashboardStore implements DashboardReads {
     const [r] = await this.db.query<{ n: number }>(text, values);
     return r.n;
   }
+
+  /** A queue's busiest groups (group-counts.ts), on the dashboard's bounded connections. */
+  async groups(queue: string, top: number): Promise<QueueGroupCounts> {
+    this.groupSql ??= groupCountsSql(this.schema);
+    return readGroupCounts(this.db, this.groupSql, queue, top, 'busiest');
+  }
+
+  private groupSql: string | null = null;
 
   /** Failed, cancelled or completed jobs (any queue) back to waiting; returns the ids retried. */
   async retryIds(ids: readonly string[]): Promise<string[]> {

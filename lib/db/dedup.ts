@@ -52,10 +52,10 @@ export function buildDedupInsert(sqlJobs: string, s: string, durable: boolean): 
       FROM input i LEFT JOIN claim c ON c.queue = i.queue AND c.key = i.dedup_key
       ${durable ? `WHERE ${DURABLE}` : ''}
     ), ins AS (
-      INSERT INTO ${sqlJobs} (id, queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace)
+      INSERT INTO ${sqlJobs} (id, queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace, group_key)
       OVERRIDING SYSTEM VALUE
       SELECT new_id, queue, name, payload::jsonb, priority, coalesce(run_at, now() + delay_ms::float8 * interval '1 millisecond'),
-             max_attempts, backoff::jsonb, timeout_ms, trace::jsonb
+             max_attempts, backoff::jsonb, timeout_ms, trace::jsonb, group_key
       FROM numbered WHERE new_id IS NOT NULL ORDER BY ord
       RETURNING id, queue, run_at
     ), wake AS (

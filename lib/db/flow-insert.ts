@@ -70,6 +70,7 @@ const FLOW_ARRAYS = [
   '$12::int[]',
   '$13::boolean[]',
   '$19::text[]',
+  '$20::text[]',
 ];
 
 /**
@@ -92,15 +93,15 @@ export function buildFlowInsert(schema: string, durable: boolean): string {
       SELECT t.*, pg_catalog.nextval(pg_catalog.pg_get_serial_sequence('${s}.jobs', 'id')) AS id
       FROM ROWS FROM (${FLOW_ARRAYS.map((a) => `pg_catalog.unnest(${a})`).join(', ')})
            WITH ORDINALITY AS t(payload, queue, name, priority, run_at, delay_ms, max_attempts, backoff, timeout_ms,
-                                parent, on_failure, pending, has_dependencies, trace, ord)
+                                parent, on_failure, pending, has_dependencies, trace, group_key, ord)
       ${durable ? `WHERE ${DURABLE}` : ''}
     ), ins AS (
       INSERT INTO ${s}.jobs (id, queue, name, payload, state, priority, run_at, max_attempts, backoff, timeout_ms,
-                             pending_dependencies, has_dependents, has_dependencies, trace)
+                             pending_dependencies, has_dependents, has_dependencies, trace, group_key)
       OVERRIDING SYSTEM VALUE
       SELECT id, queue, name, payload::jsonb, CASE WHEN pending > 0 THEN 'waiting-children' ELSE 'waiting' END,
              priority, coalesce(run_at, now() + delay_ms::float8 * interval '1 millisecond'), max_attempts, backoff::jsonb,
-             timeout_ms, pending, parent > 0, has_dependencies, trace::jsonb
+             timeout_ms, pending, parent > 0, has_dependencies, trace::jsonb, group_key
       FROM input ORDER BY ord
       RETURNING id, queue, run_at, state
     ), edges AS (
@@ -186,6 +187,7 @@ export class FlowInserts {
       ext.map((e) => e.state),
       this.ctx.channel,
       rows.map((r) => r.traceJson),
+      rows.map((r) => r.group),
     ]);
     return { ids: out.ids, now: new Date(out.now), waitingChildren: children.map((c) => c > 0) };
   }

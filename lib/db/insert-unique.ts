@@ -25,16 +25,16 @@ export function buildUniqueInsert(schema: string, replaceWaiting: boolean, durab
   const conflict = replaceWaiting
     ? `DO UPDATE SET payload = EXCLUDED.payload, priority = EXCLUDED.priority, run_at = EXCLUDED.run_at,
          max_attempts = EXCLUDED.max_attempts, backoff = EXCLUDED.backoff, timeout_ms = EXCLUDED.timeout_ms,
-         trace = EXCLUDED.trace
+         trace = EXCLUDED.trace, group_key = EXCLUDED.group_key
        WHERE j.state = 'waiting'`
     : 'DO NOTHING';
   return `
     WITH input AS (
       SELECT * FROM ROWS FROM (${arrays.map((a) => `pg_catalog.unnest(${a})`).join(', ')}) WITH ORDINALITY AS t(${names.join(', ')}, ord)
     ), ins AS (
-      INSERT INTO ${escapeIdentifier(schema)}.jobs AS j (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace, unique_key)
+      INSERT INTO ${escapeIdentifier(schema)}.jobs AS j (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace, unique_key, group_key)
       SELECT queue, name, payload::jsonb, priority, coalesce(run_at, now() + delay_ms::float8 * interval '1 millisecond'),
-             max_attempts, backoff::jsonb, timeout_ms, trace::jsonb, unique_key
+             max_attempts, backoff::jsonb, timeout_ms, trace::jsonb, unique_key, group_key
       FROM input ${durable ? `WHERE ${DURABLE}` : ''} ORDER BY ord
       ON CONFLICT (queue, unique_key) WHERE unique_key IS NOT NULL ${conflict}
       RETURNING j.id, j.queue, j.unique_key, j.run_at, j.xmax = 0 AS inserted

@@ -24,6 +24,7 @@ export const INSERT_COLUMNS = [
   ['backoff', 'text'],
   ['timeout_ms', 'int'],
   ['trace', 'text'],
+  ['group_key', 'text'],
 ] as const;
 
 /** A column of INSERT_COLUMNS. */
@@ -86,9 +87,9 @@ export function buildInsert(
   const channel = `$${INSERT_PARAMS.insert.channel}`;
   return `
     WITH ins AS (
-      INSERT INTO ${escapeIdentifier(schema)}.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace)
+      INSERT INTO ${escapeIdentifier(schema)}.jobs (queue, name, payload, priority, run_at, max_attempts, backoff, timeout_ms, trace, group_key)
       SELECT ${expr.queue}, ${expr.name}, t.payload${payloads === 'jsonb' ? '' : '::jsonb'}, ${expr.priority},
-             ${runAt}, ${expr.max_attempts}, ${expr.backoff}::jsonb, ${expr.timeout_ms}, ${expr.trace}::jsonb
+             ${runAt}, ${expr.max_attempts}, ${expr.backoff}::jsonb, ${expr.timeout_ms}, ${expr.trace}::jsonb, ${expr.group_key}
       FROM ROWS FROM (${from.join(', ')}) AS t(${alias.join(', ')}) ${durable ? `WHERE ${DURABLE}` : ''}
       RETURNING ${oneWake ? 'id' : 'id, queue, run_at'}
     ), wake AS (${
@@ -128,6 +129,7 @@ const COLUMN_VALUE: Record<InsertColumn, (r: NewJobRow) => unknown> = {
   backoff: (r) => (r.backoff ? JSON.stringify(r.backoff) : null),
   timeout_ms: (r) => r.timeoutMs,
   trace: (r) => r.traceJson,
+  group_key: (r) => r.group,
 };
 
 /**
@@ -145,7 +147,8 @@ export function sameColumns(a: NewJobRow, b: NewJobRow): boolean {
     a.maxAttempts === b.maxAttempts &&
     a.backoff === b.backoff &&
     a.timeoutMs === b.timeoutMs &&
-    a.traceJson === b.traceJson
+    a.traceJson === b.traceJson &&
+    a.group === b.group
   );
 }
 

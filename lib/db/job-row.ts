@@ -6,15 +6,15 @@ import type { HistoryLayout } from './history/by-id';
 export const LIVE_COLS = `id, queue, name, payload,
   CASE WHEN state = 'waiting' AND run_at > now() THEN 'delayed' ELSE state END AS state,
   priority, run_at, attempt, max_attempts, backoff, timeout_ms, errors, created_at, started_at,
-  NULL::timestamptz AS finished_at, NULL::jsonb AS result, progress, unique_key`;
+  NULL::timestamptz AS finished_at, NULL::jsonb AS result, progress, unique_key, group_key`;
 export const HISTORY_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
-  backoff, timeout_ms, errors, created_at, started_at, finished_at, result, progress, unique_key`;
+  backoff, timeout_ms, errors, created_at, started_at, finished_at, result, progress, unique_key, group_key`;
 // locked_by: the worker of the final attempt (the dashboard's job page names it). progress and
 // trace follow the job into history: its last reported progress, and the trace it belongs to.
 // logs: the lines its handlers wrote with job.log() (migration 0012), pruned with the row.
 // unique_key too (migration 13): shown on the finished job, though it no longer holds the key.
 export const ARCHIVE_COLS = `id, queue, name, payload, state, priority, run_at, attempt, max_attempts,
-  backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by, progress, trace, logs, unique_key`;
+  backoff, timeout_ms, errors, result, created_at, started_at, finished_at, locked_by, progress, trace, logs, unique_key, group_key`;
 
 /**
  * The archive step of every cancel of waiting jobs (queue.cancel, cancelJobs by ids and by
@@ -29,7 +29,7 @@ export function archiveCancelledSql(history: string, source: string, caller: str
         SELECT id, queue, name, payload, 'cancelled', priority, run_at, attempt, max_attempts, backoff,
                timeout_ms, errors || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object('attempt', attempt,
                  'name', 'CancelJobError', 'message', 'Cancelled by ${caller} while waiting.', 'at', now())),
-               NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
+               NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key, group_key
         FROM ${source} RETURNING id, queue, attempt`;
 }
 
@@ -59,6 +59,8 @@ export interface JobRow {
   progress: JobProgress | null;
   /** NULL for a job added without one (and for a finished job from before migration 13). */
   unique_key: string | null;
+  /** NULL for a job added without a group (migration 17). */
+  group_key: string | null;
 }
 
 export function rowToJob<T>(r: JobRow): Job<T> {
@@ -82,5 +84,6 @@ export function rowToJob<T>(r: JobRow): Job<T> {
     timeoutMs: r.timeout_ms,
     progress: r.progress ?? null,
     uniqueKey: r.unique_key ?? null,
+    group: r.group_key ?? null,
   };
 }

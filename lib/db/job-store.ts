@@ -1,5 +1,6 @@
 import { EventStore } from './events';
 import type { ListKey, ListState } from '../core/dashboard-reads';
+import type { GroupCountsOrder, QueueGroupCounts } from '../core/group-counts';
 import type { Job, JobState, QueueCounts } from '../core/job';
 import type { PgPool } from '../core/pg-types';
 import { Claims, type ClaimedRow } from './claim';
@@ -9,6 +10,7 @@ import { Changes } from './change';
 import { Cleaner } from './clean';
 import { Control } from './control';
 import { QueueLimits } from './queue-limits';
+import { GroupedClaims } from './claim-grouped';
 import { JobSchedulers } from './job-schedulers';
 import { DedupInserts } from './dedup';
 import type { QueueRetentions } from './queue-retention';
@@ -34,6 +36,7 @@ import { Vacuum, type JobsTableSize } from './vacuum';
 
 // The types of the facade's signatures, where its callers (worker, producer, module) take them.
 export type { ClaimedRow } from './claim';
+export type { GroupClaimSettings } from './claim-grouped';
 export type { ExistingDependency, FlowInserted, FlowNodeRow } from './flow-insert';
 export type { FoundPage } from './find';
 export type { Inserted } from './insert';
@@ -79,6 +82,8 @@ export class JobStore {
   readonly limits: QueueLimits;
   /** Durable steps (steps.ts, migration 0018): job.step(), sleep(), waitFor(), queue.signal(). */
   readonly steps: JobSteps;
+  /** Grouped queues' claim and per-group stored concurrency (claim-grouped.ts, migration 0017). */
+  readonly groups: GroupedClaims;
   /** Job schedulers (job-schedulers.ts, migration 0014): upserts, reads, and the tick's claim and write. */
   readonly schedulers: JobSchedulers;
   private readonly ctx: StoreContext;
@@ -119,6 +124,7 @@ export class JobStore {
     this.bulk = new BulkChanges(ctx, this.control);
     this.cleaner = new Cleaner(ctx, this.bulk.walks);
     this.limits = new QueueLimits(ctx);
+    this.groups = new GroupedClaims(ctx);
     this.dedup = new DedupInserts(ctx);
     this.steps = new JobSteps(ctx);
     this.events = new EventStore(ctx.db, ctx.sql, ctx.eventsChannel);
@@ -355,6 +361,11 @@ export class JobStore {
   /** Figures per queue (all queues, or one). */
   counts(queue: string | null): Promise<Map<string, QueueCounts>> {
     return this.reads.counts(queue);
+  }
+
+  /** A queue's groups: the first `top` in `orderBy`'s order, the rest summed (group-counts.ts). */
+  groupCounts(queue: string, top: number, orderBy: GroupCountsOrder): Promise<QueueGroupCounts> {
+    return this.reads.groupCounts(queue, top, orderBy);
   }
 
   /** One job, live or finished, with its place in a flow; null when there is none. */

@@ -63,7 +63,7 @@ export function maintenanceStatements(sql: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'failed', priority, run_at, attempt, max_attempts, backoff,
-               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
+               timeout_ms, errors || err, NULL, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key, group_key
         FROM dead RETURNING id, queue, name, attempt
       ), wake AS (SELECT pg_catalog.pg_notify($2, queue || '|0') FROM retried GROUP BY queue),
       rescued AS (SELECT id, queue, attempt FROM retried UNION ALL SELECT id, queue, attempt FROM archived)${publishCte(sql, 'stalled', 'rescued', 'pub_stalled')}${publishCte(sql, 'failed', 'archived', 'pub_failed')}

@@ -22,6 +22,8 @@ export interface NewJobRow {
   dedupTtlMs: number;
   /** The enqueue's trace context as JSON ({ traceparent, tracestate }), or null without an active span. */
   traceJson: string | null;
+  /** `group` (docs/groups.md), or null. */
+  group: string | null;
 }
 
 /** `errors` of every new job: readonly in Job, so one frozen array serves them all. */
@@ -59,6 +61,7 @@ export function insertedToJob<T>(n: NewJobRow, id: string, now: Date, runAt?: Da
     timeoutMs: n.timeoutMs,
     progress: null,
     uniqueKey: n.uniqueKey,
+    group: n.group,
   };
 }
 

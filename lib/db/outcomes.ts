@@ -17,7 +17,7 @@ export type Outcome =
  * what its DELETE returns, instead of `j.*` and the columns history has no place for.
  */
 const ARCHIVE_SOURCE = `j.id, j.queue, j.name, j.payload, j.priority, j.run_at, j.attempt, j.max_attempts,
-  j.backoff, j.timeout_ms, j.errors, j.created_at, j.started_at, j.locked_by, j.progress, j.trace, j.logs, j.unique_key`;
+  j.backoff, j.timeout_ms, j.errors, j.created_at, j.started_at, j.locked_by, j.progress, j.trace, j.logs, j.unique_key, j.group_key`;
 
 /**
  * The one row a batch write answers (completeArchive, completeDelete): `n` rows written of the
@@ -64,7 +64,7 @@ export function completionStatements(sql: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-               backoff, timeout_ms, errors, out, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
+               backoff, timeout_ms, errors, out, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key, group_key
         FROM done
         RETURNING id, queue, attempt
       )${publishCte(sql, 'completed', 'archived')}
@@ -82,7 +82,7 @@ export function completionStatements(sql: SchemaSql) {
       ), archived AS (
         INSERT INTO ${history} (${ARCHIVE_COLS})
         SELECT id, queue, name, payload, 'completed', priority, run_at, attempt, max_attempts,
-               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key
+               backoff, timeout_ms, errors, $4::jsonb, created_at, started_at, now(), locked_by, progress, trace, logs, unique_key, group_key
         FROM done WHERE $5::boolean
       )${publishCte(sql, 'completed', 'done')}
       SELECT count(*)::int AS n, ${publishRef(sql)} AS published FROM done`,
@@ -143,7 +143,7 @@ export function failureStatements(sql: SchemaSql) {
       SELECT id, queue, name, payload, $5::text, priority, run_at, attempt, max_attempts, backoff,
              timeout_ms, errors || pg_catalog.jsonb_build_array(err::jsonb ||
                pg_catalog.jsonb_build_object('worker', $4::text, 'startedAt', started_at, 'endedAt', now())), NULL, created_at,
-             started_at, now(), locked_by, progress, trace, logs, unique_key
+             started_at, now(), locked_by, progress, trace, logs, unique_key, group_key
       FROM failed
       RETURNING id, queue, attempt
       )${publishCte(sql, 'failed', "archived WHERE $5 = 'failed'", 'pub_failed')}${publishCte(sql, 'cancelled', "archived WHERE $5 = 'cancelled'", 'pub_cancelled')}

@@ -1,6 +1,8 @@
+import type { GroupCountsOrder, QueueGroupCounts } from '../core/group-counts';
 import type { Job, QueueCounts } from '../core/job';
 import type { SqlExecutor } from './executor';
 import type { FlowStore } from './flows';
+import { groupCountsSql, readGroupCounts } from './group-counts';
 import { historyByIdParamSql, isUndefinedTable, type HistoryLayoutCache } from './history/by-id';
 import { isJobId } from '../core/names';
 import { byLayout, HISTORY_COLS, LIVE_COLS, rowToJob, type JobRow } from './job-row';
@@ -161,6 +163,14 @@ export class Reads {
       ]),
     );
   }
+
+  /** A queue's groups, the first `top` in `orderBy`'s order (group-counts.ts: bounded scans). */
+  groupCounts(queue: string, top: number, orderBy: GroupCountsOrder): Promise<QueueGroupCounts> {
+    this.groupSql ??= groupCountsSql(this.ctx.schema);
+    return readGroupCounts(this.ctx.db, this.groupSql, queue, top, orderBy);
+  }
+
+  private groupSql: string | null = null;
 
   /** Tests only: makes the waiting jobs of `queue` (null: all) that are due later due now; returns how many. */
   async makeDueWaiting(queue: string | null): Promise<number> {

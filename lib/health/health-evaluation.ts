@@ -1,4 +1,5 @@
 import { PgQueueConfigError } from '../core/errors';
+import type { GroupCounts } from '../core/group-counts';
 import type { QueueCounts } from '../core/job';
 
 /**
@@ -19,6 +20,15 @@ export interface PgQueueQueueThresholds {
   readonly maxFailed?: number;
   /** Most stalled jobs: active jobs past their lease (their worker died or stalled). @default undefined (not checked) */
   readonly maxStalled?: number;
+  /**
+   * Oldest age, in ms, that any one group's oldest available job may reach (jobs added with
+   * `{ group }`): down when a group has waited longer, the group named in the problem and the
+   * details, so a tenant starved behind another's flood is caught even while the queue as a whole
+   * drains. Read only for a queue whose own oldest available job is older than this (else no group
+   * can be), from `getGroupCounts({ orderBy: 'oldest' })`.
+   * @default undefined (not checked)
+   */
+  readonly maxGroupWaitMs?: number;
 }
 
 /**
@@ -69,6 +79,12 @@ export interface PgQueueHealthInput {
     readonly disconnectedSince: number | null;
     readonly connection?: string;
   } | null;
+  /**
+   * Groups of the queues read for `maxGroupWaitMs` (see {@link groupChecksFor}), the oldest
+   * waiting first, by queue; a queue left out is not checked for groups.
+   * @default {}
+   */
+  readonly groups?: Readonly<Record<string, readonly GroupCounts[]>>;
   /** This process should run workers (module option `workers`). */
   readonly workersExpected: boolean;
   /** This process's workers are running (started, and not stopping). */
@@ -93,6 +109,11 @@ export type PgQueueQueueHealth = {
   failed: number;
   /** Parents of flows waiting on their children (`QueueCounts.waitingChildren`). */
   waitingChildren: number;
+  /**
+   * The groups whose oldest available job has waited longer than `maxGroupWaitMs`, by group key;
+   * present only when there are some.
+   */
+  groups?: Record<string, { available: number; active: number; oldestAvailableAgeMs: number | null }>;
 };
 
 /** The details a health check reports (a type alias, so Terminus accepts it as extra data). */
@@ -125,7 +146,7 @@ export interface PgQueueHealthEvaluation {
   readonly details: PgQueueHealthDetails;
 }
 
-const QUEUE_KEYS = ['maxAvailable', 'maxOldestAvailableAgeMs', 'maxFailed', 'maxStalled'] as const;
+const QUEUE_KEYS = ['maxAvailable', 'maxOldestAvailableAgeMs', 'maxFailed', 'maxStalled', 'maxGroupWaitMs'] as const;
 const TOP_KEYS = [...QUEUE_KEYS, 'listenerGraceMs', 'timeoutMs', 'queues'] as const;
 
 function show(v: unknown): string {
@@ -197,10 +218,29 @@ function limitFor(
 }
 
 /**
+ * The queues whose groups `maxGroupWaitMs` needs read, with the limit each: those with a limit
+ * whose own oldest available job is older than it (when the queue's oldest job is younger, every
+ * group's is), so a healthy check reads no group at all. Pure.
+ */
+export function groupChecksFor(
+  counts: Readonly<Record<string, QueueCounts>>,
+  thresholds: PgQueueHealthThresholds = {},
+): { queue: string; maxGroupWaitMs: number }[] {
+  const out: { queue: string; maxGroupWaitMs: number }[] = [];
+  for (const queue of Object.keys(counts).sort()) {
+    const limit = limitFor(thresholds, queue, 'maxGroupWaitMs');
+    const oldest = counts[queue].oldestWaitingAgeMs;
+    if (limit && oldest !== null && oldest > limit.max) out.push({ queue, maxGroupWaitMs: limit.max });
+  }
+  return out;
+}
+
+/**
  * Judges a health snapshot; pure (no I/O, no clock), so every rule is unit-tested.
  * Down when: the listener has been disconnected longer than `listenerGraceMs` (not in poll-only
- * mode); this process should run workers and they are not running; or any queue's figure exceeds
- * its limit (strictly: a figure equal to its limit is fine). See {@link PgQueueHealthThresholds}
+ * mode); this process should run workers and they are not running; any queue's figure exceeds
+ * its limit (strictly: a figure equal to its limit is fine); or a group of `input.groups` has
+ * waited longer than its queue's `maxGroupWaitMs`. See {@link PgQueueHealthThresholds}
  * for how overall and per-queue limits combine.
  * @throws PgQueueConfigError when a threshold is invalid
  */
@@ -228,6 +268,15 @@ export function evaluateHealth(input: PgQueueHealthInput, thresholds: PgQueueHea
     over('maxOldestAvailableAgeMs', c.oldestWaitingAgeMs, `oldest available job waiting ${c.oldestWaitingAgeMs} ms`);
     over('maxFailed', c.failed, `${c.failed} failed`);
     over('maxStalled', c.stalled, `${c.stalled} stalled (active past their lease)`);
+    const groupLimit = limitFor(thresholds, name, 'maxGroupWaitMs');
+    for (const g of groupLimit ? (input.groups?.[name] ?? []) : []) {
+      if (!groupLimit || g.oldestWaitingAgeMs === null || g.oldestWaitingAgeMs <= groupLimit.max) continue;
+      problems.push(
+        `queue "${name}" group ${JSON.stringify(g.group)}: oldest available job waiting ${g.oldestWaitingAgeMs} ms > ${groupLimit.label} ${groupLimit.max}`,
+      );
+      const groups = (queues[name].groups ??= {});
+      groups[g.group] = { available: g.waiting, active: g.active, oldestAvailableAgeMs: g.oldestWaitingAgeMs };
+    }
   }
 
   let listener: string;

@@ -6,6 +6,7 @@ import './peer'; // first: names @nestjs/terminus if it is missing
 export { PgQueueHealthIndicator } from './pg-queue.health';
 export {
   evaluateHealth,
+  groupChecksFor,
   validateHealthThresholds,
   HEALTH_DEFAULTS,
   type PgQueueHealthDetails,

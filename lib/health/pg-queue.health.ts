@@ -6,8 +6,10 @@ import type { QueueCounts } from '../core/job';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
 import type { PgQueueReadApi } from '../core/read-api';
 import { QueueService } from '../module/queue.service';
+import type { GroupCounts } from '../core/group-counts';
 import {
   evaluateHealth,
+  groupChecksFor,
   HEALTH_DEFAULTS,
   validateHealthThresholds,
   type PgQueueHealthDetails,
@@ -17,8 +19,9 @@ import {
 /**
  * A Terminus health indicator for the queue: `down` when the database does not answer, when the
  * LISTEN connection has been down longer than its grace period (unless poll-only), when this
- * process's workers are not running, or when a queue exceeds a threshold. The details name each
- * queue's figures, the listener's and workers' state, and the problems.
+ * process's workers are not running, or when a queue (or one group of a queue: `maxGroupWaitMs`)
+ * exceeds a threshold. The details name each queue's figures (and each group over its limit),
+ * the listener's and workers' state, and the problems.
  *
  * Import it from `nestjs-pg-queue/health` (an entry point of its own, so apps without
  * `@nestjs/terminus` still load `nestjs-pg-queue`), and provide it next to `TerminusModule`.
@@ -63,11 +66,18 @@ export class PgQueueHealthIndicator {
     validateHealthThresholds(thresholds);
     const indicator = this.health.check(key);
     let counts: Record<string, QueueCounts> = {};
+    const groups: Record<string, GroupCounts[]> = {};
     let nodes: number | undefined;
     let database: string | null = null;
     try {
-      [counts, nodes] = await within(
-        Promise.all([this.queues.getCounts(), this.runtime.liveNodes()]),
+      await within(
+        (async () => {
+          [counts, nodes] = await Promise.all([this.queues.getCounts(), this.runtime.liveNodes()]);
+          // Only queues whose oldest available job is past maxGroupWaitMs: none while healthy.
+          for (const { queue } of groupChecksFor(counts, thresholds)) {
+            groups[queue] = (await this.queues.getGroupCounts(queue, { top: GROUPS_NAMED, orderBy: 'oldest' })).groups;
+          }
+        })(),
         thresholds.timeoutMs ?? HEALTH_DEFAULTS.timeoutMs,
       );
     } catch (err) {
@@ -79,6 +89,7 @@ export class PgQueueHealthIndicator {
     const verdict = evaluateHealth(
       {
         counts,
+        groups,
         listener: this.runtime.listenerState,
         workersExpected: this.runtime.options.workers,
         workersRunning: this.runtime.workersRunning,
@@ -92,6 +103,9 @@ export class PgQueueHealthIndicator {
     return verdict.up && !database ? indicator.up(details) : indicator.down(details);
   }
 }
+
+/** The most groups of one queue a health check reads, and so names, for `maxGroupWaitMs` (the oldest ones). */
+const GROUPS_NAMED = 10;
 
 /** The promise's value, or a rejection once `ms` have passed (the query itself runs on). */
 function within<T>(promise: Promise<T>, ms: number): Promise<T> {

@@ -1,6 +1,8 @@
 import { Counter, Gauge, Histogram, type Registry } from 'prom-client';
 import { PgQueueConfigError } from '../core/errors';
+import type { QueueGroupCounts } from '../core/group-counts';
 import type { QueueCounts } from '../core/job';
+import { registerGroupGauges } from './group-gauges';
 import type { ResolvedMetricsOptions } from './pg-queue-metrics.options';
 
 /** What the scrape-time gauges read from one queue runtime. */
@@ -13,6 +15,8 @@ export interface QueueMetricsSource {
   listenerState(): { readonly connected: boolean } | null;
   /** Live worker processes of the nodes registry, or null when it could not be read. */
   liveNodes(): Promise<number | null>;
+  /** The top `top` groups of every queue with live jobs, or null when they could not be read. */
+  groups(top: number): Promise<QueueGroupCounts[] | null>;
 }
 
 /** The job states `queue_jobs` reports (its `state` label), and the `QueueCounts` field of each. */
@@ -169,6 +173,15 @@ export function pgQueueMetricSet(registry: Registry, opts: ResolvedMetricsOption
         },
       }),
   );
+
+  if (opts.topGroups > 0) {
+    registerGroupGauges(
+      registry,
+      p,
+      () => newest(sources)?.groups(opts.topGroups),
+      (name, kind, create) => reuse(registry, name, kind, create),
+    );
+  }
 
   return {
     enqueued: counter(

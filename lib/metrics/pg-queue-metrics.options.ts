@@ -26,6 +26,14 @@ export interface PgQueueMetricsOptions {
     /** Of `job_wait_seconds`. @default 5 ms to 1 h: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600] */
     waitSeconds?: readonly number[];
   };
+  /**
+   * Per-group gauges (`group_jobs`, `group_oldest_waiting_seconds`) for each queue's `top`
+   * busiest groups (active + waiting jobs), the rest summed under `group="__other__"`: at most
+   * `top + 1` groups per queue, however many tenants. One bounded read per queue with live jobs
+   * per scrape; `false` reads nothing and reports no group series. `top`: 1 to 100.
+   * @default { top: 10 }
+   */
+  groups?: { top?: number } | false;
 }
 
 /** What the metrics see: every option defaulted and checked. @internal */
@@ -33,6 +41,8 @@ export interface ResolvedMetricsOptions {
   readonly prefix: string;
   readonly durationBuckets: readonly number[];
   readonly waitBuckets: readonly number[];
+  /** How many groups per queue get their own series; 0: no group gauges. */
+  readonly topGroups: number;
 }
 
 /**
@@ -44,7 +54,21 @@ export const METRICS_DEFAULTS = Object.freeze({
   prefix: 'pgqueue_',
   durationBuckets: Object.freeze([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]),
   waitBuckets: Object.freeze([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600]),
+  topGroups: 10,
 });
+
+function checkGroups(value: PgQueueMetricsOptions['groups']): number {
+  if (value === false) return 0;
+  const top = value === undefined ? METRICS_DEFAULTS.topGroups : typeof value === 'object' && value !== null ? value.top : NaN;
+  const n = top ?? METRICS_DEFAULTS.topGroups;
+  if (!Number.isInteger(n) || n < 1 || n > 100) {
+    throw new PgQueueConfigError(
+      `PgQueueMetricsModule: groups must be { top: n } with n a whole number from 1 to 100 (the groups per queue with ` +
+        `series of their own), or false for no group gauges; got ${JSON.stringify(value)}.`,
+    );
+  }
+  return n;
+}
 
 function checkBuckets(option: string, value: readonly number[] | undefined, fallback: readonly number[]): readonly number[] {
   if (value === undefined) return fallback;
@@ -74,5 +98,6 @@ export function resolveMetricsOptions(options: Omit<PgQueueMetricsOptions, 'regi
     prefix,
     durationBuckets: checkBuckets('buckets.durationSeconds', options.buckets?.durationSeconds, METRICS_DEFAULTS.durationBuckets),
     waitBuckets: checkBuckets('buckets.waitSeconds', options.buckets?.waitSeconds, METRICS_DEFAULTS.waitBuckets),
+    topGroups: checkGroups(options.groups),
   };
 }

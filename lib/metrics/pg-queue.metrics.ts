@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, Optional, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { register as globalRegistry, type Registry } from 'prom-client';
 import type { StalledJob, SupervisorEventMap } from '../core/events';
+import type { QueueGroupCounts } from '../core/group-counts';
 import type { Job } from '../core/job';
 import type { PgQueueReadApi } from '../core/read-api';
 import { PG_QUEUE_RUNTIME } from '../module/pg-queue.constants';
@@ -21,9 +22,9 @@ type Outcome = 'completed' | 'retried' | 'failed' | 'cancelled' | 'snoozed';
  * queue depth and the listener's state when the registry is scraped. Provided by
  * `PgQueueMetricsModule.register()`; serve its `registry` at `/metrics`.
  *
- * Counters and histograms describe this process (sum them across instances); the `queue_jobs`
- * and `queue_oldest_waiting_seconds` gauges describe the whole database (every instance reports
- * the same values: aggregate them with `max`, not `sum`).
+ * Counters and histograms describe this process (sum them across instances); the `queue_jobs`,
+ * `queue_oldest_waiting_seconds` and `group_*` gauges describe the whole database (every instance
+ * reports the same values: aggregate them with `max`, not `sum`).
  * @example
  * @Controller('metrics')
  * export class MetricsController {
@@ -70,6 +71,7 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
         }),
       ),
       listenerState: () => runtime.listenerState,
+      groups: sharedTop((top) => this.readGroups(queues, top)),
       liveNodes: sharedInFlight(() =>
         runtime.liveNodes().catch((err: Error) => {
           this.logger.warn(`Node count not reported in this scrape: reading the nodes registry failed (${err.message})`);
@@ -77,6 +79,29 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
         }),
       ),
     };
+  }
+
+  /**
+   * The top groups of every queue with live jobs (the shared counts say which), one bounded read
+   * per queue, one after the other (each holds one connection of the pool the workers share).
+   * Null when the counts could not be read; a queue whose read fails is left out, and logged.
+   */
+  private async readGroups(queues: QueueService, top: number): Promise<QueueGroupCounts[] | null> {
+    const counts = await this.source.counts();
+    if (!counts) return null;
+    const out: QueueGroupCounts[] = [];
+    for (const [queue, c] of Object.entries(counts)) {
+      if (c.waiting + c.active === 0) continue;
+      try {
+        const g = await queues.getGroupCounts(queue, { top });
+        if (g.groups.length > 0 || g.other.groups > 0) out.push(g);
+      } catch (err) {
+        this.logger.warn(
+          `Groups of queue "${queue}" not reported in this scrape: reading them failed (${(err as Error).message})`,
+        );
+      }
+    }
+    return out;
   }
 
   /** Every supervisor event this class listens to, so subscribing and unsubscribing cannot drift apart. */
@@ -171,6 +196,16 @@ export class PgQueueMetrics implements OnModuleInit, OnModuleDestroy {
     this.startedAt.delete(startKey(job));
     this.metrics.duration.observe({ queue: job.queue, name: job.name, outcome }, (performance.now() - started) / 1000);
   }
+}
+
+/** sharedInFlight for a read that takes the number of groups (always the same one for a given metric set). */
+function sharedTop<T>(fn: (top: number) => Promise<T>): (top: number) => Promise<T> {
+  const byTop = new Map<number, () => Promise<T>>();
+  return (top) => {
+    let f = byTop.get(top);
+    if (!f) byTop.set(top, (f = sharedInFlight(() => fn(top))));
+    return f();
+  };
 }
 
 /** A job's key in `startedAt`: ids are per database, queue names per app. */

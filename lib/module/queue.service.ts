@@ -11,6 +11,7 @@ import {
   type QueueCounts,
 } from '../core/job';
 import type { GetJobsOptions, JobPage, PromoteJobsOptions } from '../core/find-options';
+import { resolveGroupCountsOptions, type GroupCountsOptions, type QueueGroupCounts } from '../core/group-counts';
 import type { CleanOptions, ObliterateOptions } from '../core/clean';
 import type { GetJobLogsOptions, JobLogsPage } from '../core/job-logs';
 import type { JobScheduler, JobSchedulerRepeat, JobSchedulerTemplate } from '../core/job-scheduler';
@@ -18,6 +19,7 @@ import type { CancelJobsOptions, RemoveJobsOptions, RetryJobsOptions } from '../
 import { executorFor, type TransactionTarget } from '../db/executor';
 import type { JobMap, Queue } from '../producer/queue';
 import { PgQueueConfigError } from '../core/errors';
+import { validateQueueName } from '../core/names';
 import { checkConcurrency, MAX_NODE_CONCURRENCY } from '../core/concurrency-checks';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
 import type { PgQueueRuntime } from './pg-queue.runtime';
@@ -128,6 +130,17 @@ export class QueueService {
   }
 
   /**
+   * A queue's groups (`queue.getGroupCounts()`), of any queue with jobs in this app's databases,
+   * registered here or not (an unregistered name is read in the default connection's database):
+   * what the metrics' and the health check's group figures read.
+   */
+  async getGroupCounts(queue: string, opts?: GroupCountsOptions): Promise<QueueGroupCounts> {
+    const { top, orderBy } = resolveGroupCountsOptions(opts);
+    validateQueueName(queue);
+    return this.runtime.connectionOf(queue).store.groupCounts(queue, top, orderBy);
+  }
+
+  /**
    * Any job by id, of any queue, live or finished; null when unknown. Reads in `target`'s
    * transaction, else in the caller's implicit one (@nestjs-cls/transactional), so it sees a job
    * that transaction enqueued and has not committed yet: then in that transaction's database.
@@ -194,6 +207,20 @@ export class QueueService {
   /** `Queue.getGlobalConcurrency` of a registered queue: the stored value, or null. */
   async getGlobalConcurrency(queue: string): Promise<number | null> {
     return this.runtime.queue(queue, 'QueueService.getGlobalConcurrency').getGlobalConcurrency();
+  }
+
+  /**
+   * Stores group `group`'s concurrency in grouped queue `queue` (`Queue.setGroupConcurrency`), or
+   * with null removes it (`Queue.removeGroupConcurrency`), so the queue's group.concurrency applies again.
+   */
+  async setGroupConcurrency(queue: string, group: string, n: number | null): Promise<void> {
+    const q = this.runtime.queue(queue, 'QueueService.setGroupConcurrency');
+    await (n === null ? q.removeGroupConcurrency(group) : q.setGroupConcurrency(group, n));
+  }
+
+  /** `Queue.getGroupConcurrency` of a registered queue: the stored value, or null. */
+  async getGroupConcurrency(queue: string, group: string): Promise<number | null> {
+    return this.runtime.queue(queue, 'QueueService.getGroupConcurrency').getGroupConcurrency(group);
   }
 
   /** `Queue.getJobs` of a registered queue: a page of its jobs in some states, by keyset. */

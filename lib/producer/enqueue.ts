@@ -63,7 +63,21 @@ export function buildJobRow(
     // Every job records the trace active where it is built (with @opentelemetry/api only): the
     // producer span of add(), or whatever span the caller runs in (a flow, a handler).
     traceJson: activeTraceJson(),
+    group: opts?.group === undefined ? null : groupKey(where, opts.group),
   };
+}
+
+/** The longest group key (characters). */
+export const MAX_GROUP_LENGTH = 200;
+
+/** A job's `group`, checked: 1 to MAX_GROUP_LENGTH characters, storable as text. */
+export function groupKey(where: string, g: unknown): string {
+  const why = typeof g === 'string' ? nameProblem(g, MAX_GROUP_LENGTH) : 'it is not a string';
+  if (why)
+    throw new PgQueueConfigError(
+      `${where}: group ${quote(g)} cannot be used: ${why}. Use a string of 1 to ${MAX_GROUP_LENGTH} characters, such as 'tenant-42'.`,
+    );
+  return g as string;
 }
 
 /**

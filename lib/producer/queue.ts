@@ -1,5 +1,6 @@
 import type { BulkJob, EnqueueOptions, Job, JobOptions, QueueCounts } from '../core/job';
 import { EMPTY_COUNTS } from '../core/job';
+import { resolveGroupCountsOptions, type GroupCountsOptions, type QueueGroupCounts } from '../core/group-counts';
 import { PgQueueConfigError, PgQueueError } from '../core/errors';
 import type { AddedJob, QueueEvents, QueueEventsSource, WaitForJobOptions } from '../core/queue-events';
 import { quote } from '../core/input-text';
@@ -7,7 +8,7 @@ import { checkConcurrency } from '../core/concurrency-checks';
 import type { SqlExecutor, TransactionTarget } from '../db/executor';
 import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
-import { buildJobRow, checkBulkEntry, resolveDependencies } from './enqueue';
+import { buildJobRow, checkBulkEntry, groupKey, resolveDependencies } from './enqueue';
 import { tracedEnqueue } from './tracing';
 import { isJobId } from '../core/names';
 import { payloadJsonOf } from './enqueue';
@@ -86,6 +87,19 @@ export class Queue<TJobs extends JobMap = JobMap> extends QueueSchedulers<TJobs>
   /** This queue's figures (waiting, delayed, active, stalled, failed, oldest waiting age), in one query. */
   async getCounts(): Promise<QueueCounts> {
     return (await this.store.counts(this.name)).get(this.name) ?? EMPTY_COUNTS;
+  }
+
+  /**
+   * This queue's groups (jobs added with `{ group }`): the top `top` (20) by running + waiting
+   * jobs, or by their oldest waiting job's age (`orderBy: 'oldest'`), each with its waiting and
+   * active jobs and oldest waiting age, and the rest summed in `other`. One bounded read: past
+   * 10,000 due (or running) jobs it counts the first 10,000 in claim order and says so
+   * (`complete: false`). docs/health-and-metrics.md#groups.
+   * @example const { groups } = await queue.getGroupCounts({ top: 10 });
+   */
+  async getGroupCounts(opts?: GroupCountsOptions): Promise<QueueGroupCounts> {
+    const { top, orderBy } = resolveGroupCountsOptions(opts);
+    return this.store.groupCounts(this.name, top, orderBy);
   }
 
   /**
@@ -270,5 +284,28 @@ export class Queue<TJobs extends JobMap = JobMap> extends QueueSchedulers<TJobs>
   /** Drops the stored global concurrency: each node applies its `globalConcurrency` option again (none: no limit). */
   async removeGlobalConcurrency(): Promise<void> {
     await this.store.limits.setGlobalConcurrency(this.name, null);
+  }
+
+  /**
+   * Stores group `group`'s concurrency in a grouped queue (docs/groups.md): at most `n` of its
+   * jobs run at once across every node, over the queue's `group.concurrency`, until
+   * `removeGroupConcurrency(group)`; it holds across restarts. Every node's next claim reads it
+   * (no hint, no restart); jobs already running finish. Ignored by `order: 'fifo'` (one at a
+   * time). Rejects with PgQueueConfigError unless `n` is a whole number from 1 to 2^31-1.
+   */
+  async setGroupConcurrency(group: string, n: number): Promise<void> {
+    const where = `Queue "${this.name}" setGroupConcurrency()`;
+    const checked = checkConcurrency(where, n, 2 ** 31 - 1);
+    await this.store.groups.setConcurrency(this.name, groupKey(where, group), checked);
+  }
+
+  /** The stored concurrency of `group` (`setGroupConcurrency`), or null when none is stored (the queue's option applies). */
+  async getGroupConcurrency(group: string): Promise<number | null> {
+    return this.store.groups.getConcurrency(this.name, groupKey(`Queue "${this.name}" getGroupConcurrency()`, group));
+  }
+
+  /** Drops group `group`'s stored concurrency: the queue's `group.concurrency` applies to it again (none: no limit). */
+  async removeGroupConcurrency(group: string): Promise<void> {
+    await this.store.groups.setConcurrency(this.name, groupKey(`Queue "${this.name}" removeGroupConcurrency()`, group), null);
   }
 }

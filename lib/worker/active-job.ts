@@ -56,6 +56,8 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   readonly result: null = null;
   readonly timeoutMs: number | null;
   readonly uniqueKey: string | null;
+  /** Its group: set in a grouped queue (the grouped claim returns it); null in others (getJob has it). */
+  readonly group: string | null;
   /** The latest reported progress: the stored one at claim (kept from an earlier attempt), then each updateProgress value. */
   progress: JobProgress | null;
   /**
@@ -104,6 +106,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     this.timeoutMs = row.timeout_ms;
     this.progress = row.progress ?? null;
     this.uniqueKey = row.unique_key ?? null;
+    this.group = row.group_key ?? null;
   }
 
   get signal(): AbortSignal {

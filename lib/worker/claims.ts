@@ -13,6 +13,12 @@ export interface ClaimContext {
 const FULL: ClaimPlan = { kind: 'full' };
 
 /**
+ * How often a worker of a grouped queue gives jobs without a group a turn (docs/groups.md):
+ * finding them walks the queue's plain index past the grouped jobs, so not at every claim.
+ */
+export const UNGROUPED_TURN_MS = 1000;
+
+/**
  * The claim statements one worker sends, and the books they keep: the claims in flight and the
  * jobs they asked for, the claim window (claim-window.ts) with its catch-up timer, and a rate
  * limit's "come back later". When to claim, and how many, is the worker's loop (queue-worker.ts).
@@ -46,8 +52,20 @@ export class Claims {
 
   /** A queue with a global limit (option or stored, or not yet known) claims through the serialised path, and never prefetches. */
   get limited(): boolean {
+    // A grouped queue takes per-group limits only (resolveQueueOptions refuses the others).
+    if (this.grouped) return false;
     return this.storedGlobal !== null || this.queue.globalConcurrency !== null || this.queue.limiter !== null;
   }
+
+  /** registerQueue({ group }): claims through the grouped claim (db/claim-grouped.ts). */
+  get grouped(): boolean {
+    return this.queue.group !== null;
+  }
+
+  /** The last group the grouped claim visited: the next claim goes on from there. */
+  private groupCursor: string | null = null;
+  /** When jobs without a group last had their turn (performance.now()). */
+  private ungroupedAt = -Infinity;
 
   get inFlightCount(): number {
     return this.inFlight.size;
@@ -66,7 +84,7 @@ export class Claims {
   /** The claim to send at `sentAt` (performance.now()): full under a global limit, else as the window says. */
   plan(sentAt: number): ClaimPlan {
     // Concurrency 1 keeps every claim full: on one node that queue's order is strict (docs/limits.md).
-    return this.limited || this.concurrency() === 1 ? FULL : this.window.plan(sentAt);
+    return this.limited || this.grouped || this.concurrency() === 1 ? FULL : this.window.plan(sentAt);
   }
 
   /**
@@ -76,12 +94,12 @@ export class Claims {
   async send(plan: ClaimPlan, sentAt: number, free: number): Promise<ClaimedRow[]> {
     this.asked += free;
     this.window.sent(plan, sentAt);
-    const claim = this.limited ? this.claimLimited(free) : this.claimAs(plan, free);
+    const claim = this.grouped ? this.claimGrouped(free) : this.limited ? this.claimLimited(free) : this.claimAs(plan, free);
     this.inFlight.add(claim);
     try {
       const rows = await claim;
       this.answers++;
-      if (!this.limited) this.afterClaim(plan, sentAt, free, rows);
+      if (!this.limited && !this.grouped) this.afterClaim(plan, sentAt, free, rows);
       return rows.sort(byClaimOrder);
     } finally {
       this.asked -= free;
@@ -92,7 +110,11 @@ export class Claims {
   /** One full claim, not counted in flight (manual mode's round). */
   async sendOnce(free: number): Promise<ClaimedRow[]> {
     const { store, workerId, leaseMs } = this.ctx;
-    const rows = this.limited ? await this.claimLimited(free) : await store.claim(this.queue.name, free, workerId, leaseMs);
+    const rows = this.grouped
+      ? await this.claimGrouped(free)
+      : this.limited
+        ? await this.claimLimited(free)
+        : await store.claim(this.queue.name, free, workerId, leaseMs);
     this.answers++;
     return rows.sort(byClaimOrder);
   }
@@ -115,6 +137,26 @@ export class Claims {
     if (plan.kind === 'full') return store.claim(this.queue.name, free, workerId, leaseMs);
     const side = plan.kind === 'window' ? 'inside' : 'outside';
     return store.claimSince(this.queue.name, free, workerId, leaseMs, plan.fromPriority, plan.windowMs, side);
+  }
+
+  /** The grouped claim: fair turns from this worker's cursor on, within the per-group limits. */
+  private async claimGrouped(free: number): Promise<ClaimedRow[]> {
+    const group = this.queue.group;
+    if (!group) throw new Error('claimGrouped: the queue is not grouped');
+    const now = performance.now();
+    const ungrouped = now - this.ungroupedAt >= UNGROUPED_TURN_MS;
+    if (ungrouped) this.ungroupedAt = now;
+    const { rows, cursor } = await this.ctx.store.groups.claim(
+      this.queue.name,
+      free,
+      this.ctx.workerId,
+      this.ctx.leaseMs,
+      this.groupCursor,
+      group,
+      ungrouped,
+    );
+    this.groupCursor = cursor;
+    return rows;
   }
 
   private async claimLimited(free: number): Promise<ClaimedRow[]> {

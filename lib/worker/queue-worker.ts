@@ -193,9 +193,9 @@ export class QueueWorker {
     this.wake(0);
   }
 
-  /** Outcomes were written: under a global limit, the running count just dropped; claim again. */
+  /** Outcomes were written: under a global or per-group limit, the running count just dropped; claim again. */
   outcomesWritten(): void {
-    if (this.limited && this.running.size < this.concurrency) this.wake(0);
+    if ((this.limited || this.claims.grouped) && this.running.size < this.concurrency) this.wake(0);
   }
 
   /** The queue was paused: prefetched jobs go back at once, so no node starts them meanwhile. */
@@ -344,7 +344,8 @@ export class QueueWorker {
   private refill(): void {
     // Under a global limit a short claim says nothing about the backlog: the slot this job frees
     // may be the one the limit withheld.
-    if (this.limited) this.buffer.woken();
+    // A grouped queue's claim comes back short when its groups are at their limits, likewise.
+    if (this.limited || this.claims.grouped) this.buffer.woken();
     this.pump();
     this.running.notifyIdle();
     if (!this.buffer.claiming) return;

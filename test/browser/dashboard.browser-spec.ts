@@ -293,6 +293,34 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     expect(await isPaused('work')).toBe(false);
   });
 
+  it('a queue with grouped jobs shows its busiest groups (a markup group key as text); a queue without shows no Groups panel', async () => {
+    await signIn();
+    // Grouped with SQL (migration 17's group_key): a queue no worker here claims.
+    await sql.query(
+      `INSERT INTO pgqueue.jobs (queue, name, payload, group_key, run_at)
+       SELECT 'tenants', 'sync', '{}', CASE WHEN g <= 3 THEN 'tenant-a' ELSE $1 END, now() - interval '5 seconds'
+       FROM generate_series(1, 4) g`,
+      [XSS],
+    );
+    await page.goto(`${main.dashboard}/queues/tenants`);
+    const table = page.locator('[data-testid="groups-table"]');
+    await table.waitFor({ timeout: WAIT_MS });
+    const rows = await table
+      .locator('tbody tr')
+      .evaluateAll((rs) => rs.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent?.trim())));
+    expect(rows).toEqual([
+      ['tenant-a', '0', '3', expect.stringMatching(/^[\d.]+ s$/)],
+      [XSS, '0', '1', expect.stringMatching(/^[\d.]+ s$/)],
+    ]);
+    expect(await table.locator('img').count()).toBe(0);
+
+    const answered = page.waitForResponse((r) => r.url().endsWith('/queues/api/queues/idle/groups'), { timeout: WAIT_MS });
+    await page.goto(`${main.dashboard}/queues/idle`);
+    expect((await answered).status()).toBe(200);
+    await page.locator('[data-testid="enqueue-form"]').waitFor({ timeout: WAIT_MS });
+    expect(await page.locator('[data-testid="groups-table"]').count()).toBe(0);
+  });
+
   it('enqueue from the JSON editor: the validation message of the API is shown, then the job is created', async () => {
     await page.goto(`${main.dashboard}/queues/idle`);
     const form = page.locator('[data-testid="enqueue-form"]');

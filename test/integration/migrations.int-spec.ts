@@ -193,6 +193,20 @@ describe('migrations', () => {
     expect(rows).toEqual([
       { name: 'jobs_active_idx', def: "btree (queue, locked_until) WHERE (state = 'active'::text)" },
       { name: 'jobs_claim_idx', def: "btree (queue, priority, run_at, id) WHERE (state = 'waiting'::text)" },
+      // Migration 17's grouped claim (docs/groups.md): grouped jobs only, so a job without a
+      // group costs none of them, on insert or on claim.
+      {
+        name: 'jobs_group_active_idx',
+        def: "btree (queue, group_key) WHERE ((state = 'active'::text) AND (group_key IS NOT NULL))",
+      },
+      {
+        name: 'jobs_group_claim_idx',
+        def: "btree (queue, group_key, priority, run_at, id) WHERE ((state = 'waiting'::text) AND (group_key IS NOT NULL))",
+      },
+      {
+        name: 'jobs_group_fifo_idx',
+        def: "btree (queue, group_key, id) WHERE ((state = 'waiting'::text) AND (group_key IS NOT NULL))",
+      },
       { name: 'jobs_pkey', def: 'btree (id)' },
       { name: 'jobs_unique_key_idx', def: 'btree (queue, unique_key) WHERE (unique_key IS NOT NULL)' },
       { name: 'jobs_waiting_children_idx', def: "btree (queue, id) WHERE (state = 'waiting-children'::text)" },

@@ -551,6 +551,10 @@ describe('search_path hijack', () => {
     await store.throughput();
     await store.throughput(new Date(Date.now() - 60_000));
     expect(await store.names('sp')).toEqual(expect.any(Array));
+    // The groups read (group-counts.ts), on a queue with a grouped job.
+    await t.pool.query(`UPDATE pgqueue.jobs SET group_key = 'tenant' WHERE queue = 'sp' AND state = 'waiting'`);
+    expect((await store.groups('sp', 20)).scanned).toEqual(expect.any(Object));
+    await queue.getGroupCounts({ orderBy: 'oldest' });
     const states: ListState[] = ['waiting', 'delayed', 'active', 'waiting-children', 'completed', 'failed', 'cancelled'];
     for (const state of states) {
       const first = await store.listJobs('sp', state, {}, null, 1);

@@ -19,6 +19,7 @@ export function jobRow(over: Partial<NewJobRow> = {}): NewJobRow {
     traceJson: null,
     dedupKey: null,
     dedupTtlMs: 0,
+    group: null,
     ...over,
   };
 }

@@ -1,6 +1,7 @@
 import { PgQueueConfigError } from '../../lib';
 import {
   evaluateHealth,
+  groupChecksFor,
   validateHealthThresholds,
   type PgQueueHealthInput,
   type PgQueueHealthThresholds,
@@ -269,5 +270,80 @@ describe('validateHealthThresholds', () => {
         queues: { email: { maxAvailable: 0, maxOldestAvailableAgeMs: 1, maxFailed: 2, maxStalled: Infinity } },
       }),
     ).not.toThrow();
+  });
+});
+
+describe('maxGroupWaitMs (issue 29: a group that waited too long)', () => {
+  const g = (group: string, oldestWaitingAgeMs: number | null, waiting = 1, active = 0) => ({
+    group,
+    waiting,
+    active,
+    oldestWaitingAgeMs,
+  });
+
+  it('is down for each group past the limit, named in the problem and in its queue details; equal is fine', () => {
+    const r = evaluateHealth(
+      input({
+        counts: { imports: counts({ waiting: 900, active: 4, oldestWaitingAgeMs: 90_000 }) },
+        groups: { imports: [g('tenant-7', 90_000, 3), g('tenant-9', 60_001, 2, 1), g('tenant-0', 60_000, 890, 3)] },
+      }),
+      { maxGroupWaitMs: 60_000 },
+    );
+    expect(r.up).toBe(false);
+    expect(r.problems).toEqual([
+      'queue "imports" group "tenant-7": oldest available job waiting 90000 ms > maxGroupWaitMs 60000',
+      'queue "imports" group "tenant-9": oldest available job waiting 60001 ms > maxGroupWaitMs 60000',
+    ]);
+    expect(r.details.queues.imports.groups).toEqual({
+      'tenant-7': { available: 3, active: 0, oldestAvailableAgeMs: 90_000 },
+      'tenant-9': { available: 2, active: 1, oldestAvailableAgeMs: 60_001 },
+    });
+  });
+
+  it('is up when every group is within the limit, or none waits; no groups key in the details then', () => {
+    const r = evaluateHealth(
+      input({
+        counts: { imports: counts({ waiting: 2, oldestWaitingAgeMs: 100 }) },
+        groups: { imports: [g('a', 100), g('b', null, 0, 2)] },
+      }),
+      { maxGroupWaitMs: 100 },
+    );
+    expect(r.up).toBe(true);
+    expect(r.details.queues.imports).not.toHaveProperty('groups');
+  });
+
+  it('a queue entry overrides the overall limit, Infinity lifts it, and no limit checks nothing', () => {
+    const snapshot = input({
+      counts: { a: counts({ oldestWaitingAgeMs: 5000 }), b: counts({ oldestWaitingAgeMs: 5000 }) },
+      groups: { a: [g('t', 5000)], b: [g('t', 5000)] },
+    });
+    expect(evaluateHealth(snapshot, { maxGroupWaitMs: 1000, queues: { b: { maxGroupWaitMs: Infinity } } }).problems).toEqual([
+      'queue "a" group "t": oldest available job waiting 5000 ms > maxGroupWaitMs 1000',
+    ]);
+    expect(evaluateHealth(snapshot, { queues: { b: { maxGroupWaitMs: 4999 } } }).problems).toEqual([
+      'queue "b" group "t": oldest available job waiting 5000 ms > queues["b"].maxGroupWaitMs 4999',
+    ]);
+    expect(evaluateHealth(snapshot).up).toBe(true);
+  });
+
+  it('groupChecksFor reads only queues with a limit whose own oldest available job is past it', () => {
+    const c = {
+      fresh: counts({ oldestWaitingAgeMs: 10 }),
+      old: counts({ oldestWaitingAgeMs: 10_000 }),
+      empty: counts(),
+      lifted: counts({ oldestWaitingAgeMs: 10_000 }),
+    };
+    expect(groupChecksFor(c, { maxGroupWaitMs: 1000, queues: { lifted: { maxGroupWaitMs: Infinity } } })).toEqual([
+      { queue: 'old', maxGroupWaitMs: 1000 },
+    ]);
+    expect(groupChecksFor(c, {})).toEqual([]);
+    expect(groupChecksFor(c, { queues: { fresh: { maxGroupWaitMs: 5 } } })).toEqual([{ queue: 'fresh', maxGroupWaitMs: 5 }]);
+  });
+
+  it('rejects a bad maxGroupWaitMs, overall or per queue, saying what to change', () => {
+    expect(() => validateHealthThresholds({ maxGroupWaitMs: -1 })).toThrow(/maxGroupWaitMs must be a number >= 0/);
+    expect(() => validateHealthThresholds({ queues: { a: { maxGroupWaitMs: NaN } } })).toThrow(
+      /queues\["a"\]\.maxGroupWaitMs must be a number >= 0/,
+    );
   });
 });

@@ -31,6 +31,7 @@ describe('insert parameters', () => {
     { backoff: { type: 'fixed', delayMs: 1, maxDelayMs: 1, jitter: false } },
     { timeoutMs: 10 },
     { traceJson: '{"traceparent":"00-1-2-01"}' },
+    { group: 'tenant-1' },
   ];
   it.each(differing)('sameColumns sees a row that differs in %o', (over) => {
     expect(sameColumns(row, jobRow())).toBe(true);

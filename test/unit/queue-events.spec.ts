@@ -28,6 +28,7 @@ function row(over: Partial<ConfirmRow>): ConfirmRow {
     result: null,
     progress: null,
     unique_key: null,
+    group_key: null,
     released: false,
     ...over,
   };

@@ -43,9 +43,9 @@ function resolveBackoff(where: string, b: BackoffOptions | undefined, base: Reso
 export type JobOptionsSource = 'add' | 'bulk' | 'flow' | 'defaults';
 
 const DEFAULT_KEYS = ['priority', 'attempts', 'backoff', 'timeoutMs'] as const;
-const BULK_KEYS = [...DEFAULT_KEYS, 'delayMs', 'runAt', 'uniqueKey', 'replaceWaiting', 'deduplication'] as const;
+const BULK_KEYS = [...DEFAULT_KEYS, 'delayMs', 'runAt', 'uniqueKey', 'replaceWaiting', 'deduplication', 'group'] as const;
 const ADD_KEYS = [...BULK_KEYS, 'manager', 'client', 'dependsOn'] as const;
-const FLOW_KEYS = [...DEFAULT_KEYS, 'delayMs', 'runAt'] as const;
+const FLOW_KEYS = [...DEFAULT_KEYS, 'delayMs', 'runAt', 'group'] as const;
 const KEYS_OF: Readonly<Record<JobOptionsSource, readonly string[]>> = {
   add: ADD_KEYS,
   bulk: BULK_KEYS,
@@ -73,6 +73,7 @@ const NOT_HERE: Readonly<Record<JobOptionsSource, Readonly<Record<string, string
     delayMs: 'it per job, in add(); a delay is not a default',
     runAt: 'it per job, in add(); an instant is not a default',
     deduplication: 'it per job, in add(); a key is not a default',
+    group: 'it per job, in add(); a group is not a default',
   },
 };
 

@@ -3,7 +3,7 @@ import { quote } from '../input-text';
 import { validateConnectionName, validateQueueName, validateSchemaName } from '../names';
 import { resolveSchedule, type RepeatOptions, type ResolvedSchedule } from '../cron-schedule';
 import type { PgQueueModuleOptions, RegisterQueueOptions } from './types';
-import type { ResolvedJobDefaults, ResolvedPgQueueOptions, ResolvedQueueOptions } from './resolved';
+import type { ResolvedGroupOptions, ResolvedJobDefaults, ResolvedPgQueueOptions, ResolvedQueueOptions } from './resolved';
 import { DEFAULTS } from './defaults';
 import { bool, int, oneOf } from './field-checks';
 import { MAX_DELAY_MS, resolveJobDefaults } from './job-checks';
@@ -54,6 +54,7 @@ const QUEUE_KEYS = [
   'deadLetterQueue',
   'globalConcurrency',
   'limiter',
+  'group',
   'repeat',
   'connection',
   'retention',
@@ -191,7 +192,8 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
     deadLetterQueue: deadLetter(name, q.deadLetterQueue),
     globalConcurrency:
       q.globalConcurrency === undefined ? null : int(`queue "${name}" globalConcurrency`, q.globalConcurrency, 1, 1, 100_000),
-    limiter: limiter(name, q.limiter),
+    limiter: limiter(`queue "${name}" limiter`, q.limiter),
+    group: resolveGroup(name, q),
     repeat: resolveRepeat(name, q.repeat),
     connection:
       q.connection === undefined
@@ -254,23 +256,49 @@ function resolveRepeat(name: string, repeat: unknown): ResolvedSchedule[] {
   return out;
 }
 
-function limiter(name: string, l: unknown): { max: number; durationMs: number } | null {
-  if (l === undefined) return null;
-  if (typeof l !== 'object' || l === null) {
+/** registerQueue({ group }) (docs/groups.md). */
+function resolveGroup(name: string, q: RegisterQueueOptions): ResolvedGroupOptions | null {
+  const g: unknown = q.group;
+  if (g === undefined) return null;
+  const where = `queue "${name}" group`;
+  if (typeof g !== 'object' || g === null || Array.isArray(g)) {
     throw new PgQueueConfigError(
-      `queue "${name}" limiter must be { max, durationMs }, for example { max: 10, durationMs: 1000 }.`,
+      `Invalid ${where}: ${quote(g)}. Use { concurrency?, order?: 'fair' | 'fifo', limiter? }, or {} for fair turns only.`,
     );
   }
-  refuseUnknownKeys(`queue "${name}" limiter`, l, ['max', 'durationMs'], { duration: 'durationMs (milliseconds)' });
-  const { max, durationMs } = l as { max?: unknown; durationMs?: unknown };
-  if (max === undefined || durationMs === undefined) {
+  refuseUnknownKeys(where, g, ['concurrency', 'order', 'limiter'], {
+    maxConcurrency: 'concurrency',
+    groupConcurrency: 'concurrency',
+  });
+  if (q.globalConcurrency !== undefined || q.limiter !== undefined) {
     throw new PgQueueConfigError(
-      `queue "${name}" limiter needs both max and durationMs, for example { max: 10, durationMs: 1000 }.`,
+      `queue "${name}" has group with globalConcurrency or limiter: a grouped queue takes per-group limits only (group.concurrency, group.limiter). Remove one of them.`,
     );
+  }
+  const o = g as { concurrency?: unknown; order?: unknown; limiter?: unknown };
+  if (o.order !== undefined && o.order !== 'fair' && o.order !== 'fifo') {
+    throw new PgQueueConfigError(`Invalid ${where}.order: ${quote(o.order)}. Use 'fair' (the default) or 'fifo'.`);
   }
   return {
-    max: int(`queue "${name}" limiter.max`, max, 1, 1, 10_000),
-    durationMs: int(`queue "${name}" limiter.durationMs`, durationMs, 1000, 1, 86_400_000),
+    concurrency: o.concurrency === undefined ? null : int(`${where}.concurrency`, o.concurrency, 1, 1, 100_000),
+    fifo: o.order === 'fifo',
+    limiter: limiter(`${where}.limiter`, o.limiter),
+  };
+}
+
+function limiter(where: string, l: unknown): { max: number; durationMs: number } | null {
+  if (l === undefined) return null;
+  if (typeof l !== 'object' || l === null) {
+    throw new PgQueueConfigError(`${where} must be { max, durationMs }, for example { max: 10, durationMs: 1000 }.`);
+  }
+  refuseUnknownKeys(`${where}`, l, ['max', 'durationMs'], { duration: 'durationMs (milliseconds)' });
+  const { max, durationMs } = l as { max?: unknown; durationMs?: unknown };
+  if (max === undefined || durationMs === undefined) {
+    throw new PgQueueConfigError(`${where} needs both max and durationMs, for example { max: 10, durationMs: 1000 }.`);
+  }
+  return {
+    max: int(`${where}.max`, max, 1, 1, 10_000),
+    durationMs: int(`${where}.durationMs`, durationMs, 1000, 1, 86_400_000),
   };
 }
 

@@ -57,9 +57,20 @@ export interface ResolvedQueueOptions {
   readonly deadLetterQueue: string | null;
   readonly globalConcurrency: number | null;
   readonly limiter: { readonly max: number; readonly durationMs: number } | null;
+  /** registerQueue({ group }): per-group limits and fair turns (docs/groups.md); null: not a grouped queue. */
+  readonly group: ResolvedGroupOptions | null;
   readonly repeat: readonly ResolvedSchedule[];
   /** The named connection whose database holds the queue. */
   readonly connection: string;
   /** Its own retention (the fields given), over the module's; null: the module's. */
   readonly retention: { readonly completedMs?: number; readonly cancelledMs?: number; readonly failedMs?: number } | null;
+}
+
+/** A grouped queue's settings (registerQueue({ group })). */
+export interface ResolvedGroupOptions {
+  /** Running jobs per group at most, across every node (null: no limit unless stored per group). */
+  readonly concurrency: number | null;
+  /** order 'fifo': one running job per group, its oldest next. */
+  readonly fifo: boolean;
+  readonly limiter: { readonly max: number; readonly durationMs: number } | null;
 }

@@ -251,6 +251,12 @@ export interface RegisterQueueOptions {
    * @default undefined (no rate limit)
    */
   limiter?: { max: number; durationMs: number };
+  /**
+   * Makes the queue grouped (docs/groups.md): jobs added with `{ group: 'tenant-42' }` take fair
+   * turns between groups at every claim, within the per-group limits set here (each across every
+   * node). Not with `globalConcurrency` or `limiter`. @default undefined (not grouped)
+   */
+  group?: QueueGroupOptions;
   /** Recurring jobs of this queue, each enqueued once per tick across all nodes. @default [] */
   repeat?: RepeatOptions[];
   /**
@@ -268,4 +274,22 @@ export interface RegisterQueueOptions {
    * @default undefined (the module's `retention`)
    */
   retention?: { completedMs?: number; cancelledMs?: number; failedMs?: number };
+}
+
+/** `registerQueue({ group })`: how the jobs of one group share the queue (docs/groups.md). */
+export interface QueueGroupOptions {
+  /**
+   * At most this many jobs of any one group run at once, across every node;
+   * `queue.setGroupConcurrency(group, n)` overrides it for one group at runtime.
+   * @default undefined (no per-group limit: groups only take fair turns)
+   */
+  concurrency?: number;
+  /**
+   * 'fifo': one running job per group, and the next only after it ends, in the order they were
+   * added (a job waiting for its retry's backoff, or delayed, holds up its group).
+   * @default 'fair' (turns between groups; within a group, priority, then run time)
+   */
+  order?: 'fair' | 'fifo';
+  /** At most `max` jobs of any one group start in any `durationMs` window, across every node. @default undefined */
+  limiter?: { max: number; durationMs: number };
 }

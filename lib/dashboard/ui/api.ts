@@ -57,6 +57,17 @@ export interface QueueDetail {
   names: string[];
 }
 
+/** GET api/queues/:queue/groups: the busiest groups of a queue (lib/core/group-counts.ts). */
+export interface QueueGroups {
+  queue: string;
+  connection: string;
+  top: number;
+  groups: { group: string; waiting: number; active: number; oldestWaitingAgeMs: number | null }[];
+  other: { groups: number; waiting: number; active: number };
+  complete: boolean;
+  scanned: { waiting: number; active: number };
+}
+
 export interface AttemptError {
   attempt: number;
   name: string;

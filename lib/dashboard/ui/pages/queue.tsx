@@ -19,6 +19,7 @@ import { navigate, qs } from '../router';
 import { settings } from '../settings';
 import { EnqueueForm } from './enqueue';
 import { QueueConcurrency } from './queue-concurrency';
+import { QueueGroups } from './queue-groups';
 import { CleanByAge, DrainAction, MatchingActions } from './queue-operations';
 
 interface Filters {
@@ -352,6 +353,8 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
           )}
         </div>
       </Section>
+
+      <QueueGroups queue={qname} />
 
       <div class="two-col">
         <Section title="Limits, retention, dead letters">
