@@ -84,6 +84,17 @@ export {
   PgQueueMissingPeerError,
   DependencyError,
 } from './core/errors';
+export {
+  JobParkedError,
+  StepError,
+  WaitTimeoutError,
+  type DurableSteps,
+  type JobStep,
+  type StepContext,
+  type StepOptions,
+  type TransactionalStepContext,
+  type WaitForOptions,
+} from './core/steps';
 export type { FlowProducer } from './producer/flow';
 export { pgQueueMigrations, type PgQueueMigrationClass } from './module/typeorm-migrations';
 export type { RepeatOptions } from './core/cron-schedule';

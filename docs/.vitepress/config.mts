@@ -29,6 +29,7 @@ export const SECTIONS: readonly { text: string; pages: readonly string[] }[] = [
       'processing',
       'transactions',
       'flows',
+      'steps',
       'recurring-jobs',
       'flow-control',
       'groups',

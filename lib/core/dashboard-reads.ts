@@ -2,6 +2,7 @@ import { PgQueueError } from './errors';
 import type { QueueGroupCounts } from './group-counts';
 import type { Job } from './job';
 import type { JobLogsPage } from './job-logs';
+import type { RecordedJobSteps } from './steps';
 
 // What the dashboard reads, in core types only: lib/module builds the store behind DashboardReads
 // (lib/module/dashboard-reads.ts, over lib/db/dashboard-store.ts) and hands it to lib/dashboard,
@@ -121,6 +122,8 @@ export interface DashboardReads {
   flow(id: string): Promise<DashboardFlow | null>;
   /** Lines `offset + 1` to `offset + limit` of a job's log (job.log()), or null when there is no such job. */
   jobLogs(id: string, offset: number, limit: number): Promise<JobLogsPage | null>;
+  /** A job's durable steps (job.step, sleep, waitFor), oldest first, and the database's clock. */
+  jobSteps(id: string): Promise<RecordedJobSteps>;
   /** The queue and state of each id found (live or finished). */
   locate(ids: readonly string[]): Promise<{ id: string; queue: string; state: string }[]>;
   nodes(): Promise<NodeInfo[]>;

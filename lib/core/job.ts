@@ -1,3 +1,5 @@
+import type { DurableSteps } from './steps';
+
 /**
  * Where a job is in its life. `delayed` is a waiting job whose `runAt` is still in the future.
  * `waiting`, `delayed` and `active` jobs live in the jobs table; `completed` and `failed` ones have
@@ -223,8 +225,8 @@ export interface Job<TPayload = unknown, TResult = unknown> {
  */
 export type JobProgress = number | { readonly [key: string]: unknown };
 
-/** The job a handler runs. */
-export interface ActiveJob<TPayload = unknown> extends Job<TPayload> {
+/** The job a handler runs, with its durable steps (`step`, `sleep`, `waitFor`: docs/steps.md). */
+export interface ActiveJob<TPayload = unknown> extends Job<TPayload>, DurableSteps {
   /**
    * Fires when the attempt should stop: its `timeoutMs` passed, the process is shutting down,
    * or the lease was lost. Pass it to `fetch` and friends.

@@ -145,6 +145,12 @@ export function createDashboardController(path: string, guards: readonly Type<Ca
       return page;
     }
 
+    @Get('api/jobs/:id/steps')
+    @DashboardRoute('read', 'job')
+    jobSteps(@Param('id') id: string, @Query('connection') connection?: unknown) {
+      return this.svc.jobSteps(parseJobId(id), parseConnection(connection));
+    }
+
     @Get('api/schedules')
     @DashboardRoute('read')
     schedules() {

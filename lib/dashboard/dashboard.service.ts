@@ -272,6 +272,32 @@ export class DashboardService implements OnApplicationBootstrap {
   }
 
   /**
+   * A job's durable steps (`GET api/jobs/:id/steps`), in the named connection's database, else
+   * the first database that has any; each with its duration, a sleep past its time shown done.
+   */
+  async jobSteps(id: string, connection: string | null = null) {
+    for (const name of connection === null ? this.names : [connection]) {
+      const { nowMs, steps } = await this.storeNamed(name).jobSteps(id);
+      if (steps.length === 0) continue;
+      return {
+        steps: steps.map((s) => ({
+          name: s.name,
+          kind: s.kind,
+          status: s.status === 'sleeping' && s.wakeAtMs !== null && s.wakeAtMs <= nowMs ? 'done' : s.status,
+          result: s.result ?? null,
+          attempt: s.attempt,
+          startedAt: s.startedAtMs === null ? null : new Date(s.startedAtMs).toISOString(),
+          finishedAt: s.finishedAtMs === null ? null : new Date(s.finishedAtMs).toISOString(),
+          wakeAt: s.wakeAtMs === null ? null : new Date(s.wakeAtMs).toISOString(),
+          durationMs:
+            s.kind === 'step' && s.startedAtMs !== null && s.finishedAtMs !== null ? s.finishedAtMs - s.startedAtMs : null,
+        })),
+      };
+    }
+    return { steps: [] };
+  }
+
+  /**
    * The job schedulers of every queue in every database, code-declared and runtime, each with its
    * next five ticks (`GET api/schedules`).
    */

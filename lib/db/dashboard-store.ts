@@ -24,6 +24,7 @@ import { type SqlExecutor } from './executor';
 import { buildFlowQueries, type FlowQueries } from './flows';
 import { HistoryLayoutCache } from './history/by-id';
 import { logStatements, readLogPage } from './job-logs';
+import { loadSteps, stepStatements, type RecordedSteps } from './steps';
 import { schemaSql } from './store-context';
 import { rowToJob, type JobRow } from './job-row';
 
@@ -222,6 +223,15 @@ export class DashboardStore implements DashboardReads {
   }
 
   private logPages: ReturnType<typeof logStatements>['pageIn'] | null = null;
+
+  /** A job's durable steps (migration 0018), oldest first, and the database's clock; none for a bad id. */
+  async jobSteps(id: string): Promise<RecordedSteps> {
+    if (!isJobId(id)) return { nowMs: Date.now(), steps: [] };
+    this.stepsLoad ??= stepStatements(schemaSql(this.schema)).load;
+    return loadSteps(this.db, this.stepsLoad, id);
+  }
+
+  private stepsLoad: string | null = null;
 
   /** The queue and state of each id found (live or finished). */
   async locate(ids: readonly string[]): Promise<{ id: string; queue: string; state: string }[]> {

@@ -30,6 +30,7 @@ import { OutcomeWriters, type Outcome } from './outcomes';
 import { Reads } from './reads';
 import { RunningJobs, type NodeRow } from './running';
 import { settle, type SettleResult } from './settle';
+import { JobSteps } from './steps';
 import { StoreContext, type StoreOptions } from './store-context';
 import { Vacuum, type JobsTableSize } from './vacuum';
 
@@ -46,6 +47,7 @@ export type { NodeRow } from './running';
 export type { SettleResult } from './settle';
 export type { JobsTableSize } from './vacuum';
 export type { LogAppend, LogCaps, LogPage } from './job-logs';
+export type { RecordedSteps, StepRow } from './steps';
 
 /**
  * Every read and write of job rows, on the queue's pool or on a caller's transaction: the one
@@ -78,6 +80,8 @@ export class JobStore {
   readonly bulk: BulkChanges;
   /** A queue's global concurrency stored in the database (queue-limits.ts, migration 0015). */
   readonly limits: QueueLimits;
+  /** Durable steps (steps.ts, migration 0018): job.step(), sleep(), waitFor(), queue.signal(). */
+  readonly steps: JobSteps;
   /** Grouped queues' claim and per-group stored concurrency (claim-grouped.ts, migration 0017). */
   readonly groups: GroupedClaims;
   /** Job schedulers (job-schedulers.ts, migration 0014): upserts, reads, and the tick's claim and write. */
@@ -122,6 +126,7 @@ export class JobStore {
     this.limits = new QueueLimits(ctx);
     this.groups = new GroupedClaims(ctx);
     this.dedup = new DedupInserts(ctx);
+    this.steps = new JobSteps(ctx);
     this.events = new EventStore(ctx.db, ctx.sql, ctx.eventsChannel);
     this.retentions = ctx.retentions;
     this.schedulers = new JobSchedulers(ctx);

@@ -6,6 +6,7 @@ import { ARCHIVE_COLS } from './job-row';
 import { advisoryLockHolders } from './lock-holders';
 import type { SchemaSql, StoreContext } from './store-context';
 import { lockKey } from './transaction';
+import { stepStatements } from './steps';
 import { queuePruneSql, type PruneClass } from './queue-retention';
 
 /**
@@ -127,8 +128,11 @@ export class Maintenance {
   /** The per-queue variants of the prune statements (queuePruneSql), by table and scope. */
   private readonly byQueue = new Map<string, string>();
 
+  private readonly sweepSteps: string;
+
   constructor(private readonly ctx: StoreContext) {
     this.q = maintenanceStatements(ctx.sql);
+    this.sweepSteps = stepStatements(ctx.sql).sweepOrphans;
   }
 
   /**
@@ -156,6 +160,8 @@ export class Maintenance {
       await client.query(this.q.pruneDedup, [batch]);
       // Edges of flows whose parent is gone from both tables, past the shortest retention.
       await client.query(this.q.pruneDependencies, [this.ctx.retentions.shortestMs, batch]);
+      // Steps of jobs gone from both tables (migration 0018), past the shortest retention.
+      await client.query(this.sweepSteps, [this.ctx.retentions.shortestMs, batch]);
       return {
         stalled: r.rows.map((x) => ({
           id: String(x.id),

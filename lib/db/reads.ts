@@ -63,7 +63,7 @@ export function waitingChildrenSql(jobs: string, queueParam: string): string {
 
 /** Reads of jobs and figures: a job by id, counts per queue; and the tests' fast-forward. */
 export function readStatements(schema: string) {
-  const { jobs, history } = schemaSql(schema);
+  const { s, jobs, history } = schemaSql(schema);
   return {
     /**
      * Per-queue figures for health probes and metrics, in one statement: the live table holds
@@ -104,11 +104,22 @@ export function readStatements(schema: string) {
 
     /**
      * Tests only (nestjs-pg-queue/testing): waiting jobs due later (delayed, retry backoff,
-     * snoozed) become due now, so the next claim takes them. $1 queue or NULL for all
+     * snoozed, asleep in job.sleep()) become due now, so the next claim takes them; a sleep's
+     * recorded wake time is brought to now as well (else the job would park again). A job parked
+     * on job.waitFor() stays: it waits for queue.signal(), which wakes it.
+     * $1 queue or NULL for all
      */
     makeDueWaiting: `
+      WITH slept AS (
+        UPDATE ${s}.job_steps st SET wake_at = now()
+        FROM ${jobs} j
+        WHERE st.job_id = j.id AND st.status = 'sleeping' AND st.wake_at > now()
+          AND j.state = 'waiting' AND ($1::text IS NULL OR j.queue = $1)
+        RETURNING st.job_id
+      )
       UPDATE ${jobs} SET run_at = now()
-      WHERE state = 'waiting' AND run_at > now() AND ($1::text IS NULL OR queue = $1)`,
+      WHERE state = 'waiting' AND run_at > now() AND ($1::text IS NULL OR queue = $1)
+        AND NOT EXISTS (SELECT 1 FROM ${s}.job_steps w WHERE w.job_id = ${jobs}.id AND w.status = 'waiting')`,
   };
 }
 

@@ -10,6 +10,9 @@ import { insertedToJob, insertedToJobs, type NewJobRow } from '../db/new-job';
 import type { FlowInserted, FlowNodeRow } from '../db/flow-insert';
 import { buildJobRow, checkBulkEntry, groupKey, resolveDependencies } from './enqueue';
 import { tracedEnqueue } from './tracing';
+import { isJobId } from '../core/names';
+import { payloadJsonOf } from './enqueue';
+import type { JobStep } from '../core/steps';
 import * as USE from './transaction-uses';
 import type { JobMap } from './queue-operations';
 import { QueueSchedulers } from './queue-schedulers';
@@ -25,6 +28,42 @@ export type { JobMap } from './queue-operations';
  * await this.email.add('welcome', { userId: 42 }, { manager });
  */
 export class Queue<TJobs extends JobMap = JobMap> extends QueueSchedulers<TJobs> {
+  /**
+   * Delivers a signal to the job's `job.waitFor(name)`: its payload (JSON) becomes the wait's
+   * result, and a job parked on it is woken at once. A signal sent before the job reaches its
+   * wait is kept for it. True when recorded; false for a job of this queue that is not live
+   * (unknown, finished), or whose wait `name` was already signalled or timed out: the first
+   * signal wins. With `manager` or `client`, it takes effect only if that transaction commits.
+   * @example await orders.signal(jobId, 'approved', { by: user.id }, { manager });
+   */
+  async signal(jobId: string, name: string, payload?: unknown, target?: TransactionTarget): Promise<boolean> {
+    if (typeof name !== 'string' || name.length === 0 || name.length > 200) {
+      throw new PgQueueConfigError(`signal(): the name must be a string of 1 to 200 characters, got ${quote(name)}.`);
+    }
+    if (!isJobId(String(jobId))) return false;
+    const json = payloadJsonOf(this.name, name, payload === undefined ? null : payload, this.maxPayloadBytes);
+    return this.store.steps.signal(String(jobId), this.name, name, json, this.target(target, USE.SIGNAL));
+  }
+
+  /**
+   * The recorded steps of a job of this queue (live or in history), in the order the handler
+   * reached them: each one's kind, state, result, attempt and times (docs/steps.md).
+   */
+  async getJobSteps(jobId: string): Promise<JobStep[]> {
+    if (!isJobId(String(jobId))) return [];
+    const { nowMs, steps } = await this.store.steps.load(String(jobId));
+    return steps.map((s) => ({
+      name: s.name,
+      kind: s.kind,
+      status: s.status === 'sleeping' && s.wakeAtMs !== null && s.wakeAtMs <= nowMs ? 'done' : s.status,
+      result: s.result,
+      attempt: s.attempt,
+      startedAt: s.startedAtMs === null ? null : new Date(s.startedAtMs),
+      finishedAt: s.finishedAtMs === null ? null : new Date(s.finishedAtMs),
+      wakeAt: s.wakeAtMs === null ? null : new Date(s.wakeAtMs),
+    }));
+  }
+
   /** @internal Reports the rows a flow inserted into this queue (see `enqueued`). */
   reportEnqueued(rows: readonly { name: string }[]): void {
     this.enqueued(rows);

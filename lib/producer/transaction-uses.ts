@@ -16,3 +16,4 @@ export const CANCEL_JOBS: TransactionUse = { caller: 'cancelJobs()', effect: 'th
 export const REMOVE_DEDUPLICATION_KEY: TransactionUse = { caller: 'removeDeduplicationKey()', effect: 'the freed key' };
 export const UPSERT_SCHEDULER: TransactionUse = { caller: 'upsertJobScheduler()', effect: 'the scheduler' };
 export const REMOVE_SCHEDULER: TransactionUse = { caller: 'removeJobScheduler()', effect: 'the removal' };
+export const SIGNAL: TransactionUse = { caller: 'signal()', effect: 'the signal' };

@@ -1,6 +1,6 @@
 import type { ClaimedRow } from '../db/job-store';
 import type { FlowStore } from '../db/flows';
-import { CompleteWithError } from '../core/errors';
+import { CompleteWithError, PgQueueConfigError } from '../core/errors';
 import type {
   ActiveJob,
   ChildResult,
@@ -10,6 +10,7 @@ import type {
   TransactionClient,
   TransactionManager,
 } from '../core/job';
+import type { StepOptions, TransactionalStepContext } from '../core/steps';
 
 /** Where `log` goes: the worker's JobLogBuffer (one per worker). */
 export interface LogSink {
@@ -19,6 +20,18 @@ export interface LogSink {
 /** Where `updateProgress` goes: the worker's ProgressTracker (one per worker, not one per job). */
 export interface ProgressSink {
   update(job: RunningJob, value: JobProgress): Promise<void>;
+}
+
+/** Where `step`, `sleep` and `waitFor` go: the worker's StepRunner (one per worker). */
+export interface StepHost {
+  step<T>(
+    job: RunningJob,
+    name: string,
+    fn: (ctx: TransactionalStepContext) => Promise<T> | T,
+    options: StepOptions | undefined,
+  ): Promise<T>;
+  sleep(job: RunningJob, name: string, msOrUntil: number | Date): Promise<void>;
+  waitFor<T>(job: RunningJob, name: string, timeoutMs: number | undefined): Promise<T>;
 }
 
 /**
@@ -58,6 +71,10 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
         result: unknown,
       ) => Promise<void>)
     | null = null;
+  /** Set by the worker: its StepRunner (null where steps are not available). */
+  stepsIn: StepHost | null = null;
+  /** job.sleep() or job.waitFor() handed the job back to the queue: this attempt's end is written already. */
+  parked = false;
   private controller: AbortController | null = null;
   private abortReason: unknown = undefined;
   private aborted = false;
@@ -109,6 +126,23 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     return this.completeIn(this, target, result);
   }
 
+  step<T>(name: string, fn: (ctx: TransactionalStepContext) => Promise<T> | T, options?: StepOptions): Promise<T> {
+    return this.stepsIn ? this.stepsIn.step(this, name, fn, options) : Promise.reject(noSteps(this));
+  }
+
+  sleep(name: string, msOrUntil: number | Date): Promise<void> {
+    return this.stepsIn ? this.stepsIn.sleep(this, name, msOrUntil) : Promise.reject(noSteps(this));
+  }
+
+  waitFor<T = unknown>(name: string, options?: { readonly timeoutMs?: number }): Promise<T> {
+    return this.stepsIn ? this.stepsIn.waitFor<T>(this, name, options?.timeoutMs) : Promise.reject(noSteps(this));
+  }
+
+  /** @internal The step runner's: the job was parked (sleep, waitFor). */
+  park(): void {
+    this.parked = true;
+  }
+
   childResults<TResult = unknown>(): Promise<ChildResult<TResult>[]> {
     if (!this.flows) return Promise.resolve([]);
     return this.flows.children(this.id, null) as Promise<ChildResult<TResult>[]>;
@@ -142,6 +176,8 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
       abortReason: _r,
       aborted: _a,
       completeIn: _i,
+      stepsIn: _s,
+      parked: _k,
       progressSink: _p,
       flows: _f,
       logSink: _l,
@@ -149,4 +185,8 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
     } = this;
     return rest;
   }
+}
+
+function noSteps(job: RunningJob): Error {
+  return new PgQueueConfigError(`Job ${job.id} (${job.queue}/${job.name}) runs outside a worker: it has no durable steps.`);
 }

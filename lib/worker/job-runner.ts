@@ -11,6 +11,7 @@ import { completeWithFor } from './complete-with';
 import { decideOutcome, type AttemptEnd, type Decision, usableBackoff } from './outcome';
 import { PrefetchPace } from './prefetch';
 import { Attempt, RunningSet } from './running-set';
+import { StepRunner } from './steps';
 import { MAX_TIMER_MS } from './wake-timer';
 import type { QueueWorkerContext } from './worker-context';
 
@@ -27,6 +28,8 @@ export class JobRunner {
   /** job.log(): the lines of every job of this worker, written together. */
   readonly logs: JobLogBuffer;
   private readonly completeIn: NonNullable<RunningJob['completeIn']>;
+  /** job.step(), sleep(), waitFor() of every job of this worker. */
+  private readonly steps: StepRunner;
 
   constructor(
     private readonly queue: ResolvedQueueOptions,
@@ -53,6 +56,7 @@ export class JobRunner {
       (job) => this.running.get(job.id)?.job === job,
     );
     this.completeIn = completeWithFor(this.running, [this.progress, this.logs], ctx);
+    this.steps = new StepRunner(ctx.store, ctx.workerId, ctx.logger, [this.progress, this.logs]);
   }
 
   /**
@@ -99,6 +103,7 @@ export class JobRunner {
     }
     const entry = new Attempt(job, backoff);
     job.completeIn = this.completeIn;
+    job.stepsIn = this.steps;
     this.running.add(entry);
     if (row.cancel_requested) {
       // Cancelled while an earlier attempt ran, and back in the queue since: never run again.
@@ -137,6 +142,13 @@ export class JobRunner {
     if (!this.running.end(entry)) return;
     this.pace.record(performance.now() - entry.startedAt);
     const { job } = entry;
+    if (job.parked) {
+      // job.sleep() or job.waitFor() handed the job back already (steps.ts): nothing to write,
+      // whatever the handler did after (returned, or threw the JobParkedError or anything else).
+      entry.span?.end('parked', undefined);
+      this.onSettled();
+      return;
+    }
     // Events fire once the completer has written the outcome (it reports each row it wrote).
     const outcome = decideOutcome(entry, end, value, this.queue);
     if (outcome.kind === 'already-written') {

@@ -485,6 +485,38 @@ describe.each(PLATFORMS)('dashboard on %s', (platform: Platform) => {
       expect((await http().get(`/queues/api/jobs/${done}`)).body.job).toMatchObject({ progress: null, traceId: null });
     });
 
+    it('job steps: each durable step of a job with its kind, state, attempt, duration and result; none for a plain job', async () => {
+      const q = `steps-${platform}`;
+      const [job, plain] = await seedWaiting(q, [{}, {}]);
+      await sql.query(
+        `INSERT INTO pgqueue.job_steps (job_id, name, seq, kind, status, result, attempt, started_at, finished_at, wake_at) VALUES
+           ($1, 'charge', 0, 'step', 'done', '{"id": "ch_1"}', 1, '2026-01-01T00:00:00Z', '2026-01-01T00:00:01.5Z', NULL),
+           ($1, 'cool-off', 1, 'sleep', 'sleeping', NULL, 1, '2026-01-01T00:00:02Z', '2026-01-01T00:00:02Z', '2999-01-01T00:00:00Z')`,
+        [job],
+      );
+      const res = await http().get(`/queues/api/jobs/${job}/steps`);
+      expect(res.status).toBe(200);
+      expect(res.body.steps).toEqual([
+        expect.objectContaining({
+          name: 'charge',
+          kind: 'step',
+          status: 'done',
+          attempt: 1,
+          durationMs: 1500,
+          result: { id: 'ch_1' },
+        }),
+        expect.objectContaining({
+          name: 'cool-off',
+          kind: 'sleep',
+          status: 'sleeping',
+          wakeAt: '2999-01-01T00:00:00.000Z',
+          durationMs: null,
+        }),
+      ]);
+      expect((await http().get(`/queues/api/jobs/${plain}/steps`)).body).toEqual({ steps: [] });
+      expect((await http().get(`/queues/api/jobs/abc/steps`)).status).toBe(400);
+    });
+
     it("job logs: a page of a live and a finished job, kept through the dashboard's retry; 404 and 400", async () => {
       const q = `logs-${platform}`;
       const logs = (lines: string[], dropped = 0) => JSON.stringify({ lines, bytes: 0, dropped });

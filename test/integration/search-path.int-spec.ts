@@ -107,7 +107,7 @@ const CALLED: Record<string, readonly number[]> = {
   jsonb_array_elements_text: [1],
   jsonb_array_length: [1],
   jsonb_build_array: [1],
-  jsonb_build_object: [6, 8, 10],
+  jsonb_build_object: [6, 8, 10, 22],
   jsonb_object_agg: [2],
   left: [2],
   length: [1],
@@ -128,6 +128,7 @@ const CALLED: Record<string, readonly number[]> = {
   set_config: [3],
   substr: [3],
   sum: [1],
+  to_timestamp: [1],
   to_char: [2],
   to_regclass: [1],
   unnest: [1],
@@ -293,6 +294,16 @@ class Handlers {
     return job.payload.tag;
   }
 
+  @Process('steps')
+  async steps(job: ActiveJob<{ tag: string }>) {
+    await job.step('a', () => 1);
+    await job.step('b', async ({ client }) => (await client.query('SELECT 1 AS one')).rows[0], { transaction: true });
+    await job.sleep('nap', 10);
+    await job.waitFor('go', { timeoutMs: 60_000 });
+    events.push(`ran:${job.payload.tag}`);
+    return job.payload.tag;
+  }
+
   @Process('flaky')
   flaky(job: ActiveJob<{ tag: string }>) {
     if (job.attempt === 1) throw new Error('first attempt fails');
@@ -426,6 +437,14 @@ describe('search_path hijack', () => {
       await ended(tag, 'completed');
     }
     for (const tag of ['limited', 'flow-child-1', 'flow-child-2', 'flow-parent']) await ended(tag, 'completed');
+    // Durable steps (steps.ts): a step, a transactional one, a sleep, a wait and its signal.
+    const stepped = await queue.add('steps', { tag: 'steps' });
+    await waitFor(async () => (await queue.getJobSteps(stepped.id)).some((s) => s.name === 'go' && s.status === 'waiting'), {
+      message: () => `the steps job to wait for its signal (errors: ${errors.join(' | ')})`,
+      timeoutMs: 20_000,
+    });
+    expect(await queue.signal(stepped.id, 'go', { ok: true })).toBe(true);
+    await ended('steps', 'completed');
     // The schedule's ticks: one of them run (more may be waiting, one a second).
     await waitFor(
       async () =>

@@ -2,12 +2,23 @@ import 'reflect-metadata';
 import { Module, type INestApplicationContext } from '@nestjs/common';
 import { Test } from '@nestjs/testing';
 import { Client } from 'pg';
-import { CancelJobError, InjectQueue, PgQueueModule, Process, Processor, QueueService, type Job, type Queue } from '../../lib';
+import {
+  CancelJobError,
+  InjectQueue,
+  PgQueueModule,
+  Process,
+  Processor,
+  QueueService,
+  type ActiveJob,
+  type Job,
+  type Queue,
+} from '../../lib';
 import { PgQueueTester, PgQueueTestingModule } from '../../lib/testing';
 import { runtimeOf } from '../support/app';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 
 const HOUR = 3_600_000;
+let checkoutRuns = 0;
 
 function deferred(): { promise: Promise<void>; resolve: () => void } {
   let resolve!: () => void;
@@ -45,6 +56,14 @@ class WorkProcessor {
   async gated() {
     gate.started.resolve();
     await gate.release.promise;
+  }
+
+  @Process('checkout')
+  async checkout(job: ActiveJob) {
+    const n = await job.step('count', () => ++checkoutRuns);
+    await job.sleep('a-day', 24 * HOUR);
+    const ok = await job.waitFor<{ by: string }>('ok');
+    return { n, by: ok.by };
   }
 
   @Process('fan-out')
@@ -207,6 +226,25 @@ describe('nestjs-pg-queue/testing: PgQueueTestingModule and PgQueueTester on the
     expect((await work.getJob(unwanted.id))!.state).toBe('cancelled');
     expect(tester.ran.map((j) => j.id)).toEqual(expect.arrayContaining([broken.id, broken.id, unwanted.id]));
     expect(tester.ran).toHaveLength(3);
+  });
+
+  it('durable steps: drain({ makeDue: true }) ends a job.sleep(), a job.waitFor() waits for queue.signal()', async () => {
+    const job = await work.add('checkout', {});
+    // Parked in its sleep: no outcome, the job delayed, the step recorded once.
+    expect(await tester.drain({ queue: 'work' })).toEqual([]);
+    expect((await work.getJob(job.id))!.state).toBe('delayed');
+    expect(await tester.drain({ queue: 'work' })).toEqual([]);
+    // The day passes: it resumes, and parks again on its wait, which makeDue leaves alone.
+    expect(await tester.drain({ queue: 'work', makeDue: true })).toEqual([]);
+    expect((await work.getJobSteps(job.id)).map((s) => [s.name, s.status])).toEqual([
+      ['count', 'done'],
+      ['a-day', 'done'],
+      ['ok', 'waiting'],
+    ]);
+    expect(await work.signal(job.id, 'ok', { by: 'ann' })).toBe(true);
+    const [done] = await tester.drain({ queue: 'work' });
+    expect(done).toMatchObject({ event: 'completed', result: { n: 1, by: 'ann' } });
+    expect(tester.ran.filter((j) => j.id === job.id)).toHaveLength(3);
   });
 
   it('makeDue() makes delayed jobs due now; drain() alone leaves them', async () => {

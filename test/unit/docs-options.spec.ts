@@ -48,6 +48,8 @@ const MUST_HAVE_TABLE = [
   'CancelJobsOptions',
   'DeduplicationOptions',
   'WaitForJobOptions',
+  'StepOptions',
+  'WaitForOptions',
 ];
 
 /** Options types documented by another type's table, which must hold every one of their keys. */

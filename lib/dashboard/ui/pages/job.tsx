@@ -18,6 +18,7 @@ import { usePoll } from '../poll';
 import { navigate, qs } from '../router';
 import { settings } from '../settings';
 import { JobLogs } from './job-logs';
+import { JobSteps } from './job-steps';
 
 interface JobAnswer {
   job: JobDetail;
@@ -316,6 +317,8 @@ export function JobPage(props: { id: string; connection?: string | null }) {
           {j.state === 'completed' ? <Json value={j.result ?? null} /> : <Empty>No result: the job has not completed.</Empty>}
         </Section>
       </div>
+
+      <JobSteps id={j.id} on={on} />
 
       <JobLogs id={j.id} on={on} />
 
