@@ -10,6 +10,7 @@ import {
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 import { resolveQueueOptions } from '../core/options/module-checks';
+import { checkBatchConcurrency } from '../core/batch';
 import { PgQueueExplorer, type FoundListener, type FoundProcessor } from '../discovery/pg-queue.explorer';
 import type { QueueEventName, QueueEvents } from '../core/queue-events';
 import type { WorkerEventName } from '../decorators/on-worker-event.decorator';
@@ -53,6 +54,9 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
       // the first add(): loading that package cost the first enqueue tens of milliseconds (bench/).
       this.runtime.ambientTransaction();
       found = this.explorer.findProcessors((queue) => this.runtime.queueOptions(queue) !== undefined);
+      for (const [name, f] of found) {
+        checkBatchConcurrency(name, f.concurrency ?? this.runtime.queueOptions(name)!.concurrency, f.batches);
+      }
       const listeners = this.explorer.findEventListeners();
       checkListenerQueues(this.runtime, listeners);
       subscriptions = this.subscribe(listeners);
@@ -106,7 +110,9 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
               ...registered,
               concurrency: resolveQueueOptions({ name, concurrency: f.concurrency }, registered.defaultJobOptions).concurrency,
             };
-      this.runtime.connectionOf(name).supervisor.addQueue({ queue, handlers: f.handlers, catchAll: f.catchAll });
+      this.runtime
+        .connectionOf(name)
+        .supervisor.addQueue({ queue, handlers: f.handlers, catchAll: f.catchAll, batches: f.batches });
     }
     // Every connection's supervisor starts, with queues or not: it takes its part in that
     // database's maintenance (rescue of expired leases, retention), elected per database.
