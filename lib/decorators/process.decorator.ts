@@ -31,7 +31,10 @@ export interface ProcessOptions {
 }
 
 /** `ProcessOptions` of a batch handler (`batch` given): its method takes an array of jobs. */
-export type BatchProcessOptions = ProcessOptions & { readonly batch: BatchOptions };
+export interface BatchProcessOptions extends ProcessOptions {
+  /** Up to `size` jobs per call, waiting at most `waitMs` after the first for a fuller batch. */
+  readonly batch: BatchOptions;
+}
 
 /** A method `@Process({ batch })` accepts: one that takes the batch's array of jobs. */
 export type BatchProcessMethod = (jobs: ActiveJob<never>[]) => unknown;

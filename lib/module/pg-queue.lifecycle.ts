@@ -54,9 +54,6 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
       // the first add(): loading that package cost the first enqueue tens of milliseconds (bench/).
       this.runtime.ambientTransaction();
       found = this.explorer.findProcessors((queue) => this.runtime.queueOptions(queue) !== undefined);
-      for (const [name, f] of found) {
-        checkBatchConcurrency(name, f.concurrency ?? this.runtime.queueOptions(name)!.concurrency, f.batches);
-      }
       const listeners = this.explorer.findEventListeners();
       checkListenerQueues(this.runtime, listeners);
       subscriptions = this.subscribe(listeners);
@@ -80,6 +77,10 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
     if (failed) this.logger.warn(`@OnQueueEvent: ${failed.message} Events committed before it connects are not heard.`);
     if (!this.runtime.options.workers) return;
     try {
+      // Only where workers run: a producer-only app may share the processor classes.
+      for (const [name, f] of found) {
+        checkBatchConcurrency(name, f.concurrency ?? this.runtime.queueOptions(name)!.concurrency, f.batches);
+      }
       // Code-declared schedules become each database's job_schedulers rows (source 'code'); every
       // worker node's ticker runs them with the runtime ones (producer/code-schedulers.ts).
       const schedules = this.codeSchedules(found);

@@ -252,7 +252,13 @@ describe('batch handlers (@Process({ name, batch })) on a real database', () => 
     expect(callsOf('stopping-again').flat().sort()).toEqual(collected.map((j) => j.id).sort());
   });
 
-  it('refuses at boot a batch larger than the queue concurrency, saying what to change', async () => {
+  it('refuses at boot a batch larger than the queue concurrency, saying what to change (not in a producer-only app)', async () => {
+    const producer = await bootApp({
+      options: { connection: t.db.url, workers: false },
+      queues: [{ name: 'sized', concurrency: 20 }],
+      providers: [SizedProcessor],
+    });
+    await producer.close();
     await expect(boot({ name: 'sized', concurrency: 20 }, [SizedProcessor])).rejects.toThrow(
       new PgQueueConfigError(
         'SizedProcessor.few (@Process({ name: "few", batch: { size: 50 } })): queue "sized" runs 20 job(s) at once in this ' +
