@@ -166,24 +166,39 @@ describe('batch handlers (@Process({ name, batch })) on a real database', () => 
       [BrokenProcessor],
     );
     const q = apps.at(-1)!.get(QueueService);
-    const once = await q.addBulk(
-      'broken',
-      [0, 1, 2].map(() => ({ name: 'all-fail', payload: {}, opts: { attempts: 1 } })),
-    );
-    const twice = await q.addBulk(
-      'broken',
-      [0, 1].map(() => ({ name: 'all-fail', payload: {}, opts: { attempts: 2 } })),
-    );
-    await waitFor(async () => (await historyRows('broken')).length === 5, { timeoutMs: 20_000, message: '5 jobs failed' });
-    const rows = await historyRows('broken');
-    for (const job of once) {
-      const row = rows.find((r) => r.id === job.id)!;
-      expect([row.state, row.attempt, row.errors.length]).toEqual(['failed', 1, 1]);
-      expect(row.errors[0].message).toMatch(/^the sink is down/);
-    }
-    for (const job of twice) {
-      const row = rows.find((r) => r.id === job.id)!;
-      expect([row.state, row.attempt, row.errors.map((e) => e.attempt)]).toEqual(['failed', 2, [1, 2]]);
+    // Cross-process events, heard by a subscription as another process would: one per job.
+    const events = q.queueEvents('broken');
+    const heard: [string, string][] = [];
+    events.on('failed', (job) => heard.push(['failed', job.id]));
+    events.on('retrying', (job) => heard.push(['retrying', job.id]));
+    await events.waitUntilReady({ timeoutMs: 20_000 });
+    try {
+      const once = await q.addBulk(
+        'broken',
+        [0, 1, 2].map(() => ({ name: 'all-fail', payload: {}, opts: { attempts: 1 } })),
+      );
+      const twice = await q.addBulk(
+        'broken',
+        [0, 1].map(() => ({ name: 'all-fail', payload: {}, opts: { attempts: 2 } })),
+      );
+      await waitFor(async () => (await historyRows('broken')).length === 5, { timeoutMs: 20_000, message: '5 jobs failed' });
+      const rows = await historyRows('broken');
+      for (const job of once) {
+        const row = rows.find((r) => r.id === job.id)!;
+        expect([row.state, row.attempt, row.errors.length]).toEqual(['failed', 1, 1]);
+        expect(row.errors[0].message).toMatch(/^the sink is down/);
+      }
+      for (const job of twice) {
+        const row = rows.find((r) => r.id === job.id)!;
+        expect([row.state, row.attempt, row.errors.map((e) => e.attempt)]).toEqual(['failed', 2, [1, 2]]);
+      }
+      const expected = [...once, ...twice].map((j) => ['failed', j.id]).concat(twice.map((j) => ['retrying', j.id]));
+      await waitFor(() => expected.every(([e, id]) => heard.some(([he, hid]) => he === e && hid === id)), {
+        timeoutMs: 20_000,
+        message: () => `an event per job; heard ${JSON.stringify(heard)}`,
+      });
+    } finally {
+      await events.close();
     }
   });
 
