@@ -62,6 +62,20 @@ class SizedProcessor {
   }
 }
 
+/** Opened by the test once the short timeout has failed its job: the call ends only then. */
+let openSlow: () => void = () => undefined;
+const slowGate = new Promise<void>((resolve) => (openSlow = resolve));
+
+@Processor('slow')
+class SlowProcessor {
+  @Process({ name: 'slow', batch: { size: 3, waitMs: 60_000 } })
+  async slow(jobs: ActiveJob<{ tag: string }>[]) {
+    record('slow', jobs);
+    await slowGate;
+    return jobs.map((j) => j.payload.tag);
+  }
+}
+
 /** Opened by the test once shutdown began: the running batch ends only then. */
 let openGate: () => void = () => undefined;
 const gate = new Promise<void>((resolve) => (openGate = resolve));
@@ -265,6 +279,28 @@ describe('batch handlers (@Process({ name, batch })) on a real database', () => 
     await boot({ name: 'stopping', concurrency: 10 }, [RestartedProcessor]);
     await waitFor(async () => (await historyRows('stopping')).length === 7, { timeoutMs: 20_000, message: 'all 7 completed' });
     expect(callsOf('stopping-again').flat().sort()).toEqual(collected.map((j) => j.id).sort());
+  });
+
+  it("a job's timeoutMs runs from the call's start: that job fails, the call goes on for the others", async () => {
+    const app = await boot({ name: 'slow', concurrency: 3, defaultJobOptions: { attempts: 1 } }, [SlowProcessor]);
+    const q = app.get(QueueService);
+    const [quick, a, b] = await q.addBulk('slow', [
+      { name: 'slow', payload: { tag: 'quick' }, opts: { timeoutMs: 100 } },
+      { name: 'slow', payload: { tag: 'a' } },
+      { name: 'slow', payload: { tag: 'b' } },
+    ]);
+    await waitFor(async () => (await historyRows('slow')).length === 1, { timeoutMs: 20_000, message: 'the timed-out job' });
+    const [timedOut] = await historyRows('slow');
+    expect(timedOut).toMatchObject({ id: quick.id, state: 'failed' });
+    expect(timedOut.errors[0].message).toMatch(/exceeded its timeout of 100 ms/);
+    openSlow();
+    await waitFor(async () => (await historyRows('slow')).length === 3, { timeoutMs: 20_000, message: 'the others' });
+    const rows = await historyRows('slow');
+    expect(rows.find((r) => r.id === a.id)).toMatchObject({ state: 'completed', result: 'a' });
+    expect(rows.find((r) => r.id === b.id)).toMatchObject({ state: 'completed', result: 'b' });
+    // What the call returned for the timed-out job ('quick') was ignored: it stays failed.
+    expect(rows.find((r) => r.id === quick.id)!.state).toBe('failed');
+    expect(callsOf('slow')).toEqual([[quick.id, a.id, b.id]]);
   });
 
   it('refuses at boot a batch larger than the queue concurrency, saying what to change (not in a producer-only app)', async () => {
