@@ -28,10 +28,10 @@ export interface ResolvedBatch {
 }
 
 /**
- * A batch handler: receives the jobs of one call (1 to `size`, in claim order: priority, then due
- * time) and returns an array of per-job results (same length and order), or nothing (every job
- * completes with no result). Throwing `BatchError` fails only the jobs it names; throwing
- * anything else fails every job of the call, each with its own attempt.
+ * A batch handler: receives the jobs of one call (1 to `size`, in the order they were claimed,
+ * which is not their ids' order) and returns an array of per-job results (same length and
+ * order), or nothing (every job completes with no result). Throwing `BatchError` fails only the
+ * jobs it names; throwing anything else fails every job of the call, each with its own attempt.
  */
 export type BatchJobHandler<TPayload = unknown> = (jobs: ActiveJob<TPayload>[]) => unknown;
 

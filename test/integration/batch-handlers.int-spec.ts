@@ -300,7 +300,8 @@ describe('batch handlers (@Process({ name, batch })) on a real database', () => 
     expect(rows.find((r) => r.id === b.id)).toMatchObject({ state: 'completed', result: 'b' });
     // What the call returned for the timed-out job ('quick') was ignored: it stays failed.
     expect(rows.find((r) => r.id === quick.id)!.state).toBe('failed');
-    expect(callsOf('slow')).toEqual([[quick.id, a.id, b.id]]);
+    // One call for the three (the claim's order is not the ids' order).
+    expect(callsOf('slow').map((c) => [...c].sort())).toEqual([[quick.id, a.id, b.id].sort()]);
   });
 
   it('refuses at boot a batch larger than the queue concurrency, saying what to change (not in a producer-only app)', async () => {
@@ -359,7 +360,7 @@ describe('nestjs-pg-queue/testing runs batch handlers', () => {
     const jobs = await q.addBulk([1, 2, -3, 4].map((n) => ({ name: 'sum', payload: { n } })));
     const first = await tester.drain();
     // One call (the 60 s wait is not waited), four outcomes: three completed, one retrying.
-    expect(callsOf('toolkit')).toEqual([jobs.map((j) => j.id)]);
+    expect(callsOf('toolkit').map((c) => [...c].sort())).toEqual([jobs.map((j) => j.id).sort()]);
     expect(first.map((o) => o.event).sort()).toEqual(['completed', 'completed', 'completed', 'retrying']);
     expect(tester.completed.map((o) => o.result).sort()).toEqual([2, 3, 5]);
     const again = await tester.drain({ makeDue: true });
