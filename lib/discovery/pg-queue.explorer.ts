@@ -3,6 +3,7 @@ import { DiscoveryService, MetadataScanner } from '@nestjs/core';
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 import type { JobHandler } from '../core/job';
+import type { BatchHandlerEntry, BatchJobHandler } from '../core/batch';
 import { resolveSchedule, type ResolvedSchedule } from '../core/cron-schedule';
 import {
   INJECT_QUEUE_METADATA,
@@ -20,6 +21,8 @@ import type { ProcessMetadata } from '../decorators/process.decorator';
 /** The `@Processor` classes of one queue, as found: their handlers, schedules and concurrency. */
 export interface FoundProcessor {
   readonly handlers: Map<string, JobHandler>;
+  /** `@Process({ name, batch })` handlers, by job name (never also in `handlers`). */
+  readonly batches: Map<string, BatchHandlerEntry>;
   readonly schedules: ResolvedSchedule[];
   catchAll?: JobHandler;
   concurrency?: number;
@@ -109,7 +112,12 @@ export class PgQueueExplorer {
             `Add PgQueueModule.registerQueue({ name: '${meta.name}' }) to the imports of a module.`,
         );
       }
-      const entry: FoundProcessor = found.get(meta.name) ?? { handlers: new Map(), schedules: [], owners: [] };
+      const entry: FoundProcessor = found.get(meta.name) ?? {
+        handlers: new Map(),
+        batches: new Map(),
+        schedules: [],
+        owners: [],
+      };
       found.set(meta.name, entry);
       entry.owners.push(owner);
       if (meta.concurrency !== undefined) {
@@ -121,7 +129,7 @@ export class PgQueueExplorer {
         entry.concurrency = meta.concurrency;
       }
       this.addHandlers(entry, meta.name, owner, instance as object);
-      if (entry.handlers.size === 0 && !entry.catchAll) {
+      if (entry.handlers.size === 0 && entry.batches.size === 0 && !entry.catchAll) {
         throw new PgQueueConfigError(`@Processor('${meta.name}') class ${owner} has no @Process methods.`);
       }
     }
@@ -136,7 +144,8 @@ export class PgQueueExplorer {
       const pm =
         typeof fn === 'function' ? (Reflect.getMetadata(PROCESS_METADATA, fn) as ProcessMetadata | undefined) : undefined;
       if (!pm) continue;
-      const handler: JobHandler = (job) => (fn as (...a: unknown[]) => unknown).call(instance, job);
+      const call = (arg: unknown) => (fn as (...a: unknown[]) => unknown).call(instance, arg);
+      const handler: JobHandler = call;
       const where = `${owner}.${method}`;
       if (pm.cron !== undefined) {
         if (pm.name === null)
@@ -148,12 +157,13 @@ export class PgQueueExplorer {
           throw new PgQueueConfigError(`Queue "${queue}" has two catch-all @Process() handlers; ${where} is the second.`);
         entry.catchAll = handler;
       } else {
-        if (entry.handlers.has(pm.name)) {
+        if (entry.handlers.has(pm.name) || entry.batches.has(pm.name)) {
           throw new PgQueueConfigError(
             `Job ${quote(pm.name)} of queue "${queue}" has two @Process handlers; ${where} is the second. Keep one.`,
           );
         }
-        entry.handlers.set(pm.name, handler);
+        if (pm.batch) entry.batches.set(pm.name, { handler: call as BatchJobHandler, batch: pm.batch, where });
+        else entry.handlers.set(pm.name, handler);
       }
     }
   }

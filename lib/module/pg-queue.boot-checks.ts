@@ -93,7 +93,7 @@ export function warnUnhandled(
   }
   for (const s of schedules) {
     const f = found.get(s.queue);
-    if (f && (f.handlers.has(s.name) || f.catchAll)) continue;
+    if (f && (f.handlers.has(s.name) || f.batches.has(s.name) || f.catchAll)) continue;
     logger.warn(
       `Recurring job ${quote(s.name)} of queue "${s.queue}" (${s.cron}) has no @Process('${s.name}') in a worker of this ` +
         `app: each tick adds a job that only another process can run. Add the handler, or fix the job name.`,

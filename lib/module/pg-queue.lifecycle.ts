@@ -10,6 +10,7 @@ import {
 import { PgQueueConfigError } from '../core/errors';
 import { quote } from '../core/input-text';
 import { resolveQueueOptions } from '../core/options/module-checks';
+import { checkBatchConcurrency } from '../core/batch';
 import { PgQueueExplorer, type FoundListener, type FoundProcessor } from '../discovery/pg-queue.explorer';
 import type { QueueEventName, QueueEvents } from '../core/queue-events';
 import type { WorkerEventName } from '../decorators/on-worker-event.decorator';
@@ -76,6 +77,10 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
     if (failed) this.logger.warn(`@OnQueueEvent: ${failed.message} Events committed before it connects are not heard.`);
     if (!this.runtime.options.workers) return;
     try {
+      // Only where workers run: a producer-only app may share the processor classes.
+      for (const [name, f] of found) {
+        checkBatchConcurrency(name, f.concurrency ?? this.runtime.queueOptions(name)!.concurrency, f.batches);
+      }
       // Code-declared schedules become each database's job_schedulers rows (source 'code'); every
       // worker node's ticker runs them with the runtime ones (producer/code-schedulers.ts).
       const schedules = this.codeSchedules(found);
@@ -106,7 +111,9 @@ export class PgQueueLifecycle implements OnModuleInit, OnApplicationBootstrap, O
               ...registered,
               concurrency: resolveQueueOptions({ name, concurrency: f.concurrency }, registered.defaultJobOptions).concurrency,
             };
-      this.runtime.connectionOf(name).supervisor.addQueue({ queue, handlers: f.handlers, catchAll: f.catchAll });
+      this.runtime
+        .connectionOf(name)
+        .supervisor.addQueue({ queue, handlers: f.handlers, catchAll: f.catchAll, batches: f.batches });
     }
     // Every connection's supervisor starts, with queues or not: it takes its part in that
     // database's maintenance (rescue of expired leases, retention), elected per database.

@@ -5,6 +5,7 @@ import { ProgressTracker } from './progress';
 import { JobLogBuffer } from './job-logs';
 import { CancelJobError, JobTimeoutError, UnknownJobNameError } from '../core/errors';
 import type { JobHandler } from '../core/job';
+import { BatchRunner } from './batch-runner';
 import type { ResolvedQueueOptions } from '../core/options/resolved';
 import type { PendingOutcome } from './completer';
 import { completeWithFor } from './complete-with';
@@ -30,6 +31,8 @@ export class JobRunner {
   private readonly completeIn: NonNullable<RunningJob['completeIn']>;
   /** job.step(), sleep(), waitFor() of every job of this worker. */
   private readonly steps: StepRunner;
+  /** `@Process({ name, batch })` handlers: null when the queue has none. */
+  readonly batches: BatchRunner | null;
 
   constructor(
     private readonly queue: ResolvedQueueOptions,
@@ -39,6 +42,14 @@ export class JobRunner {
     /** An attempt settled (its slot is free): the loop's books. */
     private readonly onSettled: () => void,
   ) {
+    this.batches = ctx.batches?.size
+      ? new BatchRunner(
+          queue.name,
+          ctx.batches,
+          { begin: (entry, trace) => this.begin(entry, trace), settle: (entry, end, value) => this.settle(entry, end, value) },
+          ctx.logger,
+        )
+      : null;
     this.progress = new ProgressTracker(
       ctx.store,
       ctx.workerId,
@@ -67,6 +78,11 @@ export class JobRunner {
     const entry = this.running.get(id);
     if (!entry) return false;
     entry.cancelRequested = true;
+    if (this.batches?.dropWaiting(entry)) {
+      // Collected for a batch that has not started: it never runs.
+      this.settle(entry, 'threw', new CancelJobError('Cancelled by queue.cancel() before its batch started.'));
+      return true;
+    }
     entry.job.abort(new CancelJobError('Cancelled by queue.cancel() while running.'));
     return true;
   }
@@ -91,6 +107,19 @@ export class JobRunner {
     });
   }
 
+  /**
+   * Shutdown: the jobs collected for batches that have not started leave the running set with no
+   * outcome; returns their ids, to hand back with the unstarted prefetched ones.
+   */
+  takeUnstartedBatches(): string[] {
+    if (!this.batches) return [];
+    this.batches.hold();
+    const ids: string[] = [];
+    for (const entry of this.batches.takeWaiting()) if (this.running.end(entry)) ids.push(entry.job.id);
+    this.running.notifyIdle();
+    return ids;
+  }
+
   /** Starts the attempt of a claimed row (or, cancelled meanwhile, ends it cancelled). */
   run(row: ClaimedRow): void {
     const job = new RunningJob(row, this.queue.name, this.progress, this.ctx.store.flows, this.logs);
@@ -111,9 +140,32 @@ export class JobRunner {
       this.settle(entry, 'threw', new CancelJobError('Cancelled by queue.cancel() while an earlier attempt ran.'));
       return;
     }
-    this.ctx.events.active(job);
-    entry.span = JobSpan.start(job, row.trace);
+    if (this.batches?.handles(job.name)) {
+      // Holds its slot and lease from now; starts with its batch's call (batch-runner.ts).
+      this.batches.add(entry, row.trace);
+      return;
+    }
+    this.begin(entry, row.trace);
     const handler = this.handlers.get(job.name) ?? this.catchAll;
+    Promise.resolve()
+      .then(() => {
+        if (!handler) {
+          throw new UnknownJobNameError(job.queue, job.name, [...this.handlers.keys(), ...(this.batches?.names() ?? [])]);
+        }
+        const span = entry.span;
+        return span ? span.run(() => handler(job)) : handler(job);
+      })
+      .then(
+        (result) => this.settle(entry, 'returned', result),
+        (err: unknown) => this.settle(entry, 'threw', err),
+      );
+  }
+
+  /** An attempt's handler starts (alone, or with its batch): its event, its span, its timeout. */
+  private begin(entry: Attempt, trace: ClaimedRow['trace']): void {
+    const { job } = entry;
+    this.ctx.events.active(job);
+    entry.span = JobSpan.start(job, trace);
     if (job.timeoutMs !== null) {
       const timeoutMs = job.timeoutMs;
       entry.timer = setTimeout(
@@ -125,16 +177,6 @@ export class JobRunner {
         Math.min(timeoutMs, MAX_TIMER_MS),
       );
     }
-    Promise.resolve()
-      .then(() => {
-        if (!handler) throw new UnknownJobNameError(job.queue, job.name, [...this.handlers.keys()]);
-        const span = entry.span;
-        return span ? span.run(() => handler(job)) : handler(job);
-      })
-      .then(
-        (result) => this.settle(entry, 'returned', result),
-        (err: unknown) => this.settle(entry, 'threw', err),
-      );
   }
 
   /** The attempt ended: decide what it means (outcome.ts), hand that on, then keep the loop's books. */

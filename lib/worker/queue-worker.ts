@@ -139,6 +139,8 @@ export class QueueWorker {
     }
     const rows = await this.claims.sendOnce(free);
     for (const row of rows) if (!this.buffer.released) this.runner.run(row);
+    // Batch handlers: this round's jobs make one call now, not after batch.waitMs.
+    this.runner.batches?.startAll();
     await this.running.idle();
     return rows.length;
   }
@@ -216,6 +218,8 @@ export class QueueWorker {
    */
   async stopClaiming(): Promise<void> {
     this.buffer.release();
+    // A batch still collecting when shutdown begins never starts: its jobs go back (takeBuffer).
+    this.runner.batches?.hold();
     if (this.pollTimer) clearInterval(this.pollTimer);
     if (this.staleTimer) clearInterval(this.staleTimer);
     this.pollTimer = this.staleTimer = null;
@@ -223,9 +227,9 @@ export class QueueWorker {
     await this.claims.stop();
   }
 
-  /** Prefetched jobs that have not started: handed back at once on shutdown. */
+  /** Prefetched jobs, and jobs collected for a batch that has not started: handed back at once on shutdown. */
   takeBuffer(): string[] {
-    return this.buffer.take();
+    return [...this.buffer.take(), ...this.runner.takeUnstartedBatches()];
   }
 
   /** Resolves when no job runs (and every settled attempt's outcome is with the completer). */

@@ -7,6 +7,7 @@ import type { JobStore, NodeRow } from '../db/job-store';
 import { PgQueueError } from '../core/errors';
 import { otelApi } from '../core/telemetry';
 import type { JobHandler } from '../core/job';
+import type { BatchHandlerEntry } from '../core/batch';
 import type { ResolvedPgQueueOptions, ResolvedQueueOptions } from '../core/options/resolved';
 import { Completer } from './completer';
 import { hintsForWorkers, type ControlHints } from './control-hints';
@@ -32,6 +33,8 @@ export interface QueueHandlers {
   readonly queue: ResolvedQueueOptions;
   readonly handlers: ReadonlyMap<string, JobHandler>;
   readonly catchAll?: JobHandler;
+  /** `@Process({ name, batch })` handlers, by job name: one call for many jobs (batch-runner.ts). */
+  readonly batches?: ReadonlyMap<string, BatchHandlerEntry>;
 }
 
 /**
@@ -139,6 +142,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         logger: this.logger,
         events,
         onOwnDatabase: this.onOwnDatabase,
+        batches: q.batches,
       }),
     );
   }

@@ -1,6 +1,7 @@
 import type { JobStore } from '../db/job-store';
 import type { SqlExecutor } from '../db/executor';
 import type { Job, JobProgress } from '../core/job';
+import type { BatchHandlerEntry } from '../core/batch';
 import type { Completer } from './completer';
 import type { LogBufferCaps } from './job-logs';
 import type { EngineLogger } from './logger';
@@ -33,4 +34,6 @@ export interface QueueWorkerContext {
   readonly events: WorkerEvents;
   /** Checks a `completeWith()` transaction is on this queue's database (an app with more than one). */
   readonly onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor;
+  /** The queue's `@Process({ name, batch })` handlers, by job name (batch-runner.ts). */
+  readonly batches?: ReadonlyMap<string, BatchHandlerEntry>;
 }

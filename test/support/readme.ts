@@ -70,6 +70,8 @@ export function exampleAppFiles(blocks: readonly ReadmeBlock[] = readmeBlocks())
  */
 export const APP_STUBS: Record<string, string> = {
   'pager.ts': 'export declare class Pager { alert(message: string): void }',
+  'mail-provider.ts': `
+    export declare function sendMany(messages: { to: string }[]): Promise<{ messageId: string | null; error: string | null }[]>;`,
   'reports.ts': `
     export interface Report { dataReady: boolean }
     export declare function loadReport(id: number): Promise<Report | null>;

@@ -9,6 +9,7 @@ describe('the public surface of nestjs-pg-queue', () => {
   it('exports exactly the documented values', () => {
     expect(Object.keys(pkg).sort()).toEqual(
       [
+        'BatchError',
         'CancelJobError',
         'CompleteWithError',
         'DependencyError',
