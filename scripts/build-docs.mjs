@@ -42,6 +42,7 @@ const INTERNAL_TYPES = [
   'DashboardJob',
   'DashboardFlow',
   'PgQueryable', // PgPoolConfig.Client: pg's Client class, spelt structurally (pg is a peer)
+  'PgPoolClient', // TransactionalStepContext.client: a client of pg's Pool, spelt structurally (pg is a peer)
   'QueryRunnerLike', // PgQueueMigrationClass: TypeORM's QueryRunner, spelt structurally (typeorm is optional)
 ];
 

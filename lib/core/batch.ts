@@ -5,7 +5,7 @@ import type { ActiveJob } from './job';
 
 /**
  * `@Process({ name, batch: { size, waitMs } })`: one handler call for up to `size` jobs of that
- * name. See [Processing jobs](./processing.md#batch-handlers).
+ * name (docs/processing.md, "Batch handlers").
  */
 export interface BatchOptions {
   /**
