@@ -110,6 +110,28 @@ BEGIN
     WHERE NOT EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = u.k AND s.concurrency IS NOT NULL)
        OR pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(lock_prefix || u.k, 0));
   END IF;
+  -- The common case of a flood: one group found, no limit of any kind (none in the options, no
+  -- stored override of it) and no turn for jobs without a group. Its jobs in the queue's order,
+  -- claimed by one statement as the plain claim does (claim.ts): none of the per-group
+  -- bookkeeping below, which costs about as much as the claim itself (issue 29, docs/groups.md).
+  IF NOT limited AND NOT p_ungrouped AND pg_catalog.cardinality(keys) = 1
+     AND NOT EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = keys[1] AND s.concurrency IS NOT NULL) THEN
+    cur := keys[1];
+    ts := pg_catalog.clock_timestamp();
+    RETURN QUERY
+      UPDATE jobs j
+      SET state = 'active', attempt = least(j.attempt, 2147483646) + 1, locked_by = p_worker,
+          locked_until = ts + p_lease_ms * interval '1 millisecond', started_at = ts
+      WHERE j.id = ANY(ARRAY(
+        SELECT h.id FROM jobs h
+        WHERE h.queue = p_queue AND h.group_key = cur AND h.state = 'waiting' AND h.run_at <= pg_catalog.now()
+        ORDER BY h.priority, h.run_at, h.id LIMIT p_limit FOR UPDATE SKIP LOCKED))
+      RETURNING cur, j;
+    IF NOT FOUND THEN
+      RETURN QUERY SELECT cur, NULL::jobs;
+    END IF;
+    RETURN;
+  END IF;
   -- 3. What each may start now, read in a statement after the locks (a fresh snapshot: it sees
   -- what the lock's previous holder committed): its limit (stored override, else the option; 1
   -- for FIFO) less its running jobs, and its rate window's room.
