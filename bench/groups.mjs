@@ -198,6 +198,21 @@ async function main() {
     const smallShares = [...per.entries()].filter(([k]) => k !== 'g0000').map(([, n]) => n / first.length);
     const groupsSeen = per.size;
 
+    // Claims: each claim stamps its jobs with one started_at (the claim's clock), so the distinct
+    // starts count the claims, and jobs per claim say whether the drain was batched alike.
+    const { rows: claimRows } = await sql.query(
+      `SELECT queue, count(DISTINCT started_at)::int AS claims FROM pgqueue.job_history
+       WHERE queue IN ('grouped', 'plain') GROUP BY queue`,
+    );
+    const claims = Object.fromEntries(claimRows.map((r) => [r.queue, r.claims]));
+
+    // Phases of the grouped drain: while the small groups have work (until the last of their
+    // jobs started), then the flood group alone, against plain's rate over its whole drain.
+    const smallEnd = Math.max(...gSmall);
+    const floodAfter = g.filter((r) => r.w > smallEnd).length;
+    const floodRate = (floodAfter / Math.max(1, grouped.ms - smallEnd)) * 1000;
+    const smallRate = ((JOBS - floodAfter) / Math.max(1, smallEnd)) * 1000;
+
     const rate = (ms) => (JOBS / ms) * 1000;
     const lines = [
       `# bench/groups.mjs: ${JOBS.toLocaleString('en-US')} jobs, ${GROUPS} groups (g0000 holds 90 %), concurrency ${CONCURRENCY}, group ${JSON.stringify(group)}`,
@@ -209,6 +224,9 @@ async function main() {
       `| raw SQL loop (${RAW_LOOPS} loops, no history) | ${fmt(rawRun.ms)} | ${fmt(rate(rawRun.ms))} | ${(plain.ms / rawRun.ms).toFixed(2)}x |`,
       '',
       `Small groups' jobs (${(JOBS - FLOOD).toLocaleString('en-US')}), start after the drain began: grouped p50 ${fmt(pct(gSmall, 50))} ms, p95 ${fmt(pct(gSmall, 95))} ms; plain p50 ${fmt(pct(pSmallW, 50))} ms, p95 ${fmt(pct(pSmallW, 95))} ms.`,
+      `Grouped drain by phase: the first ${fmt(smallEnd)} ms (until the last small group's job started) ${fmt(smallRate)} jobs/s; ` +
+        `then the flood group alone (${fmt(floodAfter)} jobs) ${fmt(floodRate)} jobs/s; plain ${fmt(rate(plain.ms))} jobs/s throughout.`,
+      `Claims: grouped ${fmt(claims.grouped)} (${fmt(JOBS / claims.grouped)} jobs each), plain ${fmt(claims.plain)} (${fmt(JOBS / claims.plain)} jobs each).`,
       `Fairness, first ${first.length.toLocaleString('en-US')} claims of the grouped drain: ${groupsSeen} groups served; flood group's share ${(floodShare * 100).toFixed(2)} % ` +
         `(fair share while all ${GROUPS} have work: ${(100 / GROUPS).toFixed(2)} %; plain: 100 %); small groups' shares p5/p50/p95 ` +
         `${(pct(smallShares, 5) * 100).toFixed(3)} / ${(pct(smallShares, 50) * 100).toFixed(3)} / ${(pct(smallShares, 95) * 100).toFixed(3)} %.`,

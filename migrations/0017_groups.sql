@@ -43,12 +43,18 @@ CREATE TABLE job_groups (
 --   p_max_groups  groups visited at most (each holds a lock slot until commit)
 --   p_ungrouped   this claim also gives jobs without a group a turn (one more "group", no limits),
 --                 those among the queue's next 1,000 due jobs
--- Returns the claimed rows, each with the cursor to send next time; one row with a NULL job when
--- nothing was claimed.
+-- Returns the claimed rows, each with the cursor to send next time, in the plain claim's columns
+-- (lib/db/claim.ts: times as epoch ms, no queue), so no whole row is built and taken apart; one
+-- row with a NULL id when nothing was claimed.
 CREATE FUNCTION claim_grouped(p_queue text, p_limit int, p_worker text, p_lease_ms float8, p_cursor text,
     p_concurrency int, p_fifo boolean, p_rate_max int, p_rate_ms bigint, p_max_groups int, p_ungrouped boolean)
-  RETURNS TABLE (next_cursor text, job jobs)
+  RETURNS TABLE (next_cursor text, id bigint, name text, payload jsonb, priority int, attempt int, max_attempts int,
+                 backoff jsonb, timeout_ms int, errors jsonb, cancel_requested boolean, run_at_ms float8, created_at_ms float8,
+                 started_at_ms float8, progress jsonb, trace jsonb, unique_key text, group_key text)
   LANGUAGE plpgsql VOLATILE SET search_path FROM CURRENT AS $fn$
+-- The result columns share names with jobs' columns and are never read here: a name in a query
+-- is the column.
+#variable_conflict use_column
 DECLARE
   limited boolean := p_fifo OR p_concurrency IS NOT NULL OR p_rate_max IS NOT NULL;
   lock_prefix text := 'nestjs-pg-queue:group:' || pg_catalog.current_schema() || ':' || p_queue || ':';
@@ -70,7 +76,8 @@ DECLARE
   ts timestamptz;
 BEGIN
   IF EXISTS (SELECT 1 FROM queues q WHERE q.name = p_queue AND q.paused) THEN
-    RETURN QUERY SELECT p_cursor, NULL::jobs;
+    RETURN QUERY SELECT p_cursor, NULL::bigint, NULL::text, NULL::jsonb, NULL::int, NULL::int, NULL::int, NULL::jsonb, NULL::int, NULL::jsonb, NULL::boolean,
+      NULL::float8, NULL::float8, NULL::float8, NULL::jsonb, NULL::jsonb, NULL::text, NULL::text;
     RETURN;
   END IF;
   -- 1. The groups whose turn it is: the next ones after the cursor in group_key order, by a loose
@@ -109,6 +116,32 @@ BEGIN
     SELECT coalesce(pg_catalog.array_agg(u.k ORDER BY u.o), '{}') INTO keys FROM pg_catalog.unnest(keys) WITH ORDINALITY u(k, o)
     WHERE NOT EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = u.k AND s.concurrency IS NOT NULL)
        OR pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(lock_prefix || u.k, 0));
+  END IF;
+  -- The common case of a flood: one group found, no limit of any kind (none in the options, no
+  -- stored override of it) and no turn for jobs without a group. Its jobs in the queue's order,
+  -- claimed by one statement as the plain claim does (claim.ts): none of the per-group
+  -- bookkeeping below, which costs about as much as the claim itself (issue 29, docs/groups.md).
+  IF NOT limited AND NOT p_ungrouped AND pg_catalog.cardinality(keys) = 1
+     AND NOT EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = keys[1] AND s.concurrency IS NOT NULL) THEN
+    cur := keys[1];
+    ts := pg_catalog.clock_timestamp();
+    RETURN QUERY
+      UPDATE jobs j
+      SET state = 'active', attempt = least(j.attempt, 2147483646) + 1, locked_by = p_worker,
+          locked_until = ts + p_lease_ms * interval '1 millisecond', started_at = ts
+      WHERE j.id = ANY(ARRAY(
+        SELECT h.id FROM jobs h
+        WHERE h.queue = p_queue AND h.group_key = cur AND h.state = 'waiting' AND h.run_at <= pg_catalog.now()
+        ORDER BY h.priority, h.run_at, h.id LIMIT p_limit FOR UPDATE SKIP LOCKED))
+      RETURNING cur, j.id, j.name, j.payload, j.priority, j.attempt, j.max_attempts, j.backoff, j.timeout_ms,
+                nullif(j.errors, '[]'), CASE WHEN j.cancel_requested_at IS NOT NULL THEN true END,
+                extract(epoch FROM j.run_at)::float8 * 1000::float8, extract(epoch FROM j.created_at)::float8 * 1000::float8,
+                extract(epoch FROM j.started_at)::float8 * 1000::float8, j.progress, j.trace, j.unique_key, j.group_key;
+    IF NOT FOUND THEN
+      RETURN QUERY SELECT cur, NULL::bigint, NULL::text, NULL::jsonb, NULL::int, NULL::int, NULL::int, NULL::jsonb, NULL::int, NULL::jsonb, NULL::boolean,
+      NULL::float8, NULL::float8, NULL::float8, NULL::jsonb, NULL::jsonb, NULL::text, NULL::text;
+    END IF;
+    RETURN;
   END IF;
   -- 3. What each may start now, read in a statement after the locks (a fresh snapshot: it sees
   -- what the lock's previous holder committed): its limit (stored override, else the option; 1
@@ -216,7 +249,8 @@ BEGIN
         ORDER BY t DESC LIMIT p_rate_max) newest);
   END IF;
   IF pg_catalog.cardinality(ids) = 0 THEN
-    RETURN QUERY SELECT cur, NULL::jobs;
+    RETURN QUERY SELECT cur, NULL::bigint, NULL::text, NULL::jsonb, NULL::int, NULL::int, NULL::int, NULL::jsonb, NULL::int, NULL::jsonb, NULL::boolean,
+      NULL::float8, NULL::float8, NULL::float8, NULL::jsonb, NULL::jsonb, NULL::text, NULL::text;
     RETURN;
   END IF;
   RETURN QUERY
@@ -224,7 +258,10 @@ BEGIN
     SET state = 'active', attempt = least(j.attempt, 2147483646) + 1, locked_by = p_worker,
         locked_until = ts + p_lease_ms * interval '1 millisecond', started_at = ts
     WHERE j.id = ANY(ids)
-    RETURNING cur, j;
+    RETURNING cur, j.id, j.name, j.payload, j.priority, j.attempt, j.max_attempts, j.backoff, j.timeout_ms,
+              nullif(j.errors, '[]'), CASE WHEN j.cancel_requested_at IS NOT NULL THEN true END,
+                extract(epoch FROM j.run_at)::float8 * 1000::float8, extract(epoch FROM j.created_at)::float8 * 1000::float8,
+                extract(epoch FROM j.started_at)::float8 * 1000::float8, j.progress, j.trace, j.unique_key, j.group_key;
 END
 $fn$;
 

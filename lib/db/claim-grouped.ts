@@ -35,14 +35,7 @@ export function groupedClaimStatements({ s, ack }: SchemaSql) {
      * $9 rate window ms $10 groups per claim $11 give jobs without a group a turn
      */
     claim: `
-      SELECT c.next_cursor, (c.job).id, (c.job).name, (c.job).payload, (c.job).priority, (c.job).attempt,
-             (c.job).max_attempts, (c.job).backoff, (c.job).timeout_ms,
-             nullif((c.job).errors, '[]') AS errors,
-             CASE WHEN (c.job).cancel_requested_at IS NOT NULL THEN true END AS cancel_requested,
-             extract(epoch FROM (c.job).run_at)::float8 * 1000::float8 AS run_at_ms,
-             extract(epoch FROM (c.job).created_at)::float8 * 1000::float8 AS created_at_ms,
-             extract(epoch FROM (c.job).started_at)::float8 * 1000::float8 AS started_at_ms,
-             (c.job).progress, (c.job).trace, (c.job).unique_key, (c.job).group_key
+      SELECT c.*
       FROM ${s}.claim_grouped($1::text, $2::int, $3::text, $4::float8, $5::text, $6::int, $7::boolean, $8::int,
                               $9::bigint, $10::int, $11::boolean) c WHERE true ${ack}`,
 

@@ -21,6 +21,26 @@ class GroupedProcessor {
   }
 }
 
+// A queue with fair turns only (group: {}): its claim of a single group takes a one-statement
+// path (claim_grouped in migration 17) that must still honour a stored override of that group.
+let running = 0;
+let maxRunning = 0;
+let fairDone = 0;
+
+@Processor('fair')
+class FairProcessor {
+  @Process()
+  async run() {
+    running++;
+    maxRunning = Math.max(maxRunning, running);
+    // Held a moment so that jobs claimed together overlap (the check is on the maximum, not on time).
+    await new Promise((r) => setTimeout(r, 100));
+    running--;
+    fairDone++;
+    return undefined;
+  }
+}
+
 describe('job groups', () => {
   const t = useTestDatabase();
   let app: INestApplicationContext;
@@ -29,8 +49,12 @@ describe('job groups', () => {
   beforeAll(async () => {
     app = await bootApp({
       options: { connection: t.db.url, pollIntervalMs: 100 },
-      queues: [{ name: 'g', concurrency: 5, group: { concurrency: 2 }, defaultJobOptions: { attempts: 1 } }, { name: 'plain' }],
-      providers: [GroupedProcessor],
+      queues: [
+        { name: 'g', concurrency: 5, group: { concurrency: 2 }, defaultJobOptions: { attempts: 1 } },
+        { name: 'plain' },
+        { name: 'fair', concurrency: 10, group: {} },
+      ],
+      providers: [GroupedProcessor, FairProcessor],
     });
     await app.init();
     queue = app.get<Queue>(getQueueToken('g'));
@@ -95,6 +119,15 @@ describe('job groups', () => {
     expect(await queue.getGroupConcurrency('t')).toBe(7);
     await queue.removeGroupConcurrency('t');
     expect(await queue.getGroupConcurrency('t')).toBeNull();
+  });
+
+  it('group: {} with one group: a stored setGroupConcurrency still caps it', async () => {
+    const fair = app.get<Queue>(getQueueToken('fair'));
+    await fair.setGroupConcurrency('solo', 2);
+    await fair.addBulk(Array.from({ length: 8 }, () => ({ name: 'x', payload: {}, opts: { group: 'solo' } })));
+    await waitFor(() => fairDone >= 8, { timeoutMs: 20_000 });
+    expect(maxRunning).toBeGreaterThan(0);
+    expect(maxRunning).toBeLessThanOrEqual(2);
   });
 
   it('registerQueue refuses group with globalConcurrency, and an unknown order', async () => {
