@@ -147,9 +147,10 @@ describe('setGlobalConcurrency across two processes', () => {
     // path once it knows. In CI's embedded runs (twice today) a node learned of the cap only
     // seconds after the hint, and with 60 s polls the gated jobs ran out before it did.
     const workers = await startWorkers(t.db.url, undefined, 1_000);
-    // 8 run at first, up to 8 more may start before the nodes hear of the cap (below), 3 under it
-    // and 3 more for oneAtATime: 32 leaves jobs waiting throughout.
-    await gc.addBulk(Array.from({ length: 32 }, (_, i) => ({ name: 'x', payload: { i } })));
+    // 8 run at first; until a node applies the cap (below) it refills each slot the test opens,
+    // up to tens of jobs on a loaded machine; then 3 under it and 3 more for oneAtATime: 200
+    // leaves jobs waiting throughout (with 32, CI's embedded run ran out of them once).
+    await gc.addBulk(Array.from({ length: 200 }, (_, i) => ({ name: 'x', payload: { i } })));
     // Every slot of both nodes busy: nothing limits them yet.
     await waitFor(async () => (await active()) === 8, { timeoutMs: 20_000, message: '8 jobs running (4 per node)' });
 
