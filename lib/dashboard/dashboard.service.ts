@@ -17,6 +17,7 @@ import { summary, type JobSummary } from './job-summary';
 
 export { timeline, type TimelineEntry } from './job-timeline';
 export type { JobSummary } from './job-summary';
+import { stepView } from './job-step-view';
 
 /** How many groups a queue page's Groups panel lists. */
 export const DASHBOARD_GROUPS = 20;
@@ -279,20 +280,7 @@ export class DashboardService implements OnApplicationBootstrap {
     for (const name of connection === null ? this.names : [connection]) {
       const { nowMs, steps } = await this.storeNamed(name).jobSteps(id);
       if (steps.length === 0) continue;
-      return {
-        steps: steps.map((s) => ({
-          name: s.name,
-          kind: s.kind,
-          status: s.status === 'sleeping' && s.wakeAtMs !== null && s.wakeAtMs <= nowMs ? 'done' : s.status,
-          result: s.result ?? null,
-          attempt: s.attempt,
-          startedAt: s.startedAtMs === null ? null : new Date(s.startedAtMs).toISOString(),
-          finishedAt: s.finishedAtMs === null ? null : new Date(s.finishedAtMs).toISOString(),
-          wakeAt: s.wakeAtMs === null ? null : new Date(s.wakeAtMs).toISOString(),
-          durationMs:
-            s.kind === 'step' && s.startedAtMs !== null && s.finishedAtMs !== null ? s.finishedAtMs - s.startedAtMs : null,
-        })),
-      };
+      return { steps: steps.map((s) => stepView(s, nowMs)) };
     }
     return { steps: [] };
   }
