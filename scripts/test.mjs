@@ -155,6 +155,10 @@ async function main() {
       if (pattern && !jestArgs.some((a) => /^(-t|--testNamePattern)/.test(a))) jestArgs.push(`--testNamePattern=${pattern}`);
       console.log('[test] unit, e2e and ESM runs are not repeated through PgBouncer (no queue connection of their own to route)');
     }
+    if (process.env.PGQUEUE_TEST_SCOPE === 'server' && !pgBouncerMode)
+      console.log(
+        '[test] PGQUEUE_TEST_SCOPE=server: the integration and e2e suites and the ESM apps; unit and browser tests left out',
+      );
     const results = [];
 
     const jestBin = require.resolve('jest/bin/jest');
