@@ -3,7 +3,7 @@ import type { INestApplicationContext } from '@nestjs/common';
 import { bootApp } from '../support/app';
 import { useTestDatabase } from '../support/database';
 
-// Migration 21: the grouped claim's first probe (the next group after the worker's cursor) is an
+// Migration 20: the grouped claim's first probe (the next group after the worker's cursor) is an
 // index condition, not a filter. Version 17 wrote it as `p_cursor IS NULL OR group_key > p_cursor`,
 // which the function's cached plan could not push into the index: every claim walked the queue's
 // grouped waiting jobs from the first group up to the cursor (90 ms a claim behind a flood group,

@@ -1,4 +1,4 @@
--- nestjs-pg-queue schema, version 21: the grouped claim's first probe as an index condition.
+-- nestjs-pg-queue schema, version 20: the grouped claim's first probe as an index condition.
 -- claim_grouped() (version 17) found the next group after the worker's cursor with
 --   WHERE ... AND (p_cursor IS NULL OR j.group_key > p_cursor) ORDER BY j.group_key LIMIT 1
 -- In the function's cached generic plan that OR cannot bound the index scan: the planner put
