@@ -17,6 +17,7 @@ const BACKOFF = { type: 'fixed', delayMs: 0, maxDelayMs: 0, jitter: false } as c
 function attempt(id: number): Attempt {
   const row: ClaimedRow = {
     id: String(id),
+    group_key: null,
     name: 'send',
     payload: { id },
     priority: 0,
