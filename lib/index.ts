@@ -99,6 +99,6 @@ export {
 export type { FlowProducer } from './producer/flow';
 export { pgQueueMigrations, type PgQueueMigrationClass } from './module/typeorm-migrations';
 export type { RepeatOptions } from './core/cron-schedule';
-export type { JobScheduler, JobSchedulerJobOptions, JobSchedulerRepeat, JobSchedulerTemplate } from './core/job-scheduler';
+export type { JobScheduler, JobSchedulerRepeat, JobSchedulerTemplate } from './core/job-scheduler';
 export type { ProcessOptions, BatchProcessOptions, BatchProcessMethod } from './decorators/process.decorator';
 export { BatchError, type BatchOptions, type BatchJobHandler } from './core/batch';

@@ -26,7 +26,7 @@ export interface JobSchedulerRepeat {
 
 /**
  * The options of a scheduler's jobs: the per-job defaults (priority, attempts, backoff,
- * timeoutMs) and the job's `group` (docs/groups.md).
+ * timeoutMs) and the job's `group` (docs/groups.md). Internal name: the public types spell it out.
  */
 export type JobSchedulerJobOptions = JobDefaults & Pick<JobOptions, 'group'>;
 
@@ -42,7 +42,7 @@ export interface JobSchedulerTemplate<T = unknown> {
    * Options of every tick's job: priority, attempts, backoff, timeoutMs (resolved with the
    * queue's defaults at the upsert), and `group` (checked as add's; every tick's job gets it).
    */
-  readonly opts?: JobSchedulerJobOptions;
+  readonly opts?: JobDefaults & Pick<JobOptions, 'group'>;
 }
 
 /** A stored job scheduler, as `getJobScheduler` returns it (BullMQ's `JobSchedulerJson`). */
@@ -74,7 +74,7 @@ export interface JobScheduler<T = unknown> {
   /** `'code'`: declared by `@Process({ cron })` or `registerQueue({ repeat })`, reconciled at boot. */
   readonly source: 'code' | 'runtime';
   /** The job each tick enqueues: its payload and the options given at the upsert. */
-  readonly template: { readonly payload: T; readonly opts: JobSchedulerJobOptions };
+  readonly template: { readonly payload: T; readonly opts: JobDefaults & Pick<JobOptions, 'group'> };
   /** When it was first stored. */
   readonly createdAt: Date;
   /** When it was last upserted, paused, resumed or ticked. */
