@@ -324,6 +324,11 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     });
     expect(await page.locator('[data-testid="filter-group"]').inputValue()).toBe('tenant-a');
     expect(await page.locator('[data-testid="matching-actions"]').count()).toBe(0);
+    // A job's page names its group, linked to the same list.
+    await page.locator('[data-testid="jobs-table"] tbody tr a').first().click();
+    const shown = page.locator('[data-testid="job-group"]');
+    await shown.waitFor({ timeout: WAIT_MS });
+    expect(await shown.textContent()).toBe('tenant-a');
 
     const answered = page.waitForResponse((r) => r.url().endsWith('/queues/api/queues/idle/groups'), { timeout: WAIT_MS });
     await page.goto(`${main.dashboard}/queues/idle`);
