@@ -393,7 +393,7 @@ export class DashboardService implements OnApplicationBootstrap {
 }
 
 /** A queue's job defaults as the page shows them: a default group function named, not its code. */
-function shownDefaults(d: ResolvedJobDefaults): Record<string, unknown> {
+function shownDefaults(d: ResolvedJobDefaults): Omit<ResolvedJobDefaults, 'groupOf'> & { group?: string } {
   const { groupOf, ...rest } = d;
   return groupOf ? { ...rest, group: '(a function of the payload)' } : rest;
 }
