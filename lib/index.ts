@@ -47,6 +47,7 @@ export type {
   JobProgress,
   JobState,
   QueueCounts,
+  QueueJobDefaults,
   TransactionClient,
   TransactionManager,
 } from './core/job';

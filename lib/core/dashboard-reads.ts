@@ -19,6 +19,8 @@ export interface ListFilters {
   readonly uniqueKey?: string;
   /** JSON text; matched with `payload @> $n::jsonb`. */
   readonly payloadJson?: string;
+  /** A job's group (docs/groups.md), exactly. */
+  readonly group?: string;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { cronTicks } from './cron-schedule';
 import { PgQueueConfigError } from './errors';
 import { nameProblem, quote } from './input-text';
-import type { JobDefaults } from './job';
+import type { JobDefaults, JobOptions } from './job';
 
 /**
  * When a job scheduler ticks (BullMQ 6's `RepeatOptions` of `upsertJobScheduler`): either a cron
@@ -24,6 +24,12 @@ export interface JobSchedulerRepeat {
   readonly immediately?: boolean;
 }
 
+/**
+ * The options of a scheduler's jobs: the per-job defaults (priority, attempts, backoff,
+ * timeoutMs) and the job's `group` (docs/groups.md). Internal name: the public types spell it out.
+ */
+export type JobSchedulerJobOptions = JobDefaults & Pick<JobOptions, 'group'>;
+
 /** The job each tick of a scheduler enqueues (BullMQ's job template). */
 export interface JobSchedulerTemplate<T = unknown> {
   /** The job name; a `@Process` handler of the queue must handle it. */
@@ -32,8 +38,11 @@ export interface JobSchedulerTemplate<T = unknown> {
   readonly payload?: T;
   /** BullMQ's name for `payload`; give one of the two. */
   readonly data?: T;
-  /** Options of every tick's job: priority, attempts, backoff, timeoutMs (resolved with the queue's defaults at the upsert). */
-  readonly opts?: JobDefaults;
+  /**
+   * Options of every tick's job: priority, attempts, backoff, timeoutMs (resolved with the
+   * queue's defaults at the upsert), and `group` (checked as add's; every tick's job gets it).
+   */
+  readonly opts?: JobDefaults & Pick<JobOptions, 'group'>;
 }
 
 /** A stored job scheduler, as `getJobScheduler` returns it (BullMQ's `JobSchedulerJson`). */
@@ -65,7 +74,7 @@ export interface JobScheduler<T = unknown> {
   /** `'code'`: declared by `@Process({ cron })` or `registerQueue({ repeat })`, reconciled at boot. */
   readonly source: 'code' | 'runtime';
   /** The job each tick enqueues: its payload and the options given at the upsert. */
-  readonly template: { readonly payload: T; readonly opts: JobDefaults };
+  readonly template: { readonly payload: T; readonly opts: JobDefaults & Pick<JobOptions, 'group'> };
   /** When it was first stored. */
   readonly createdAt: Date;
   /** When it was last upserted, paused, resumed or ticked. */
@@ -104,7 +113,7 @@ const REPEAT_HINTS: Record<string, string> = {
   count: 'limit',
 };
 const TEMPLATE_KEYS = ['name', 'payload', 'data', 'opts'];
-const OPTS_KEYS = ['priority', 'attempts', 'backoff', 'timeoutMs'];
+const OPTS_KEYS = ['priority', 'attempts', 'backoff', 'timeoutMs', 'group'];
 
 /** A scheduler id: 1 to 200 characters, any text (a tenant's id welcome: `report:tenant-42`). */
 export function validateSchedulerId(where: string, id: unknown): string {
@@ -186,11 +195,11 @@ export function resolveSchedulerTiming(where: string, r: JobSchedulerRepeat): Sc
   };
 }
 
-/** Checks a job template's shape (name, payload or data, and the four per-scheduler job options). */
+/** Checks a job template's shape (name, payload or data, and the per-scheduler job options: four defaults and group). */
 export function checkSchedulerTemplate(
   where: string,
   t: JobSchedulerTemplate,
-): { name: string; payload: unknown; opts: JobDefaults } {
+): { name: string; payload: unknown; opts: JobSchedulerJobOptions } {
   if (typeof t !== 'object' || t === null || typeof t.name !== 'string') {
     throw new PgQueueConfigError(`${where}: the job template needs a name: { name: 'report', payload: { ... } }.`);
   }

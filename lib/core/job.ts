@@ -108,6 +108,32 @@ export interface DeduplicationOptions {
 export type JobDefaults = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting' | 'deduplication' | 'delayMs' | 'runAt' | 'group'>;
 
 /**
+ * A queue's job defaults (`registerQueue({ defaultJobOptions })`): the module's `JobDefaults`,
+ * and `group` as a function of the payload.
+ */
+export interface QueueJobDefaults<TPayload = unknown> extends JobDefaults {
+  /**
+   * The group of a job added without one (add, addBulk, flows, and a job scheduler's template at
+   * its upsert), from its payload: a string of 1 to 200 characters, or null or undefined for no
+   * group. A job's own `group` wins. A function that throws, or returns anything else, fails the
+   * enqueue with `PgQueueConfigError` naming the queue and the job. Called once per job, in
+   * the caller's process, before the insert: keep it a cheap read of the payload.
+   *
+   * Written as a method so that a function of the queue's payload type is accepted, `(p:
+   * ImportPayload) => p.tenantId`: the options are not generic over the payload, so the
+   * parameter's type is the caller's promise (as a handler's `Job<T>` is).
+   * @default undefined (a job without its own group has none)
+   * @example
+   * PgQueueModule.registerQueue({
+   *   name: 'imports',
+   *   group: { concurrency: 2 },
+   *   defaultJobOptions: { group: (p: { tenantId: string }) => `tenant-${p.tenantId}` },
+   * });
+   */
+  group?(payload: TPayload): string | null | undefined;
+}
+
+/**
  * Anything that runs a SQL query inside the caller's transaction: a TypeORM `EntityManager`
  * (e.g. the one `dataSource.transaction(async (manager) => ...)` hands you) fits this shape.
  */

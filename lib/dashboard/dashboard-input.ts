@@ -114,7 +114,7 @@ export interface JobListQuery {
   readonly id: string | null;
 }
 
-const LIST_KEYS = ['state', 'name', 'uniqueKey', 'payload', 'before', 'limit', 'id'];
+const LIST_KEYS = ['state', 'name', 'uniqueKey', 'payload', 'group', 'before', 'limit', 'id'];
 
 export function parseJobListQuery(query: Record<string, unknown>): JobListQuery {
   const unknown = Object.keys(query).filter((k) => !LIST_KEYS.includes(k));
@@ -136,11 +136,16 @@ export function parseJobListQuery(query: Record<string, unknown>): JobListQuery 
     if (!/^\d+$/.test(limitRaw) || limit < 1 || limit > MAX_LIMIT)
       throw new DashboardInputError(`limit must be an integer from 1 to ${MAX_LIMIT} (got ${JSON.stringify(limitRaw)}).`);
   }
-  const filters: { name?: string; uniqueKey?: string; payloadJson?: string } = {};
+  const filters: { name?: string; uniqueKey?: string; payloadJson?: string; group?: string } = {};
   const name = one(query, 'name');
   if (name !== undefined && name !== '') {
     if (name.length > 200) throw new DashboardInputError('name must be at most 200 characters.');
     filters.name = name;
+  }
+  const group = one(query, 'group');
+  if (group !== undefined && group !== '') {
+    if (group.length > 200) throw new DashboardInputError("group must be at most 200 characters (a job's group, exactly).");
+    filters.group = group;
   }
   const uniqueKey = one(query, 'uniqueKey');
   if (uniqueKey !== undefined && uniqueKey !== '') {

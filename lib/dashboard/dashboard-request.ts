@@ -99,7 +99,7 @@ export function actionFilterOf(body: unknown): Record<string, string> | null {
 /** The list filter of a jobs read: its string query parameters but the cursor and limit. */
 export function listFilterOf(query: Record<string, unknown> | undefined): Record<string, string> | null {
   const out: Record<string, string> = {};
-  for (const k of ['state', 'name', 'uniqueKey', 'payload', 'olderThanMs']) {
+  for (const k of ['state', 'name', 'uniqueKey', 'payload', 'group', 'olderThanMs']) {
     const v = query?.[k];
     if (typeof v === 'string' && v !== '') out[k] = v;
   }

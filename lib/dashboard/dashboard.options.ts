@@ -65,7 +65,7 @@ export interface DashboardAccessContext {
   /** The job ids the request names (a job page, retry, cancel, remove); empty otherwise. */
   readonly ids: readonly string[];
   /**
-   * The list filter of a jobs read or a count (`state`, `name`, `uniqueKey`, `payload`,
+   * The list filter of a jobs read or a count (`state`, `name`, `uniqueKey`, `payload`, `group`,
    * `olderThanMs`), or what an action on a queue names in its body (`state`, `name`,
    * `olderThanMs`), as strings; null without one.
    */

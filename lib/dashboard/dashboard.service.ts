@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import type { JobOptions } from '../core/job';
+import type { ResolvedJobDefaults } from '../core/options/resolved';
 import { PgQueueError } from '../core/errors';
 import type { DashboardFlow, DashboardJob, DashboardReads } from '../core/dashboard-reads';
 import { stepOf } from '../core/job-scheduler';
@@ -218,7 +219,7 @@ export class DashboardService implements OnApplicationBootstrap {
             globalConcurrency: o.globalConcurrency,
             limiter: o.limiter,
             deadLetterQueue: o.deadLetterQueue,
-            defaultJobOptions: o.defaultJobOptions,
+            defaultJobOptions: shownDefaults(o.defaultJobOptions),
           }
         : null,
       retention: this.runtime.connectionOf(name).options.retention,
@@ -389,4 +390,10 @@ export class DashboardService implements OnApplicationBootstrap {
       throw err;
     }
   }
+}
+
+/** A queue's job defaults as the page shows them: a default group function named, not its code. */
+function shownDefaults(d: ResolvedJobDefaults): Omit<ResolvedJobDefaults, 'groupOf'> & { group?: string } {
+  const { groupOf, ...rest } = d;
+  return groupOf ? { ...rest, group: '(a function of the payload)' } : rest;
 }

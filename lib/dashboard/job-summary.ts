@@ -27,6 +27,8 @@ export interface JobSummary {
   readonly finishedAt: Date | null;
   /** The `uniqueKey` it was added with, if any. */
   readonly uniqueKey: string | null;
+  /** Its group (docs/groups.md), or null. */
+  readonly group: string | null;
   /** The node id of the worker that holds it while it runs; else null. */
   readonly lockedBy: string | null;
   /** The payload's JSON, cut to its first 200 characters. */
@@ -53,6 +55,7 @@ export function summary(j: DashboardJob): JobSummary {
     startedAt: j.startedAt,
     finishedAt: j.finishedAt,
     uniqueKey: j.uniqueKey,
+    group: j.group,
     lockedBy: j.lockedBy,
     payloadPreview: (JSON.stringify(j.payload) ?? 'null').slice(0, PREVIEW_CHARS),
     lastError: last ? { name: last.name, message: last.message, at: last.at } : null,

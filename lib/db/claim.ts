@@ -18,8 +18,8 @@ export interface ClaimedRow extends Pick<
   run_at_ms: number;
   created_at_ms: number;
   started_at_ms: number;
-  /** The job's group: returned by the grouped claim (claim-grouped.ts) only; absent from this one. */
-  group_key?: string | null;
+  /** The job's group (migration 17), null without one: every claim returns it, so a handler sees `job.group`. */
+  group_key: string | null;
 }
 
 /** The claim, its two windowed forms, and the wake-up timer's read, for one schema. */
@@ -41,6 +41,8 @@ export function claimStatements({ s, jobs, ack }: SchemaSql) {
      * The worker decodes every column of every row it claims, and a NULL costs it nothing: so the
      * queue (the worker's own, $1) is not returned, and an empty error list and a cancel not
      * asked come back NULL (a first attempt's usual row: 9 values to decode instead of 12).
+     * group_key is returned as it is: NULL in a queue whose jobs have no group (nothing to
+     * decode), the job's group otherwise, so a handler of any queue sees `job.group`.
      * $1 queue $2 limit $3 worker id $4 lease ms
      */
     claim: `
@@ -58,7 +60,7 @@ export function claimStatements({ s, jobs, ack }: SchemaSql) {
                 nullif(j.errors, '[]') AS errors, CASE WHEN j.cancel_requested_at IS NOT NULL THEN true END AS cancel_requested,
                 extract(epoch FROM j.run_at)::float8 * 1000::float8 AS run_at_ms,
                 extract(epoch FROM j.created_at)::float8 * 1000::float8 AS created_at_ms,
-                extract(epoch FROM j.started_at)::float8 * 1000::float8 AS started_at_ms, j.progress, j.trace, j.unique_key`,
+                extract(epoch FROM j.started_at)::float8 * 1000::float8 AS started_at_ms, j.progress, j.trace, j.unique_key, j.group_key`,
 
     /**
      * The claim within a window, for while vacuum is held back (issue 13; the worker's

@@ -37,6 +37,12 @@ const RUN_AT_KEY = `pg_catalog.to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"
  *   history (failed jobs have their own): without it each id probed every partition's id index
  *   (361 buffers against 208 for a page of failed jobs, bench/dashboard-plans.mjs).
  * - uniqueKey (live states): jobs_unique_key_idx (queue, unique_key): at most one row.
+ * - group, waiting / delayed: jobs_group_claim_idx (queue, group_key, priority, run_at, id)
+ *   WHERE state = 'waiting' AND group_key IS NOT NULL: that group's jobs only, in claim order, the
+ *   cursor an index condition; active: jobs_group_active_idx (queue, group_key), as many entries
+ *   as the group runs now. waiting-children and history have no group index (one on the
+ *   partitioned history would cost every finished job an entry): there the group is a row
+ *   filter, over at most FILTER_SCAN_LIMIT entries of the state's index, as a name is.
  * Parameters: $1 queue, then in order: cursor values, unique key, scan limit, filters, limit.
  */
 export function buildJobList(
@@ -70,11 +76,16 @@ export function buildJobList(
     where.push(`id < ${p(c.id)}::bigint`);
   }
   if (opts.filters.uniqueKey !== undefined) where.push(`unique_key = ${p(opts.filters.uniqueKey)}`);
-  const filtered = opts.filters.name !== undefined || opts.filters.payloadJson !== undefined;
+  // The group partial indexes hold waiting and active jobs; `IS NOT NULL` is their predicate.
+  const groupIndexed = opts.filters.group !== undefined && (claimOrder || state === 'active');
+  if (groupIndexed) where.push(`group_key = ${p(opts.filters.group)}`, 'group_key IS NOT NULL');
+  const groupRow = opts.filters.group !== undefined && !groupIndexed;
+  const filtered = opts.filters.name !== undefined || opts.filters.payloadJson !== undefined || groupRow;
   const scanLimit = p(filtered ? FILTER_SCAN_LIMIT : opts.limit + 1);
   const rowFilter: string[] = [];
   if (opts.filters.name !== undefined) rowFilter.push(`name = ${p(opts.filters.name)}`);
   if (opts.filters.payloadJson !== undefined) rowFilter.push(`payload @> ${p(opts.filters.payloadJson)}::jsonb`);
+  if (groupRow) rowFilter.push(`group_key = ${p(opts.filters.group)}`);
   const limit = p(opts.limit + 1);
   const order = claimOrder ? 'priority, run_at, id' : 'id DESC';
   const pageOrder = claimOrder ? 'page.priority, page.run_at, page.id' : 'page.id DESC';

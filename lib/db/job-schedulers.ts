@@ -1,5 +1,4 @@
-import type { JobDefaults } from '../core/job';
-import type { JobScheduler } from '../core/job-scheduler';
+import type { JobScheduler, JobSchedulerJobOptions } from '../core/job-scheduler';
 import { clientExecutor, type SqlExecutor } from './executor';
 import { DURABLE, type StoreContext } from './store-context';
 
@@ -16,9 +15,9 @@ export interface SchedulerRow {
   jobName: string;
   payloadJson: string;
   /** The job options as given (what getJobScheduler shows). */
-  opts: JobDefaults;
+  opts: JobSchedulerJobOptions;
   /** The options every tick's job is inserted with, resolved with the queue's defaults. */
-  resolved: { priority: number; maxAttempts: number; backoff: unknown; timeoutMs: number | null };
+  resolved: { priority: number; maxAttempts: number; backoff: unknown; timeoutMs: number | null; group: string | null };
   /** The first tick, or null for "now" by the database's clock. */
   firstRunAt: Date | null;
   source: 'code' | 'runtime';
@@ -58,7 +57,7 @@ interface StoredScheduler {
   limit: number | null;
   count: number;
   payload: unknown;
-  job_opts: { given?: JobDefaults };
+  job_opts: { given?: JobSchedulerJobOptions };
   next_run_at: Date | null;
   paused: boolean;
   source: 'code' | 'runtime';
@@ -120,18 +119,20 @@ export function schedulerStatements({ s, jobs }: { s: string; jobs: string }) {
       LIMIT $2
       FOR UPDATE SKIP LOCKED`,
     /**
-     * One pass's writes, in one statement: every tick's job (run_at = the tick), each scheduler's
+     * One pass's writes, in one statement: every tick's job (run_at = the tick; its group, if the
+     * template has one, from job_opts: a scheduler stored before groups has none), each scheduler's
      * next tick and count, the ended ones removed, and one wake-up per queue.
      * Jobs: $1 queue[] $2 id[] $3 run_at[]. Schedulers: $4 queue[] $5 id[] $6 next[] $7 made[]. $8 channel.
      */
     advance: `
       WITH ins AS (
-        INSERT INTO ${jobs} (queue, name, payload, run_at, priority, max_attempts, backoff, timeout_ms)
+        INSERT INTO ${jobs} (queue, name, payload, run_at, priority, max_attempts, backoff, timeout_ms, group_key)
         SELECT c.queue, c.job_name, c.payload, t.run_at,
                coalesce((c.job_opts->'resolved'::text->>'priority'::text)::int, 0),
                coalesce((c.job_opts->'resolved'::text->>'maxAttempts'::text)::int, 3),
                nullif(c.job_opts->'resolved'::text->'backoff'::text, 'null'::jsonb),
-               (c.job_opts->'resolved'::text->>'timeoutMs'::text)::int
+               (c.job_opts->'resolved'::text->>'timeoutMs'::text)::int,
+               c.job_opts->'resolved'::text->>'group'::text
         FROM ROWS FROM (pg_catalog.unnest($1::text[]), pg_catalog.unnest($2::text[]), pg_catalog.unnest($3::timestamptz[])) AS t(queue, id, run_at)
         JOIN ${t} c ON c.queue = t.queue AND c.id = t.id
         WHERE ${DURABLE}
@@ -159,12 +160,13 @@ export function schedulerStatements({ s, jobs }: { s: string; jobs: string }) {
     /** Run now: one job from the template, due at once; the schedule is left as it is. $1 queue $2 id $3 channel */
     runNow: `
       WITH ins AS (
-        INSERT INTO ${jobs} (queue, name, payload, priority, max_attempts, backoff, timeout_ms)
+        INSERT INTO ${jobs} (queue, name, payload, priority, max_attempts, backoff, timeout_ms, group_key)
         SELECT c.queue, c.job_name, c.payload,
                coalesce((c.job_opts->'resolved'::text->>'priority'::text)::int, 0),
                coalesce((c.job_opts->'resolved'::text->>'maxAttempts'::text)::int, 3),
                nullif(c.job_opts->'resolved'::text->'backoff'::text, 'null'::jsonb),
-               (c.job_opts->'resolved'::text->>'timeoutMs'::text)::int
+               (c.job_opts->'resolved'::text->>'timeoutMs'::text)::int,
+               c.job_opts->'resolved'::text->>'group'::text
         FROM ${t} c WHERE c.queue = $1 AND c.id = $2 AND ${DURABLE}
         RETURNING id, queue
       ), wake AS (SELECT pg_catalog.pg_notify($3, queue || '|0') FROM ins)

@@ -63,12 +63,37 @@ export function buildJobRow(
     // Every job records the trace active where it is built (with @opentelemetry/api only): the
     // producer span of add(), or whatever span the caller runs in (a flow, a handler).
     traceJson: activeTraceJson(),
-    group: opts?.group === undefined ? null : groupKey(where, opts.group),
+    group:
+      opts?.group !== undefined
+        ? groupKey(where, opts.group)
+        : defaults.groupOf === null
+          ? null
+          : defaultGroup(queue, name, payload, defaults.groupOf),
   };
 }
 
 /** The longest group key (characters). */
 export const MAX_GROUP_LENGTH = 200;
+
+/**
+ * The group `registerQueue({ defaultJobOptions: { group } })` gives a job added without one:
+ * null or undefined for none, else checked as a job's own. A throw is wrapped, keeping its cause,
+ * so the enqueue's error names the queue and the job whatever the function threw.
+ */
+function defaultGroup(queue: string, name: string, payload: unknown, groupOf: (payload: unknown) => unknown): string | null {
+  const where = `Job ${quote(name)} of queue ${quote(queue)}: defaultJobOptions.group(payload)`;
+  let g: unknown;
+  try {
+    g = groupOf(payload);
+  } catch (err) {
+    throw new PgQueueConfigError(
+      `${where} threw: ${err instanceof Error ? err.message : quote(err)}. Nothing was enqueued. Make the function ` +
+        'return a group for every payload of the queue (null or undefined for none), or give this job its own group.',
+      { cause: err },
+    );
+  }
+  return g === null || g === undefined ? null : groupKey(where, g);
+}
 
 /** A job's `group`, checked: 1 to MAX_GROUP_LENGTH characters, storable as text. */
 export function groupKey(where: string, g: unknown): string {

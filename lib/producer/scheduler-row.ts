@@ -50,7 +50,13 @@ export function buildSchedulerRow(
     jobName: t.name,
     payloadJson: job.payloadJson,
     opts: t.opts,
-    resolved: { priority: job.priority, maxAttempts: job.maxAttempts, backoff: job.backoff, timeoutMs: job.timeoutMs },
+    resolved: {
+      priority: job.priority,
+      maxAttempts: job.maxAttempts,
+      backoff: job.backoff,
+      timeoutMs: job.timeoutMs,
+      group: job.group,
+    },
     firstRunAt: first,
     source,
   };

@@ -56,7 +56,7 @@ export class RunningJob<TPayload = unknown> implements ActiveJob<TPayload> {
   readonly result: null = null;
   readonly timeoutMs: number | null;
   readonly uniqueKey: string | null;
-  /** Its group: set in a grouped queue (the grouped claim returns it); null in others (getJob has it). */
+  /** Its group (every claim returns it), or null when it was added without one. */
   readonly group: string | null;
   /** The latest reported progress: the stored one at claim (kept from an earlier attempt), then each updateProgress value. */
   progress: JobProgress | null;

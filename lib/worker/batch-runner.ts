@@ -1,5 +1,5 @@
 import { BatchError, type BatchHandlerEntry } from '../core/batch';
-import { CancelJobError, PgQueueError } from '../core/errors';
+import { PgQueueError } from '../core/errors';
 import { quote } from '../core/input-text';
 import type { ClaimedRow } from '../db/job-store';
 import type { AttemptEnd } from './outcome';
@@ -36,7 +36,7 @@ interface Collecting {
  * A collected job is already an attempt of the running set: it holds a concurrency slot and its
  * lease is renewed by the heartbeat from its claim on, and `queue.cancel(id)` ends it cancelled
  * at once. Once the call started, a cancel cannot stop it for one job: the job's signal fires,
- * and it ends cancelled when the call settles, whatever the call returned for it.
+ * and the call decides, as a single handler does: a result completes it, an error cancels it.
  */
 export class BatchRunner {
   private readonly collecting = new Map<string, Collecting>();
@@ -175,14 +175,12 @@ export class BatchRunner {
   }
 
   /**
-   * Settles one job of the call. A job cancelled while the call ran ends cancelled, whatever the
-   * call returned for it: the call could not stop for it, and its handler may not have looked.
+   * Settles one job of the call. A job cancelled while the call ran is settled as a single one
+   * is: a result the call returned for it completes it (the work was done: a completion wins), an
+   * error ends it cancelled, not retried (outcome.ts). A call that honours the cancel names the
+   * job in its BatchError, with `job.signal.reason` (a CancelJobError).
    */
   private end(entry: Attempt, end: AttemptEnd, value: unknown): void {
-    if (entry.cancelRequested && end === 'returned' && !entry.completedInTransaction) {
-      this.steps.settle(entry, 'threw', new CancelJobError('Cancelled by queue.cancel() while its batch ran.'));
-      return;
-    }
     this.steps.settle(entry, end, value);
   }
 }

@@ -314,6 +314,22 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     ]);
     expect(await table.locator('img').count()).toBe(0);
 
+    // A group's name links to the queue's jobs of that group: the list API's group filter.
+    await table.locator('tr[data-group="tenant-a"] a').click();
+    await page.waitForURL(/\/queues\/tenants\?state=waiting&group=tenant-a$/, { timeout: WAIT_MS });
+    await page.locator('[data-testid="group-filter"]').waitFor({ timeout: WAIT_MS });
+    await waitFor(async () => (await page.locator('[data-testid="jobs-table"] tbody tr').count()) === 3, {
+      timeoutMs: WAIT_MS,
+      message: "the list to show tenant-a's 3 waiting jobs only",
+    });
+    expect(await page.locator('[data-testid="filter-group"]').inputValue()).toBe('tenant-a');
+    expect(await page.locator('[data-testid="matching-actions"]').count()).toBe(0);
+    // A job's page names its group, linked to the same list.
+    await page.locator('[data-testid="jobs-table"] tbody tr a').first().click();
+    const shown = page.locator('[data-testid="job-group"]');
+    await shown.waitFor({ timeout: WAIT_MS });
+    expect(await shown.textContent()).toBe('tenant-a');
+
     const answered = page.waitForResponse((r) => r.url().endsWith('/queues/api/queues/idle/groups'), { timeout: WAIT_MS });
     await page.goto(`${main.dashboard}/queues/idle`);
     expect((await answered).status()).toBe(200);

@@ -11,6 +11,8 @@ import { Registry, type MetricObjectWithValues, type MetricValue } from 'prom-cl
 import request from 'supertest';
 import { PgQueueConfigError, QueueService, type Queue } from '../../lib';
 import { PgQueueDashboardModule, type PgQueueDashboardOptions } from '../../lib/dashboard';
+import type { ListState } from '../../lib/core/dashboard-reads';
+import { buildJobList } from '../../lib/db/dashboard-queries';
 import { GROUP_SCAN_LIMIT, groupCountsSql } from '../../lib/db/group-counts';
 import { PgQueueHealthIndicator } from '../../lib/health';
 import { PgQueueMetricsModule } from '../../lib/metrics';
@@ -167,6 +169,59 @@ describe.each(PLATFORMS)('dashboard: GET api/queues/:queue/groups on %s', (platf
     const none = await request(app.getHttpServer()).get(`/queues/api/queues/nothing/groups`);
     expect([none.status, none.body.groups, none.body.other.groups]).toEqual([200, [], 0]);
     expect((await request(app.getHttpServer()).get('/queues/api/queues/%20bad/groups')).status).toBe(400);
+  });
+
+  it('GET api/queues/:queue/jobs?group= lists one group in every state, the live ones from the group indexes', async () => {
+    const app = await boot({ public: true });
+    const q = `list-${platform}`;
+    await seed(q, 'ga', 3);
+    await seed(q, 'gb', 2);
+    await seed(q, null, 2);
+    await seed(q, 'ga', 1, { state: 'active' });
+    await seed(q, 'ga', 1, { state: 'delayed' });
+    await t.pool.query(
+      `INSERT INTO pgqueue.job_history (id, queue, name, payload, state, priority, run_at, attempt, max_attempts, errors,
+                                        created_at, started_at, finished_at, group_key)
+       SELECT nextval('pgqueue.jobs_id_seq'), $1, 'job', '{}', 'completed', 0, now(), 1, 3, '[]', now(), now(), now(), g
+       FROM unnest(ARRAY['ga', 'gb', 'gb']) g`,
+      [q],
+    );
+    const list = async (state: string, group?: string) => {
+      const res = await request(app.getHttpServer())
+        .get(`/queues/api/queues/${q}/jobs`)
+        .query({ state, ...(group === undefined ? {} : { group }) });
+      expect(res.status).toBe(200);
+      return (res.body.jobs as { group: string | null }[]).map((j) => j.group);
+    };
+    expect(await list('waiting', 'ga')).toEqual(['ga', 'ga', 'ga']);
+    expect(await list('waiting', 'gb')).toEqual(['gb', 'gb']);
+    expect((await list('waiting')).sort()).toEqual(['ga', 'ga', 'ga', 'gb', 'gb', null, null].sort());
+    expect(await list('active', 'ga')).toEqual(['ga']);
+    expect(await list('active', 'gb')).toEqual([]);
+    expect(await list('delayed', 'ga')).toEqual(['ga']);
+    expect(await list('completed', 'gb')).toEqual(['gb', 'gb']);
+    expect(await list('completed', 'ga')).toEqual(['ga']);
+    expect(await list('waiting', 'nobody')).toEqual([]);
+    const tooLong = await request(app.getHttpServer())
+      .get(`/queues/api/queues/${q}/jobs`)
+      .query({ state: 'waiting', group: 'x'.repeat(201) });
+    expect(tooLong.status).toBe(400);
+    expect(JSON.stringify(tooLong.body)).toMatch(/group must be at most 200 characters/);
+
+    // The live states' group filter can use the group partial indexes (their predicate matches).
+    const plan = async (state: ListState): Promise<string> => {
+      const { text, values } = buildJobList('pgqueue', state, { queue: q, cursor: null, filters: { group: 'ga' }, limit: 50 });
+      const c = await t.pool.connect();
+      try {
+        await c.query('SET enable_seqscan = off');
+        return (await c.query(`EXPLAIN ${text}`, values)).rows.map((r: Record<string, string>) => r['QUERY PLAN']).join('\n');
+      } finally {
+        await c.query('RESET enable_seqscan');
+        c.release();
+      }
+    };
+    expect(await plan('waiting')).toMatch(/jobs_group_claim_idx/);
+    expect(await plan('active')).toMatch(/jobs_group_active_idx/);
   });
 
   it('is guarded like the other reads: the guards, then authorize with the queue; readOnly still reads', async () => {

@@ -17,6 +17,7 @@ const BACKOFF = { type: 'fixed', delayMs: 0, maxDelayMs: 0, jitter: false } as c
 function attempt(id: number): Attempt {
   const row: ClaimedRow = {
     id: String(id),
+    group_key: null,
     name: 'send',
     payload: { id },
     priority: 0,
@@ -139,15 +140,29 @@ describe('batch runner: each job of a call settles on its own', () => {
     ]);
   });
 
-  it('a job cancelled while its call ran ends cancelled, whatever the call returned for it', async () => {
-    const { ends } = await runBatch(
+  it('a job cancelled while its call ran is settled as a single one: a result completes it, a BatchError entry cancels it', async () => {
+    const completes = await runBatch(
       2,
       (jobs) => jobs.map((j) => j.id),
       (entries) => (entries[0].cancelRequested = true),
     );
-    expect(ends[0][1]).toBe('threw');
-    expect(ends[0][2]).toBeInstanceOf(CancelJobError);
-    expect(ends[1]).toEqual(['2', 'returned', '2']);
+    // The runner hands on what the call said; outcome.ts lets a completion win, as for a single handler.
+    expect(completes.ends).toEqual([
+      ['1', 'returned', '1'],
+      ['2', 'returned', '2'],
+    ]);
+    const cancel = new CancelJobError('honoured');
+    const honours = await runBatch(
+      2,
+      (jobs) => {
+        throw new BatchError(new Map([[jobs[0].id, cancel]]), { results: jobs.map((j) => j.id) });
+      },
+      (entries) => (entries[0].cancelRequested = true),
+    );
+    expect(honours.ends).toEqual([
+      ['1', 'threw', cancel],
+      ['2', 'returned', '2'],
+    ]);
   });
 
   it('a collected job can be dropped (cancel before the call); shutdown takes the rest back unstarted', () => {

@@ -35,8 +35,22 @@ describe('module options', () => {
       attempts: 5,
       backoff: { type: 'fixed', delayMs: 10, maxDelayMs: 3_600_000, jitter: false },
       timeoutMs: null,
+      groupOf: null,
     });
     expect(q.concurrency).toBe(10);
+  });
+
+  it("takes a queue's defaultJobOptions.group as a function of the payload only; the module's refuses it", () => {
+    const base = resolveModuleOptions({}).defaultJobOptions;
+    const group = (p: { tenant: string }) => p.tenant;
+    const q = resolveQueueOptions({ name: 'imports', defaultJobOptions: { priority: 2, group } }, base);
+    expect(q.defaultJobOptions).toMatchObject({ priority: 2, groupOf: group });
+    expect(() => resolveQueueOptions({ name: 'imports', defaultJobOptions: { group: 'tenant-1' as never } }, base)).toThrow(
+      /queue "imports" defaultJobOptions.group: "tenant-1". A default group is a function of the payload/,
+    );
+    expect(() => resolveModuleOptions({ defaultJobOptions: { group } as never })).toThrow(
+      /registerQueue\(\{ defaultJobOptions: \{ group \} \}\)/,
+    );
   });
 
   it('layers a partial backoff over the one below it field by field; jitter follows only a backoff of the same type', () => {

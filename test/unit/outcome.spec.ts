@@ -44,6 +44,7 @@ interface Case {
 function facts(c: Case = {}): AttemptFacts {
   const row: ClaimedRow = {
     id: '42',
+    group_key: null,
     name: 'send',
     payload: {},
     priority: 0,

@@ -18,6 +18,12 @@ describe('queue registrations', () => {
     expect(firstDifference({ a: 1 }, { a: 1 })).toBeNull();
   });
 
+  it('compares a function (defaultJobOptions.group) by its source: the same arrow twice is the same option', () => {
+    expect(firstDifference({ g: (p: { t: string }) => p.t }, { g: (p: { t: string }) => p.t })).toBeNull();
+    expect(firstDifference({ g: (p: { t: string }) => p.t }, { g: (p: { u: string }) => p.u })).toMatchObject({ path: 'g' });
+    expect(firstDifference({ g: () => 'x' }, {})).toMatchObject({ path: 'g', b: 'undefined' });
+  });
+
   it('two full registrations that differ: the message names the option and both values', () => {
     const merge = () =>
       mergeRegistrations(

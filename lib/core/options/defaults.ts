@@ -32,5 +32,6 @@ export const DEFAULTS = {
     attempts: 3,
     backoff: { type: 'exponential', delayMs: 1000, maxDelayMs: 3_600_000, jitter: true },
     timeoutMs: null,
+    groupOf: null,
   } satisfies ResolvedJobDefaults,
 } as const;

@@ -1,6 +1,6 @@
 import { PgQueueConfigError } from '../errors';
 import { quote } from '../input-text';
-import type { BackoffOptions, JobOptions } from '../job';
+import type { BackoffOptions, JobOptions, QueueJobDefaults } from '../job';
 import type { ResolvedBackoff, ResolvedJobDefaults } from './resolved';
 import { bool, int } from './field-checks';
 import { refuseUnknownKeys } from './unknown-keys';
@@ -73,7 +73,7 @@ const NOT_HERE: Readonly<Record<JobOptionsSource, Readonly<Record<string, string
     delayMs: 'it per job, in add(); a delay is not a default',
     runAt: 'it per job, in add(); an instant is not a default',
     deduplication: 'it per job, in add(); a key is not a default',
-    group: 'it per job, in add(); a group is not a default',
+    group: 'it per job, in add(), or as a function of the payload in registerQueue({ defaultJobOptions: { group } })',
   },
 };
 
@@ -98,7 +98,30 @@ export function resolveJobDefaults(
     attempts: int(`${where}.attempts`, opts.attempts, base.attempts, 1),
     backoff: resolveBackoff(where, opts.backoff, base.backoff),
     timeoutMs: opts.timeoutMs === undefined ? base.timeoutMs : int(`${where}.timeoutMs`, opts.timeoutMs, 0, 1),
+    groupOf: base.groupOf,
   };
+}
+
+/**
+ * A queue's `defaultJobOptions`: the module's keys, and `group` as a function of the payload
+ * (checked to be a function here; what it returns is checked at each enqueue).
+ */
+export function resolveQueueJobDefaults(
+  queue: string,
+  opts: QueueJobDefaults | undefined,
+  base: ResolvedJobDefaults,
+): ResolvedJobDefaults {
+  const where = `queue ${quote(queue)} defaultJobOptions`;
+  if (typeof opts !== 'object' || opts === null) return resolveJobDefaults(where, opts as JobOptions | undefined, base);
+  const { group, ...rest } = opts;
+  if (group === undefined) return resolveJobDefaults(where, rest, base);
+  if (typeof group !== 'function') {
+    throw new PgQueueConfigError(
+      `Invalid ${where}.group: ${quote(group)}. A default group is a function of the payload, ` +
+        `(payload) => payload.tenantId; a fixed group is given per job: add(name, payload, { group }).`,
+    );
+  }
+  return { ...resolveJobDefaults(where, rest, base), groupOf: group as (payload: unknown) => unknown };
 }
 
 /**

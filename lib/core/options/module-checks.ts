@@ -6,7 +6,7 @@ import type { PgQueueModuleOptions, RegisterQueueOptions } from './types';
 import type { ResolvedGroupOptions, ResolvedJobDefaults, ResolvedPgQueueOptions, ResolvedQueueOptions } from './resolved';
 import { DEFAULTS } from './defaults';
 import { bool, int, oneOf } from './field-checks';
-import { MAX_DELAY_MS, resolveJobDefaults } from './job-checks';
+import { MAX_DELAY_MS, resolveJobDefaults, resolveQueueJobDefaults } from './job-checks';
 import { refuseUnknownKeys } from './unknown-keys';
 
 /** The longest retention: 100 years (stored as a bigint of milliseconds). */
@@ -188,7 +188,7 @@ export function resolveQueueOptions(q: RegisterQueueOptions, base: ResolvedJobDe
   return {
     name,
     concurrency: int(`queue "${name}" concurrency`, q.concurrency, DEFAULTS.concurrency, 1, 1000),
-    defaultJobOptions: resolveJobDefaults(`queue "${name}" defaultJobOptions`, q.defaultJobOptions, base),
+    defaultJobOptions: resolveQueueJobDefaults(name, q.defaultJobOptions, base),
     deadLetterQueue: deadLetter(name, q.deadLetterQueue),
     globalConcurrency:
       q.globalConcurrency === undefined ? null : int(`queue "${name}" globalConcurrency`, q.globalConcurrency, 1, 1, 100_000),

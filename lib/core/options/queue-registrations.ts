@@ -27,6 +27,13 @@ export function firstDifference(a: unknown, b: unknown, path = ''): { path: stri
     }
     return null;
   }
+  // A function (defaultJobOptions.group) by its source: two modules that each write the same
+  // arrow function register the same queue; JSON would call any two functions the same.
+  if (typeof a === 'function' || typeof b === 'function') {
+    const fa = typeof a === 'function' ? String(a) : (JSON.stringify(a) ?? 'undefined');
+    const fb = typeof b === 'function' ? String(b) : (JSON.stringify(b) ?? 'undefined');
+    return fa === fb ? null : { path, a: shorten(fa, 120), b: shorten(fb, 120) };
+  }
   const ja = JSON.stringify(a) ?? 'undefined';
   const jb = JSON.stringify(b) ?? 'undefined';
   return ja === jb ? null : { path, a: shorten(ja, 120), b: shorten(jb, 120) };

@@ -16,6 +16,8 @@ export interface ResolvedJobDefaults {
   readonly attempts: number;
   readonly backoff: ResolvedBackoff;
   readonly timeoutMs: number | null;
+  /** `registerQueue({ defaultJobOptions: { group } })`: a job's group from its payload; null: none. */
+  readonly groupOf: ((payload: unknown) => unknown) | null;
 }
 
 export interface ResolvedPgQueueOptions {

@@ -1,4 +1,4 @@
-import type { JobDefaults } from '../job';
+import type { JobDefaults, QueueJobDefaults } from '../job';
 import type { RepeatOptions } from '../cron-schedule';
 import type { PgPoolConfig } from '../pg-types';
 
@@ -229,8 +229,11 @@ export interface RegisterQueueOptions {
   name: string;
   /** Jobs of this queue run at once in this process. @default 10 */
   concurrency?: number;
-  /** Job options of this queue, over the module's. @default {} (the module's `defaultJobOptions`) */
-  defaultJobOptions?: JobDefaults;
+  /**
+   * Job options of this queue, over the module's; `group` here is a function of the payload
+   * (docs/groups.md). @default {} (the module's `defaultJobOptions`)
+   */
+  defaultJobOptions?: QueueJobDefaults;
   /**
    * A job of this queue that fails its last attempt moves to this queue instead, waiting, with
    * its attempts reset and its errors kept, for a `@Processor` of that queue to handle (alert,

@@ -90,6 +90,7 @@ export interface JobSummary {
   startedAt?: string | null;
   finishedAt?: string | null;
   uniqueKey?: string | null;
+  group?: string | null;
   lockedBy?: string | null;
   /** The payload's JSON, cut to a couple of hundred characters. */
   payloadPreview?: string;

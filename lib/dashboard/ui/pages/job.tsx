@@ -250,6 +250,18 @@ export function JobPage(props: { id: string; connection?: string | null }) {
             </dd>
             <dt>Priority</dt>
             <dd>{j.priority ?? 0}</dd>
+            {j.group && (
+              <>
+                <dt>Group</dt>
+                <dd class="mono" data-testid="job-group">
+                  {j.queue ? (
+                    <Link to={`/queues/${enc(j.queue)}${qs({ state: 'waiting', group: j.group })}`}>{j.group}</Link>
+                  ) : (
+                    j.group
+                  )}
+                </dd>
+              </>
+            )}
             {j.uniqueKey && (
               <>
                 <dt>Unique key</dt>

@@ -2,10 +2,12 @@
 // with `{ group }`), each with its running and waiting jobs and its oldest waiting job's age,
 // from GET api/queues/:queue/groups (one bounded read: lib/db/group-counts.ts). Shown only when
 // the queue has grouped jobs; past 10,000 due or running jobs the server counts the first ones
-// in claim order, and the panel says so rather than show lower bounds as totals.
+// in claim order, and the panel says so rather than show lower bounds as totals. A group's name
+// links to the queue's job list filtered by it (its waiting jobs; the state tabs keep the filter).
 
 import { enc, type QueueGroups as Groups } from '../api';
-import { ErrorBox, Section } from '../components';
+import { ErrorBox, Link, Section } from '../components';
+import { qs } from '../router';
 import { duration, num } from '../format';
 import { usePoll } from '../poll';
 
@@ -42,7 +44,9 @@ export function QueueGroups(props: { queue: string }) {
         <tbody>
           {g.groups.map((r) => (
             <tr key={r.group} data-group={r.group}>
-              <td class="mono">{r.group}</td>
+              <td class="mono">
+                <Link to={`/queues/${enc(props.queue)}${qs({ state: 'waiting', group: r.group })}`}>{r.group}</Link>
+              </td>
               <td class={`num${r.active === 0 ? ' zero' : ''}`}>{num(r.active)}</td>
               <td class={`num${r.waiting === 0 ? ' zero' : ''}`}>{num(r.waiting)}</td>
               <td class="num">{r.oldestWaitingAgeMs === null ? '–' : duration(r.oldestWaitingAgeMs)}</td>

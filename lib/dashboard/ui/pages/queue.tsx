@@ -27,6 +27,7 @@ interface Filters {
   name: string;
   uniqueKey: string;
   payload: string;
+  group: string;
   before: string;
 }
 
@@ -37,12 +38,13 @@ function filtersOf(q: URLSearchParams): Filters {
     name: q.get('name') ?? '',
     uniqueKey: q.get('uniqueKey') ?? '',
     payload: q.get('payload') ?? '',
+    group: q.get('group') ?? '',
     before: q.get('before') ?? '',
   };
 }
 
 const pageUrl = (queue: string, f: Partial<Filters>): string =>
-  `/queues/${enc(queue)}${qs({ state: f.state, name: f.name, uniqueKey: f.uniqueKey, payload: f.payload, before: f.before })}`;
+  `/queues/${enc(queue)}${qs({ state: f.state, name: f.name, uniqueKey: f.uniqueKey, payload: f.payload, group: f.group, before: f.before })}`;
 
 /** The time worth showing for a job in its state. */
 function when(j: JobSummary) {
@@ -81,7 +83,15 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
   const detail = usePoll<QueueDetail>(`/queues/${enc(qname)}`);
   const jobsPath =
     `/queues/${enc(qname)}/jobs` +
-    qs({ state: f.state, name: f.name, uniqueKey: f.uniqueKey, payload: f.payload, before: f.before, limit: '50' });
+    qs({
+      state: f.state,
+      name: f.name,
+      uniqueKey: f.uniqueKey,
+      payload: f.payload,
+      group: f.group,
+      before: f.before,
+      limit: '50',
+    });
   const jobs = usePoll<JobPage>(jobsPath);
   const [selected, setSelected] = useState<Set<string>>(new Set());
   const [notice, setNotice] = useState<ActionResult | null>(null);
@@ -176,12 +186,18 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
       </nav>
 
       <Filters queue={qname} f={f} names={d.names} connection={d.connection} />
-      {actions && <MatchingActions queue={qname} state={f.state} name={f.name} onDone={done} />}
+      {actions && !f.group && <MatchingActions queue={qname} state={f.state} name={f.name} onDone={done} />}
 
       <Section
         title={
           <>
             <span class="cap">{f.state}</span> jobs{f.name && <span class="muted"> named {f.name}</span>}
+            {f.group && (
+              <span class="muted" data-testid="group-filter">
+                {' '}
+                of group {f.group}
+              </span>
+            )}
             {f.before && <span class="muted"> · older page</span>}
           </>
         }
@@ -260,7 +276,7 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
           jobs.data && (
             <Empty>
               No <span class="cap">{f.state}</span> jobs
-              {f.name || f.uniqueKey || f.payload ? ' match these filters' : ' in this queue'}
+              {f.name || f.uniqueKey || f.payload || f.group ? ' match these filters' : ' in this queue'}
               {f.before ? ' on this page.' : '.'}
             </Empty>
           )
@@ -444,13 +460,15 @@ function Filters(props: { queue: string; f: Filters; names: string[]; connection
   const [name, setName] = useState(props.f.name);
   const [uniqueKey, setUniqueKey] = useState(props.f.uniqueKey);
   const [payload, setPayload] = useState(props.f.payload);
+  const [group, setGroup] = useState(props.f.group);
   const [id, setId] = useState('');
   const [problem, setProblem] = useState<string | null>(null);
   useEffect(() => {
     setName(props.f.name);
     setUniqueKey(props.f.uniqueKey);
     setPayload(props.f.payload);
-  }, [props.f.name, props.f.uniqueKey, props.f.payload]);
+    setGroup(props.f.group);
+  }, [props.f.name, props.f.uniqueKey, props.f.payload, props.f.group]);
 
   const apply = (e: Event): void => {
     e.preventDefault();
@@ -465,7 +483,13 @@ function Filters(props: { queue: string; f: Filters; names: string[]; connection
     }
     setProblem(null);
     navigate(
-      pageUrl(props.queue, { state: props.f.state, name: name.trim(), uniqueKey: uniqueKey.trim(), payload: payload.trim() }),
+      pageUrl(props.queue, {
+        state: props.f.state,
+        name: name.trim(),
+        uniqueKey: uniqueKey.trim(),
+        payload: payload.trim(),
+        group: group.trim(),
+      }),
     );
   };
   const find = (e: Event): void => {
@@ -478,7 +502,7 @@ function Filters(props: { queue: string; f: Filters; names: string[]; connection
     setProblem(null);
     navigate(`/jobs/${v}${qs(onConnection(props.connection))}`);
   };
-  const active = props.f.name || props.f.uniqueKey || props.f.payload;
+  const active = props.f.name || props.f.uniqueKey || props.f.payload || props.f.group;
   return (
     <div class="filters">
       <form class="filter-form" onSubmit={apply}>
@@ -499,6 +523,15 @@ function Filters(props: { queue: string; f: Filters; names: string[]; connection
             value={uniqueKey}
             onInput={(e) => setUniqueKey((e.currentTarget as HTMLInputElement).value)}
             placeholder="exact key"
+          />
+        </label>
+        <label>
+          Group
+          <input
+            value={group}
+            onInput={(e) => setGroup((e.currentTarget as HTMLInputElement).value)}
+            placeholder="exact group"
+            data-testid="filter-group"
           />
         </label>
         <label class="grow">
