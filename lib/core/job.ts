@@ -1,4 +1,7 @@
 import type { DurableSteps } from './steps';
+import type { TransactionClient, TransactionManager } from './transaction-types';
+
+export type { TransactionClient, TransactionManager } from './transaction-types';
 
 /**
  * Where a job is in its life. `delayed` is a waiting job whose `runAt` is still in the future.
@@ -106,21 +109,6 @@ export interface DeduplicationOptions {
  * a `backoff` takes the fields it leaves out from the backoff below it.
  */
 export type JobDefaults = Omit<JobOptions, 'uniqueKey' | 'replaceWaiting' | 'deduplication' | 'delayMs' | 'runAt' | 'group'>;
-
-/**
- * Anything that runs a SQL query inside the caller's transaction: a TypeORM `EntityManager`
- * (e.g. the one `dataSource.transaction(async (manager) => ...)` hands you) fits this shape.
- */
-export interface TransactionManager {
-  /** Runs one statement with `$1`-style parameters in the caller's transaction. */
-  query(query: string, parameters?: unknown[]): Promise<unknown>;
-}
-
-/** A node-postgres client (`PoolClient` or `Client`) inside the caller's transaction. */
-export interface TransactionClient {
-  /** Runs one statement with `$1`-style parameters in the caller's transaction. */
-  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
-}
 
 /** Options of one enqueue call. */
 export interface EnqueueOptions extends JobOptions {
