@@ -9,7 +9,8 @@ import { useTestDatabase, waitFor } from '../support/database';
 // Parked jobs as states of their own (issue 31): a job parked by job.sleep() counts as
 // `sleeping`, one parked by job.waitFor() as `waitingSignal`, in getCounts(), QueueService's, and
 // the metrics gauge, and no longer as delayed; getJobCounts(['delayed']) keeps them (it counts
-// what getJobs(['delayed']) lists, as in BullMQ). A signalled wait leaves the parked count.
+// what getJobs(['delayed']) lists, as in BullMQ). A signalled wait leaves the parked count. Each
+// park publishes a `parked` queue event.
 
 @Processor('parks')
 class ParksProcessor {
@@ -40,7 +41,11 @@ describe('parked jobs in counts and metrics', () => {
     await app?.close();
   });
 
-  it('counts sleeping and waiting-signal jobs apart from delayed, everywhere', async () => {
+  it('counts sleeping and waiting-signal jobs apart from delayed, everywhere, and publishes parked', async () => {
+    const events = app.get(QueueService).queueEvents('parks');
+    const parked: [string, string][] = [];
+    events.on('parked', (job) => parked.push([job.id, job.state]));
+    await events.waitUntilReady({ timeoutMs: 20_000 });
     const sleepers = await Promise.all([1, 2].map(() => queue.add('x', { mode: 'sleep' })));
     const waiter = await queue.add('x', { mode: 'wait' });
     await queue.add('x', { mode: 'sleep' }, { delayMs: 3_600_000 }); // a plain delayed job
@@ -52,6 +57,10 @@ describe('parked jobs in counts and metrics', () => {
     expect((await app.get(QueueService).getCounts()).parks).toMatchObject({ delayed: 1, sleeping: 2, waitingSignal: 1 });
     expect(await queue.getJobCounts('delayed')).toEqual({ delayed: 4 });
     for (const j of sleepers) expect((await queue.getJob(j.id))?.state).toBe('delayed');
+    // One `parked` queue event per park, confirmed against the row (waiting, its attempt not counted).
+    await waitFor(() => parked.length === 3, { message: 'three parked events' });
+    expect(parked.map(([id]) => id).sort()).toEqual([...sleepers.map((j) => j.id), waiter.id].sort());
+    await events.close();
 
     const text = await registry.metrics();
     expect(text).toContain('pgqueue_queue_jobs{queue="parks",state="delayed"} 1');
