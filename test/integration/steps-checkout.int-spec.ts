@@ -164,8 +164,8 @@ describe('a checkout of five durable steps, SIGKILLed at every point', () => {
     expect(waited).not.toBeNull();
     // No worker held the job while it slept or waited: it was not active.
     expect(slept!.state).toBe('delayed');
-    expect(slept!.counts.active).toBe(0);
-    expect(waited!.counts.active).toBe(0);
+    expect(slept!.counts).toMatchObject({ active: 0, sleeping: 1, waitingSignal: 0, delayed: 0 });
+    expect(waited!.counts).toMatchObject({ active: 0, sleeping: 0, waitingSignal: 1, delayed: 0 });
     // The job ended once, completed.
     expect(await q(`SELECT id::text, state FROM pgqueue.job_history`)).toEqual([{ id: job.id, state: 'completed' }]);
     expect(await q(`SELECT id FROM pgqueue.jobs`)).toEqual([]);
