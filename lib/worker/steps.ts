@@ -267,27 +267,31 @@ function stepContext(
   manager: TransactionManager | null,
 ): TransactionalStepContext {
   const step = `Step ${quote(name)} of job ${job.id} (${job.queue}/${job.name})`;
-  return {
-    idempotencyKey,
-    attempt: job.attempt,
-    get client(): PgPoolClient {
-      if (client) return client;
-      throw new PgQueueConfigError(
-        `${step} reads \`client\` but is not transactional: pass { transaction: true } as its third argument.`,
-      );
-    },
-    get manager(): TransactionManager {
-      if (manager) return manager;
-      throw new PgQueueConfigError(
-        client
-          ? `${step} asks for a TypeORM EntityManager, but queue "${job.queue}" has no DataSource: its connection is ` +
-              'a `connection` string or PoolConfig. Configure PgQueueModule.forRoot({ dataSource }) (or import ' +
-              "TypeOrmModule.forRoot() and leave `connection` out, so the app's default DataSource is used), " +
-              'or write through `client`, a node-postgres client in the same transaction.'
-          : `${step} asks for a TypeORM EntityManager but is not transactional: pass { transaction: true } as its third argument.`,
-      );
-    },
-  };
+  const notTransactional = `${step} is not transactional: pass { transaction: true } as its third argument.`;
+  const noDataSource =
+    `${step} asks for a TypeORM EntityManager, but queue "${job.queue}" has no DataSource: its connection is ` +
+    'a `connection` string or PoolConfig. Configure PgQueueModule.forRoot({ dataSource }) (or import ' +
+    "TypeOrmModule.forRoot() and leave `connection` out, so the app's default DataSource is used), " +
+    'or write through `client`, a node-postgres client in the same transaction.';
+  const ctx = { idempotencyKey, attempt: job.attempt } as TransactionalStepContext;
+  // A handle the step has is a plain property; one it lacks is a getter that throws, not
+  // enumerable, so spreading or logging the context never trips it.
+  const handle = (key: 'client' | 'manager', value: object | null, why: string) =>
+    Object.defineProperty(
+      ctx,
+      key,
+      value
+        ? { value, enumerable: true }
+        : {
+            enumerable: false,
+            get: () => {
+              throw new PgQueueConfigError(why);
+            },
+          },
+    );
+  handle('client', client, notTransactional);
+  handle('manager', manager, client ? noDataSource : notTransactional);
+  return ctx;
 }
 
 /** A step's result as stored JSON (null for undefined); one JSON cannot carry fails the step. */
