@@ -41,6 +41,10 @@ export interface QueueOverviewRow {
   readonly failed: number;
   readonly cancelled: number;
   readonly waitingChildren: number;
+  /** Parked by job.sleep() (not in delayed). */
+  readonly sleeping: number;
+  /** Parked by job.waitFor() (not in delayed). */
+  readonly waitingSignal: number;
   readonly paused: boolean;
   readonly oldestWaitingAgeMs: number | null;
 }

@@ -1,4 +1,7 @@
 import type { DurableSteps } from './steps';
+import type { TransactionClient, TransactionManager } from './transaction-types';
+
+export type { TransactionClient, TransactionManager } from './transaction-types';
 
 /**
  * Where a job is in its life. `delayed` is a waiting job whose `runAt` is still in the future.
@@ -131,21 +134,6 @@ export interface QueueJobDefaults<TPayload = unknown> extends JobDefaults {
    * });
    */
   group?(payload: TPayload): string | null | undefined;
-}
-
-/**
- * Anything that runs a SQL query inside the caller's transaction: a TypeORM `EntityManager`
- * (e.g. the one `dataSource.transaction(async (manager) => ...)` hands you) fits this shape.
- */
-export interface TransactionManager {
-  /** Runs one statement with `$1`-style parameters in the caller's transaction. */
-  query(query: string, parameters?: unknown[]): Promise<unknown>;
-}
-
-/** A node-postgres client (`PoolClient` or `Client`) inside the caller's transaction. */
-export interface TransactionClient {
-  /** Runs one statement with `$1`-style parameters in the caller's transaction. */
-  query(text: string, values?: unknown[]): Promise<{ rows: unknown[] }>;
 }
 
 /** Options of one enqueue call. */
@@ -307,7 +295,7 @@ export type JobHandler<TPayload = unknown> = (job: ActiveJob<TPayload>) => unkno
 export interface QueueCounts {
   /** Due now and not yet claimed: the backlog. */
   readonly waiting: number;
-  /** Waiting for a later `runAt` (delays and retry backoffs). */
+  /** Waiting for a later `runAt` (delays and retry backoffs); parked jobs are `sleeping` or `waitingSignal`. */
   readonly delayed: number;
   /** Claimed and running (or prefetched) under a lease. */
   readonly active: number;
@@ -317,6 +305,14 @@ export interface QueueCounts {
   readonly failed: number;
   /** Waiting on their children or dependencies (state `waiting-children`): not claimable yet. */
   readonly waitingChildren: number;
+  /**
+   * Parked by `job.sleep()` until its wake time: no worker holds them, no attempt is used. A
+   * state of its own (BullMQ has none: a sleep there is a delayed job), so a day's sleep of many
+   * jobs does not read as a backlog of delayed ones.
+   */
+  readonly sleeping: number;
+  /** Parked by `job.waitFor()` until `queue.signal()` (or its timeout): no worker holds them. */
+  readonly waitingSignal: number;
   /** Age of the oldest due job (now - its runAt), or null when none is waiting. */
   readonly oldestWaitingAgeMs: number | null;
 }
@@ -329,6 +325,8 @@ export const EMPTY_COUNTS: QueueCounts = Object.freeze({
   stalled: 0,
   failed: 0,
   waitingChildren: 0,
+  sleeping: 0,
+  waitingSignal: 0,
   oldestWaitingAgeMs: null,
 });
 

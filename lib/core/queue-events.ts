@@ -8,7 +8,7 @@ import type { Job, JobAttemptError, JobProgress, JobState } from './job';
  * parent's `failed` by its child come from the flow trigger (migration 0016).
  */
 export type QueueEventKind =
-  'completed' | 'failed' | 'retrying' | 'cancelled' | 'snoozed' | 'deadLettered' | 'stalled' | 'progress' | 'released';
+  'completed' | 'failed' | 'retrying' | 'cancelled' | 'snoozed' | 'deadLettered' | 'stalled' | 'progress' | 'released' | 'parked';
 
 /** Every kind of cross-process event, in one list (the decorator and the parser check against it). */
 export const QUEUE_EVENT_KINDS: readonly QueueEventKind[] = [
@@ -21,6 +21,7 @@ export const QUEUE_EVENT_KINDS: readonly QueueEventKind[] = [
   'stalled',
   'progress',
   'released',
+  'parked',
 ];
 
 /**
@@ -67,6 +68,12 @@ export interface QueueEventMap {
    * prev 'waiting-children'). The job may be further along when read (active, or finished).
    */
   released: [job: Job];
+  /**
+   * The job was parked by `job.sleep()` or `job.waitFor()`: handed back to the queue without a
+   * worker, the attempt not counted, until its wake time or its signal (`queue.getJobSteps(id)`
+   * says on which step). No worker event fires for a park: it is not an outcome.
+   */
+  parked: [job: Job];
   /** This subscription fell behind and dropped events: which, and how many. */
   lagged: [lag: LaggedEvent];
 }

@@ -1,4 +1,5 @@
 import { PgQueueError } from './errors';
+import type { TransactionManager } from './transaction-types';
 import type { PgPoolClient } from './pg-types';
 
 /** What every step's function receives. */
@@ -13,21 +14,35 @@ export interface StepContext {
   readonly attempt: number;
 }
 
-/** What a transactional step's function receives (`{ transaction: true }`). */
-export interface TransactionalStepContext extends StepContext {
+/**
+ * What a transactional step's function receives (`{ transaction: true }`). `M` is the type of
+ * `manager`: annotate the parameter to get TypeORM's, e.g.
+ * `async ({ manager }: TransactionalStepContext<EntityManager>) => ...`.
+ */
+export interface TransactionalStepContext<M = TransactionManager> extends StepContext {
   /**
-   * A node-postgres client inside a transaction on the queue's database: write with it, and the
-   * step's record commits in the same transaction, so your writes and the record commit together
-   * or not at all. Do not COMMIT or ROLLBACK it; throw to roll back.
+   * A node-postgres client inside the step's transaction: write with it, and the step's record
+   * commits in the same transaction, so your writes and the record commit together or not at
+   * all. Do not COMMIT or ROLLBACK it; throw to roll back. In an app whose queue connection comes
+   * from a TypeORM DataSource, it is the connection under `manager` (one transaction for both).
    */
   readonly client: PgPoolClient;
+  /**
+   * A TypeORM `EntityManager` of `dataSource.transaction(...)` on the app's own DataSource (the
+   * one the queue's connection comes from: `forRoot({ dataSource })`, or the app's default
+   * DataSource): your entity writes and the step's record commit together or not at all.
+   * Reading it in an app whose queue has no DataSource (`connection` given) throws
+   * `PgQueueConfigError`, saying what to configure; use `client` there.
+   */
+  readonly manager: M;
 }
 
 /** Options of `job.step()`. */
 export interface StepOptions {
   /**
-   * Run the function in a transaction on the queue's database (its context has `client`), and
-   * record the step in that transaction: exactly one committed run of it, whatever crashes.
+   * Run the function in a transaction on the queue's database (its context has `client`, and
+   * `manager` when the queue's connection comes from a TypeORM DataSource), and record the step
+   * in that transaction: exactly one committed run of it, whatever crashes.
    * @default false (the function runs as is; it is recorded after it returns: at least once)
    */
   readonly transaction?: boolean;
@@ -54,13 +69,15 @@ export interface DurableSteps {
    */
   step<T>(name: string, fn: (ctx: StepContext) => Promise<T> | T, options?: { readonly transaction?: false }): Promise<T>;
   /**
-   * A transactional step: `fn` runs in a transaction on the queue's database, and the step is
-   * recorded in that same transaction.
+   * A transactional step: `fn` runs in a transaction on the queue's database (on the app's
+   * TypeORM DataSource when the queue's connection comes from one: its context then has
+   * `manager`), and the step is recorded in that same transaction.
+   * @example await job.step('reserve', ({ manager }: TransactionalStepContext<EntityManager>) => manager.insert(Order, order), { transaction: true });
    * @example await job.step('reserve', ({ client }) => client.query('UPDATE stock SET n = n - 1 WHERE sku = $1', [sku]), { transaction: true });
    */
-  step<T>(
+  step<T, M = TransactionManager>(
     name: string,
-    fn: (ctx: TransactionalStepContext) => Promise<T> | T,
+    fn: (ctx: TransactionalStepContext<M>) => Promise<T> | T,
     options: { readonly transaction: true },
   ): Promise<T>;
   /**

@@ -203,15 +203,17 @@ export class DashboardService implements OnApplicationBootstrap {
       failed: 0,
       cancelled: 0,
       waitingChildren: 0,
+      sleeping: 0,
+      waitingSignal: 0,
       paused: false,
       oldestWaitingAgeMs: null,
     };
     // The page keys its tabs by state name.
-    const { waitingChildren, ...live } = rest;
+    const { waitingChildren, waitingSignal, ...live } = rest;
     return {
       name,
       connection,
-      counts: { ...live, 'waiting-children': waitingChildren },
+      counts: { ...live, 'waiting-children': waitingChildren, 'waiting-signal': waitingSignal },
       paused,
       options: o
         ? {

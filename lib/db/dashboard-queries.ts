@@ -125,7 +125,7 @@ export function buildDashboardQueries(schema: string) {
      * 2 cores shared). $1 registered names[] $2 one queue or NULL (all)
      */
     liveCounts: `
-      WITH live AS (${liveCountsSql(jobs, '$2')}
+      WITH live AS (${liveCountsSql(jobs, '$2', s)}
       ), parents AS (${waitingChildrenSql(jobs, '$2')}
       ), names AS (
         SELECT queue FROM live UNION SELECT queue FROM parents
@@ -135,6 +135,7 @@ export function buildDashboardQueries(schema: string) {
       SELECT n.queue AS name, coalesce(l.waiting, 0)::int AS waiting, coalesce(l.delayed, 0)::int AS delayed,
              coalesce(l.active, 0)::int AS active, coalesce(l.stalled, 0)::int AS stalled,
              coalesce(w.waiting_children, 0)::int AS waiting_children,
+             coalesce(l.sleeping, 0)::int AS sleeping, coalesce(l.waiting_signal, 0)::int AS waiting_signal,
              coalesce(q.paused, false) AS paused, l.oldest_waiting_age_ms
       FROM names n
       LEFT JOIN live l ON l.queue = n.queue

@@ -34,6 +34,8 @@ const EMPTY_LIVE = {
   active: 0,
   stalled: 0,
   waitingChildren: 0,
+  sleeping: 0,
+  waitingSignal: 0,
   paused: false,
   oldestWaitingAgeMs: null,
 } as const;
@@ -95,6 +97,8 @@ export class DashboardStore implements DashboardReads {
         active: number;
         stalled: number;
         waiting_children: number;
+        sleeping: number;
+        waiting_signal: number;
         paused: boolean;
         oldest_waiting_age_ms: number | null;
       }>(this.q.liveCounts, [registered, queue]),
@@ -110,6 +114,8 @@ export class DashboardStore implements DashboardReads {
       failed: finished.get(r.name)?.failed ?? 0,
       cancelled: finished.get(r.name)?.cancelled ?? 0,
       waitingChildren: r.waiting_children,
+      sleeping: r.sleeping,
+      waitingSignal: r.waiting_signal,
       paused: r.paused,
       oldestWaitingAgeMs: r.oldest_waiting_age_ms === null ? null : Math.max(0, Math.round(r.oldest_waiting_age_ms)),
     }));

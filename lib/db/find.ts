@@ -24,7 +24,7 @@ type ListRow = JobRow & { run_at_key: string | null; scanned: number; scan_end: 
 const MAX_STATEMENTS_PER_PAGE = 4;
 
 /** The operator's reads of one queue: pages of jobs in given states, counts per state, a job by its unique key. */
-export function findStatements(jobs: string, history: string) {
+export function findStatements(jobs: string, history: string, s: string) {
   return {
     /**
      * queue.getJobCounts(): every state of one queue, each only when asked ($2 .. $8: waiting,
@@ -34,12 +34,14 @@ export function findStatements(jobs: string, history: string) {
      * state prefix keeps it to that state's entries of this queue. A history count is as long as
      * the history kept (retention): each is a scalar subquery under CASE, so a state not asked for
      * is never read (an uncorrelated subquery runs as an InitPlan, only when first needed).
+     * `delayed` here keeps the parked jobs (job.sleep, job.waitFor) that getCounts() shows apart:
+     * it is the count of getJobs(['delayed']), as in BullMQ, which has no parked state.
      * $1 queue
      */
     jobCounts: `
-      WITH live AS (${liveCountsSql(jobs, '$1')}), parents AS (${waitingChildrenSql(jobs, '$1')})
+      WITH live AS (${liveCountsSql(jobs, '$1', s)}), parents AS (${waitingChildrenSql(jobs, '$1')})
       SELECT coalesce((SELECT waiting FROM live), 0)::int AS waiting,
-             coalesce((SELECT delayed FROM live), 0)::int AS delayed,
+             coalesce((SELECT delayed + sleeping + waiting_signal FROM live), 0)::int AS delayed,
              coalesce((SELECT active FROM live), 0)::int AS active,
              coalesce((SELECT waiting_children FROM parents), 0)::int AS waiting_children,
              CASE WHEN $2::boolean THEN (SELECT count(*) FROM ${history} WHERE queue = $1 AND state = 'completed') END::int AS completed,
@@ -61,7 +63,7 @@ export class Finder {
   private readonly q: ReturnType<typeof findStatements>;
 
   constructor(private readonly ctx: StoreContext) {
-    this.q = findStatements(ctx.sql.jobs, ctx.sql.history);
+    this.q = findStatements(ctx.sql.jobs, ctx.sql.history, ctx.sql.s);
   }
 
   /**

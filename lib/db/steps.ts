@@ -1,6 +1,7 @@
 import type { PgPoolClient } from '../core/pg-types';
 import type { RecordedJobSteps, RecordedStep } from '../core/steps';
 import { clientExecutor, type SqlExecutor } from './executor';
+import { publishCte, publishRef } from './events';
 import type { SchemaSql, StoreContext } from './store-context';
 
 /** One recorded step of a job (migrations/0018_steps.sql): core's RecordedStep. */
@@ -33,7 +34,8 @@ const STEP_JSON = `pg_catalog.jsonb_build_object('name', s.name, 'seq', s.seq, '
  * UPDATE of that row) waits until the step's transaction ends: a worker that lost its lease
  * records nothing, and one that still holds it commits its record before the job can change hands.
  */
-export function stepStatements({ s, jobs, ack }: SchemaSql) {
+export function stepStatements(sql: SchemaSql) {
+  const { s, jobs, ack } = sql;
   const steps = `${s}.job_steps`;
   // On the pool only (park, timeOut): these commit without the WAL flush, as a snooze does (`ack`).
   const owner = `owner AS (SELECT j.id, j.queue FROM ${jobs} j WHERE j.id = $1 AND j.locked_by = $2 AND j.attempt = $3 ${ack} FOR SHARE)`;
@@ -61,7 +63,8 @@ export function stepStatements({ s, jobs, ack }: SchemaSql) {
      * wake_at, its attempt not counted (as a snooze), in one statement. A wait whose signal is
      * there already parks nothing (its row exists: nothing inserted, nothing parked); a sleep or
      * wait recorded by an earlier run is moved on (its wake_at kept, only its seq and attempt
-     * brought up to date). $1 id $2 worker $3 attempt $4 name $5 seq $6 kind $7 status
+     * brought up to date). Publishes `parked` (a queue event) when the events are on.
+     * $1 id $2 worker $3 attempt $4 name $5 seq $6 kind $7 status
      * $8 wake_at (ms; NULL: a wait without timeout) $9 park until (ms)
      */
     park: `
@@ -79,9 +82,10 @@ export function stepStatements({ s, jobs, ack }: SchemaSql) {
             locked_by = NULL, locked_until = NULL, attempt = greatest(j.attempt - 1, 0)
         FROM owner o
         WHERE j.id = o.id AND EXISTS (SELECT 1 FROM step)
-        RETURNING j.id
-      )
-      SELECT (SELECT count(*) FROM owner)::int AS owned, (SELECT count(*) FROM parked)::int AS parked`,
+        RETURNING j.id, j.queue, j.attempt
+      )${publishCte(sql, 'parked', 'parked')}
+      SELECT (SELECT count(*) FROM owner)::int AS owned, (SELECT count(*) FROM parked)::int AS parked,
+             ${publishRef(sql)} AS published`,
 
     /**
      * A wait's timeout came before its signal: marked, so a later signal is refused. $1 id

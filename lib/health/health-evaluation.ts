@@ -99,7 +99,7 @@ export type PgQueueQueueHealth = {
   available: number;
   /** How long the oldest due job has waited; null when none waits (checked against `maxOldestAvailableAgeMs`). */
   oldestAvailableAgeMs: number | null;
-  /** Jobs waiting for a future `runAt` (a delay, a backoff or a snooze). */
+  /** Jobs waiting for a future `runAt` (a delay, a backoff or a snooze); parked jobs are `sleeping` or `waitingSignal`. */
   delayed: number;
   /** Jobs a worker runs now. */
   active: number;
@@ -109,6 +109,10 @@ export type PgQueueQueueHealth = {
   failed: number;
   /** Parents of flows waiting on their children (`QueueCounts.waitingChildren`). */
   waitingChildren: number;
+  /** Jobs parked by `job.sleep()` until their wake time (`QueueCounts.sleeping`): no worker holds them. */
+  sleeping: number;
+  /** Jobs parked by `job.waitFor()` until their signal (`QueueCounts.waitingSignal`): no worker holds them. */
+  waitingSignal: number;
   /**
    * The groups whose oldest available job has waited longer than `maxGroupWaitMs`, by group key;
    * present only when there are some.
@@ -259,6 +263,8 @@ export function evaluateHealth(input: PgQueueHealthInput, thresholds: PgQueueHea
       stalled: c.stalled,
       failed: c.failed,
       waitingChildren: c.waitingChildren,
+      sleeping: c.sleeping,
+      waitingSignal: c.waitingSignal,
     };
     const over = (key: (typeof QUEUE_KEYS)[number], value: number | null, what: string) => {
       const limit = limitFor(thresholds, name, key);

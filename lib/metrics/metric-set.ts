@@ -27,6 +27,8 @@ export const QUEUE_STATES = [
   ['stalled', 'stalled'],
   ['failed', 'failed'],
   ['waiting-children', 'waitingChildren'],
+  ['sleeping', 'sleeping'],
+  ['waiting-signal', 'waitingSignal'],
 ] as const;
 
 type JobLabels = 'queue' | 'name';

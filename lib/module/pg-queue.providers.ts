@@ -13,6 +13,9 @@ import { PG_QUEUE_MODULE_OPTIONS } from './pg-queue.module-definition';
 import { PgQueueRuntime, type OpenConnection } from './pg-queue.runtime';
 import { clsTransaction } from './cls-transaction';
 import type { RegisterQueueAsyncOptions } from './register-queue-async';
+import type { AppTransaction } from '../worker/steps';
+import type { TransactionManager } from '../core/job';
+import type { PgPoolClient } from '../core/pg-types';
 
 // The providers of PgQueueModule, built here so that the module file reads as a list of them.
 
@@ -161,7 +164,8 @@ function connectionsToOpen(
     // PgQueueTestingModule: no LISTEN connection, a short grace period; the workers run manually.
     if (testMode) resolved = { ...resolved, listen: false, shutdownTimeoutMs: testMode.shutdownTimeoutMs };
     const dataSource = dataSourceOf(plan.raw, moduleRef, plan.name === DEFAULT_CONNECTION ? defaultDataSource : undefined);
-    return { name: plan.name, options: resolved, conn: resolveConnection(plan.raw, dataSource, plan.name) };
+    const conn = resolveConnection(plan.raw, dataSource, plan.name);
+    return { name: plan.name, options: resolved, conn, appTransaction: dataSource && appTransactionOf(dataSource) };
   });
 }
 
@@ -182,6 +186,26 @@ function defaultDataSourceToken(): unknown {
     }
   }
   /* eslint-enable @typescript-eslint/no-require-imports */
+}
+
+/**
+ * `{ manager }` steps: a transaction of the app's own DataSource, whose settings the connection's
+ * pool is built from (so the step's record and the job's row are in the database it writes to).
+ * The pg client under its EntityManager is handed over too: one transaction for both.
+ */
+function appTransactionOf(ds: DataSourceLike): AppTransaction | undefined {
+  const source = ds as DataSourceLike & {
+    transaction?: <T>(run: (manager: TransactionManager) => Promise<T>) => Promise<T>;
+  };
+  if (typeof source.transaction !== 'function') return undefined;
+  return (fn) =>
+    source.transaction!((manager) => {
+      const runner = (manager as { queryRunner?: { databaseConnection?: PgPoolClient } }).queryRunner;
+      const client = runner?.databaseConnection;
+      if (!client)
+        throw new PgQueueConfigError("The DataSource's transaction has no pg connection: is it a postgres DataSource?");
+      return fn({ manager, client });
+    });
 }
 
 /** The DataSource whose settings a connection reuses: given, looked up by token, or the app's default. */

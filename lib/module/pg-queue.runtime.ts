@@ -5,6 +5,7 @@ import type { PgClientConfig, PgPool, PgPoolConfig } from '../core/pg-types';
 import { PgQueueConfigError } from '../core/errors';
 import type { EngineLogger } from '../worker/logger';
 import type { Supervisor } from '../worker/supervisor';
+import type { AppTransaction } from '../worker/steps';
 import { Queue } from '../producer/queue';
 import { FlowProducer } from '../producer/flow';
 import { DEFAULT_CONNECTION, unknownConnectionMessage } from '../core/connections';
@@ -21,6 +22,8 @@ export interface OpenConnection {
   readonly name: string;
   readonly options: ResolvedPgQueueOptions;
   readonly conn: { pool: PgPoolConfig; listen: PgClientConfig };
+  /** The app's DataSource transaction, when this connection's settings come from a TypeORM DataSource. */
+  readonly appTransaction?: AppTransaction;
 }
 
 /** What the runtime is built with besides its connections: it is whole once `create` answers. */
@@ -128,6 +131,8 @@ export class PgQueueRuntime implements PgQueueReadApi {
           manual: setup.manual ?? false,
         });
         open.set(c.name, opened);
+        // Before any queue is added: each worker takes it then (supervisor.addQueue).
+        opened.supervisor.appTransaction = c.appTransaction;
         const same = [...open.values()].find(
           (o) => o !== opened && o.identity === opened.identity && o.options.schema === opened.options.schema,
         );

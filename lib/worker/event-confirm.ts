@@ -64,7 +64,7 @@ function lastError(errors: readonly JobAttemptError[] | null): JobAttemptError |
  * - retrying, stalled: a row of that queue (live, or in history since) holds an error of that
  *   attempt (stalled: a LeaseExpiredError; retrying: any other);
  * - deadLettered: the row, now in another queue, holds an error of that attempt;
- * - snoozed: the live row of that queue is waiting on that (uncounted) attempt;
+ * - snoozed, parked: the live row of that queue is waiting on that (uncounted) attempt;
  * - progress: the row of that queue, running that attempt (or finished on it), holds a progress
  *   value (the one fired: the latest, which a burst of writes may have passed);
  * - released: the row of that queue (live past waiting-children, or finished since) had
@@ -100,12 +100,13 @@ export function confirmHint(h: EventHint, rows: readonly ConfirmRow[]): Confirme
       const err = r && errorOf(r.errors, h.attempt);
       return r && err ? { ...base, event: 'deadLettered', args: [job(r), err] } : null;
     }
+    case 'parked':
     case 'snoozed':
       return live &&
         live.queue === h.queue &&
         (live.state === 'waiting' || live.state === 'delayed') &&
         live.attempt === h.attempt
-        ? { ...base, event: 'snoozed', args: [job(live)] }
+        ? { ...base, event: h.kind, args: [job(live)] }
         : null;
     case 'progress': {
       // The attempt may have ended before the read (a handler that reports and returns): its

@@ -67,7 +67,7 @@ export class JobRunner {
       (job) => this.running.get(job.id)?.job === job,
     );
     this.completeIn = completeWithFor(this.running, [this.progress, this.logs], ctx);
-    this.steps = new StepRunner(ctx.store, ctx.workerId, ctx.logger, [this.progress, this.logs]);
+    this.steps = new StepRunner(ctx.store, ctx.workerId, ctx.logger, [this.progress, this.logs], ctx.appTransaction);
   }
 
   /**

@@ -1,13 +1,23 @@
 import type { JobStore } from '../db/job-store';
 import type { StepRow } from '../db/steps';
 import { toJsonText } from '../db/jsonb';
-import { LeaseLostError, PgQueuePayloadError } from '../core/errors';
+import { managerExecutor, type SqlExecutor } from '../db/executor';
+import { LeaseLostError, PgQueueConfigError, PgQueuePayloadError } from '../core/errors';
+import type { TransactionManager } from '../core/job';
+import type { PgPoolClient } from '../core/pg-types';
 import { quote } from '../core/input-text';
 import { JobParkedError, StepError, WaitTimeoutError, type StepOptions } from '../core/steps';
 import type { TransactionalStepContext } from '../core/steps';
 import type { RunningJob, StepHost } from './active-job';
 import type { EngineLogger } from './logger';
 import { MAX_DELAY_MS } from './outcome';
+
+/**
+ * Runs `fn` in a transaction of the app's own DataSource (TypeORM's `dataSource.transaction`),
+ * handing it the transaction's EntityManager and the pg client under it: given by the module
+ * layer when the queue's connection comes from a DataSource, so this file knows nothing of TypeORM.
+ */
+export type AppTransaction = <T>(fn: (tx: { manager: TransactionManager; client: PgPoolClient }) => Promise<T>) => Promise<T>;
 
 /** Thrown inside a transactional step whose record was refused: rolls its transaction back. */
 const NOT_RECORDED = Object.freeze(new Error('step not recorded'));
@@ -48,6 +58,8 @@ export class StepRunner implements StepHost {
     private readonly logger: EngineLogger,
     /** The progress tracker and the log buffer: what they hold lands before a park hands the job back. */
     private readonly flushers: readonly { flush(job: RunningJob): Promise<void> | null }[],
+    /** The app's DataSource transaction, when the queue's connection comes from one: `{ manager }` steps. */
+    private readonly appTransaction?: AppTransaction,
   ) {}
 
   async step<T>(
@@ -65,20 +77,24 @@ export class StepRunner implements StepHost {
     const rec = { jobId: job.id, workerId: this.workerId, attempt: job.attempt, name, seq, startedAtMs };
     let out: { value: T; json: string | null } | null;
     if (options?.transaction) {
-      out = await this.store.steps
-        .transaction(async (client, exec) => {
-          const value = await fn({ idempotencyKey, attempt: job.attempt, client });
-          const json = resultJson(job, name, value);
-          // Not recorded (recorded by another run, or the lease is gone): the throw rolls the writes back.
-          if ((await this.store.steps.record({ ...rec, resultJson: json }, exec)) === 'not-recorded') throw NOT_RECORDED;
-          return { value, json };
-        })
-        .catch((err: unknown) => {
-          if (err === NOT_RECORDED) return null;
-          throw err;
-        });
+      const inTransaction = async (exec: SqlExecutor, client: PgPoolClient, manager: TransactionManager | null) => {
+        const value = await fn(stepContext(job, name, idempotencyKey, client, manager));
+        const json = resultJson(job, name, value);
+        // Not recorded (recorded by another run, or the lease is gone): the throw rolls the writes back.
+        if ((await this.store.steps.record({ ...rec, resultJson: json }, exec)) === 'not-recorded') throw NOT_RECORDED;
+        return { value, json };
+      };
+      const app = this.appTransaction;
+      out = await (
+        app
+          ? app(({ manager, client }) => inTransaction(managerExecutor(manager), client, manager))
+          : this.store.steps.transaction((client, exec) => inTransaction(exec, client, null))
+      ).catch((err: unknown) => {
+        if (err === NOT_RECORDED) return null;
+        throw err;
+      });
     } else {
-      const value = await fn({ idempotencyKey, attempt: job.attempt } as TransactionalStepContext);
+      const value = await fn(stepContext(job, name, idempotencyKey, null, null));
       const json = resultJson(job, name, value);
       const done = await this.store.steps.record({ ...rec, resultJson: json });
       out = done === 'recorded' ? { value, json } : null;
@@ -236,6 +252,46 @@ export class StepRunner implements StepHost {
     job.park();
     throw state.parked;
   }
+}
+
+/**
+ * A step function's context. `client` and `manager` are getters: reading one the step does not
+ * have (a step without `{ transaction: true }`; a manager where the queue has no DataSource)
+ * throws PgQueueConfigError saying what to configure, instead of handing the function undefined.
+ */
+function stepContext(
+  job: RunningJob,
+  name: string,
+  idempotencyKey: string,
+  client: PgPoolClient | null,
+  manager: TransactionManager | null,
+): TransactionalStepContext {
+  const step = `Step ${quote(name)} of job ${job.id} (${job.queue}/${job.name})`;
+  const notTransactional = `${step} is not transactional: pass { transaction: true } as its third argument.`;
+  const noDataSource =
+    `${step} asks for a TypeORM EntityManager, but queue "${job.queue}" has no DataSource: its connection is ` +
+    'a `connection` string or PoolConfig. Configure PgQueueModule.forRoot({ dataSource }) (or import ' +
+    "TypeOrmModule.forRoot() and leave `connection` out, so the app's default DataSource is used), " +
+    'or write through `client`, a node-postgres client in the same transaction.';
+  const ctx = { idempotencyKey, attempt: job.attempt } as TransactionalStepContext;
+  // A handle the step has is a plain property; one it lacks is a getter that throws, not
+  // enumerable, so spreading or logging the context never trips it.
+  const handle = (key: 'client' | 'manager', value: object | null, why: string) =>
+    Object.defineProperty(
+      ctx,
+      key,
+      value
+        ? { value, enumerable: true }
+        : {
+            enumerable: false,
+            get: () => {
+              throw new PgQueueConfigError(why);
+            },
+          },
+    );
+  handle('client', client, notTransactional);
+  handle('manager', manager, client ? noDataSource : notTransactional);
+  return ctx;
 }
 
 /** A step's result as stored JSON (null for undefined); one JSON cannot carry fails the step. */

@@ -23,6 +23,7 @@ import { JobSchedulerTicker } from './job-scheduler-ticker';
 import { Rescuer } from './rescue';
 import { removeNodeRow, stopWorkers, withTimeout } from './shutdown';
 import { outcomeReports, type SupervisorEventMap } from './supervisor-events';
+import type { AppTransaction } from './steps';
 
 export type { OutcomeKind, SupervisorEventMap } from './supervisor-events';
 
@@ -119,6 +120,12 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
    */
   onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor;
 
+  /**
+   * Runs a transactional step in the app's DataSource transaction (`{ manager }` steps): set by
+   * the runtime when this connection comes from a TypeORM DataSource, before `addQueue`.
+   */
+  appTransaction?: AppTransaction;
+
   /** Adds a queue's worker; call before `start`. */
   addQueue(q: QueueHandlers): void {
     const events: WorkerEvents = {
@@ -142,6 +149,7 @@ export class Supervisor extends EventEmitter<SupervisorEventMap> {
         logger: this.logger,
         events,
         onOwnDatabase: this.onOwnDatabase,
+        appTransaction: this.appTransaction,
         batches: q.batches,
       }),
     );

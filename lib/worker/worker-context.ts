@@ -5,6 +5,7 @@ import type { BatchHandlerEntry } from '../core/batch';
 import type { Completer } from './completer';
 import type { LogBufferCaps } from './job-logs';
 import type { EngineLogger } from './logger';
+import type { AppTransaction } from './steps';
 
 /**
  * What a worker tells the supervisor as jobs move. The other transitions are reported by the
@@ -34,6 +35,8 @@ export interface QueueWorkerContext {
   readonly events: WorkerEvents;
   /** Checks a `completeWith()` transaction is on this queue's database (an app with more than one). */
   readonly onOwnDatabase?: (exec: SqlExecutor) => SqlExecutor;
+  /** The app's DataSource transaction (its connection comes from a DataSource): `{ manager }` steps (steps.ts). */
+  readonly appTransaction?: AppTransaction;
   /** The queue's `@Process({ name, batch })` handlers, by job name (batch-runner.ts). */
   readonly batches?: ReadonlyMap<string, BatchHandlerEntry>;
 }

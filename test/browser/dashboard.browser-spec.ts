@@ -163,13 +163,13 @@ describe('dashboard in a real browser (Chromium, the built package, real Postgre
     const idle = page.locator('tr[data-queue="idle"]');
     await idle.waitFor({ timeout: WAIT_MS });
     const cells = async (row: typeof idle) => (await row.locator('td').allInnerTexts()).map((t) => t.trim());
-    // Queue, waiting, delayed, waiting children, active, stalled, failed, cancelled, oldest waiting, state.
+    // Queue, waiting, delayed, waiting children, active, stalled, failed, cancelled, parked, oldest waiting, state.
     const i = await cells(idle);
-    expect(i.slice(1, 8)).toEqual(['3', '1', '0', '0', '0', '0', '0']);
-    expect(i[9]).toBe('paused');
+    expect(i.slice(1, 9)).toEqual(['3', '1', '0', '0', '0', '0', '0', '0']);
+    expect(i[10]).toBe('paused');
     const w = await cells(page.locator('tr[data-queue="work"]'));
-    expect(w.slice(1, 8)).toEqual(['0', '0', '0', '0', '0', '2', '0']);
-    expect(w[9]).toBe('running');
+    expect(w.slice(1, 9)).toEqual(['0', '0', '0', '0', '0', '2', '0', '0']);
+    expect(w[10]).toBe('running');
     await page.locator('[data-testid="throughput-chart"] canvas').waitFor({ timeout: WAIT_MS });
     expect(await page.locator('[data-testid="refresh"]').innerText()).toMatch(/updated/);
   });

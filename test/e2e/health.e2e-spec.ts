@@ -78,7 +78,17 @@ describe('sample app: GET /health', () => {
 
   it("answers 200 with every registered queue's figures, the listener and the workers", async () => {
     await healthy();
-    const empty = { available: 0, oldestAvailableAgeMs: null, delayed: 0, active: 0, stalled: 0, failed: 0, waitingChildren: 0 };
+    const empty = {
+      available: 0,
+      oldestAvailableAgeMs: null,
+      delayed: 0,
+      active: 0,
+      stalled: 0,
+      failed: 0,
+      waitingChildren: 0,
+      sleeping: 0,
+      waitingSignal: 0,
+    };
     expect(last!.body).toMatchObject({
       status: 'ok',
       details: {

@@ -78,6 +78,8 @@ describe('counts and lifecycle events', () => {
         stalled: 0,
         failed: 0,
         waitingChildren: 0,
+        sleeping: 0,
+        waitingSignal: 0,
         oldestWaitingAgeMs: null,
       });
       expect(all.c1).toMatchObject({ waiting: 2, delayed: 1, active: 1, stalled: 1, failed: 1 });

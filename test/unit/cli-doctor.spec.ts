@@ -17,6 +17,8 @@ const queue = {
   cancelled: 0,
   waitingChildren: 0,
   paused: false,
+  sleeping: 0,
+  waitingSignal: 0,
   oldestWaitingAgeMs: null,
 };
 

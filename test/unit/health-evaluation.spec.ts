@@ -16,6 +16,8 @@ const ZERO: QueueCounts = {
   stalled: 0,
   failed: 0,
   waitingChildren: 0,
+  sleeping: 0,
+  waitingSignal: 0,
   oldestWaitingAgeMs: null,
 };
 
@@ -49,8 +51,28 @@ describe('evaluateHealth', () => {
     expect(r.problems).toEqual([]);
     expect(r.details).toEqual({
       queues: {
-        email: { available: 0, oldestAvailableAgeMs: null, delayed: 0, active: 0, stalled: 0, failed: 0, waitingChildren: 0 },
-        orders: { available: 3, oldestAvailableAgeMs: 120, delayed: 2, active: 1, stalled: 0, failed: 4, waitingChildren: 0 },
+        email: {
+          available: 0,
+          oldestAvailableAgeMs: null,
+          delayed: 0,
+          active: 0,
+          stalled: 0,
+          failed: 0,
+          waitingChildren: 0,
+          sleeping: 0,
+          waitingSignal: 0,
+        },
+        orders: {
+          available: 3,
+          oldestAvailableAgeMs: 120,
+          delayed: 2,
+          active: 1,
+          stalled: 0,
+          failed: 4,
+          waitingChildren: 0,
+          sleeping: 0,
+          waitingSignal: 0,
+        },
       },
       listener: 'connected',
       workers: 'running',

@@ -89,6 +89,8 @@ describe('confirmHint: an event fires only for what the rows bear out', () => {
   it('snoozed and progress: the live row is on that attempt (progress: running, with a value)', () => {
     expect(confirmHint(hint('snoozed', 0), [row({ attempt: 0 })])).toMatchObject({ event: 'snoozed' });
     expect(confirmHint(hint('snoozed', 0), [row({ attempt: 0, state: 'active' })])).toBeNull();
+    expect(confirmHint(hint('parked', 0), [row({ attempt: 0 })])).toMatchObject({ event: 'parked' });
+    expect(confirmHint(hint('parked', 0), [row({ attempt: 0, state: 'active' })])).toBeNull();
     expect(confirmHint(hint('progress', 1), [row({ state: 'active', progress: 40 })])).toMatchObject({ args: [{}, 40] });
     expect(confirmHint(hint('progress', 1), [row({ state: 'active' })])).toBeNull();
     expect(confirmHint(hint('progress', 1), [row({ live: false, state: 'completed', progress: 100 })])).toMatchObject({
@@ -159,6 +161,7 @@ describe('@OnQueueEvent and @OnWorkerEvent', () => {
       'stalled',
       'progress',
       'released',
+      'parked',
       'lagged',
     ]) {
       expect(() => OnQueueEvent(name as never)).not.toThrow();

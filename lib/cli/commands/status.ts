@@ -28,7 +28,20 @@ const statusCommand: Command = {
       const now = Date.now();
       const q = queues.length
         ? table(
-            ['QUEUE', 'PAUSED', 'WAITING', 'DELAYED', 'ACTIVE', 'STALLED', 'CHILDREN', 'FAILED', 'CANCELLED', 'OLDEST WAITING'],
+            [
+              'QUEUE',
+              'PAUSED',
+              'WAITING',
+              'DELAYED',
+              'ACTIVE',
+              'STALLED',
+              'CHILDREN',
+              'SLEEPING',
+              'SIGNAL',
+              'FAILED',
+              'CANCELLED',
+              'OLDEST WAITING',
+            ],
             queues.map((r) => [
               r.name,
               r.paused ? 'paused' : '-',
@@ -37,11 +50,13 @@ const statusCommand: Command = {
               String(r.active),
               String(r.stalled),
               String(r.waitingChildren),
+              String(r.sleeping),
+              String(r.waitingSignal),
               String(r.failed),
               String(r.cancelled),
               humanDuration(r.oldestWaitingAgeMs),
             ]),
-            [2, 3, 4, 5, 6, 7, 8],
+            [2, 3, 4, 5, 6, 7, 8, 9, 10],
           )
         : one !== undefined
           ? `No jobs and no settings for queue "${one}".`

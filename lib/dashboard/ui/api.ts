@@ -21,6 +21,9 @@ export interface QueueRow {
   delayed: number;
   /** Parents of flows waiting for their children. */
   waitingChildren: number;
+  /** Parked by job.sleep() / job.waitFor(): not in delayed. */
+  sleeping?: number;
+  waitingSignal?: number;
   active: number;
   stalled: number;
   failed: number;
@@ -44,7 +47,8 @@ export interface Overview {
 export interface QueueDetail {
   name: string;
   connection?: string;
-  counts: Partial<Record<JobState | 'stalled', number>> & { oldestWaitingAgeMs?: number | null };
+  /** `delayed` leaves out the parked jobs (`sleeping`: job.sleep; `waiting-signal`: job.waitFor) the delayed list shows. */
+  counts: Partial<Record<JobState | 'stalled' | 'sleeping' | 'waiting-signal', number>> & { oldestWaitingAgeMs?: number | null };
   paused: boolean;
   options: {
     concurrency?: number;

@@ -68,6 +68,9 @@ export function OverviewPage() {
                 <th class="num">Stalled</th>
                 <th class="num">Failed</th>
                 <th class="num">Cancelled</th>
+                <th class="num" title="Parked by job.sleep() or job.waitFor(): no worker holds them (listed under delayed)">
+                  Parked
+                </th>
                 <th class="num">Oldest waiting</th>
                 <th>State</th>
               </tr>
@@ -93,6 +96,7 @@ export function OverviewPage() {
                   <Count queue={q.name} n={q.stalled} tone="warn" />
                   <Count queue={q.name} state="failed" n={q.failed} tone="bad" />
                   <Count queue={q.name} state="cancelled" n={q.cancelled} />
+                  <Count queue={q.name} state="delayed" n={(q.sleeping ?? 0) + (q.waitingSignal ?? 0)} />
                   <td class="num">
                     {q.oldestWaitingAgeMs == null ? <span class="muted">–</span> : duration(q.oldestWaitingAgeMs)}
                   </td>

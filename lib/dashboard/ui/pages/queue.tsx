@@ -121,6 +121,11 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
   const ids = [...selected];
   const actions = !settings.readOnly;
   const tabActs = TAB_ACTIONS[f.state];
+  // Parked jobs (job.sleep, job.waitFor) are counted apart, and listed under delayed (their rows are).
+  const sleeping = counts.sleeping ?? 0;
+  const waitingSignal = counts['waiting-signal'] ?? 0;
+  const tabCount = (s: JobState) =>
+    s === 'delayed' && counts.delayed != null ? counts.delayed + sleeping + waitingSignal : counts[s];
 
   return (
     <>
@@ -176,10 +181,15 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
           <Link key={s} to={pageUrl(qname, { ...f, state: s, before: '' })} class={`tab${s === f.state ? ' current' : ''}`}>
             <span class={`dot state-${s}`} />
             {s}
-            <span class="tab-count">{counts[s] == null ? '' : num(counts[s])}</span>
+            <span class="tab-count">{tabCount(s) == null ? '' : num(tabCount(s)!)}</span>
           </Link>
         ))}
         {(counts.stalled ?? 0) > 0 && <span class="tag warn">{num(counts.stalled)} stalled</span>}
+        {sleeping + waitingSignal > 0 && (
+          <span class="muted tab-aside" data-testid="parked" title="Parked by job.sleep() or job.waitFor(): no worker holds them">
+            delayed includes {num(sleeping)} sleeping, {num(waitingSignal)} waiting for a signal
+          </span>
+        )}
         {counts.oldestWaitingAgeMs != null && (
           <span class="muted tab-aside">oldest waiting {duration(counts.oldestWaitingAgeMs)}</span>
         )}

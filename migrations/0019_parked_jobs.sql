@@ -1,0 +1,11 @@
+-- nestjs-pg-queue schema, version 19: parked jobs counted as states of their own (issue 31):
+-- a job parked by job.sleep() is `sleeping`, one parked by job.waitFor() is `waiting-signal`, in
+-- queue.getCounts(), the dashboard's counts, health details and the metrics gauge, instead of
+-- `delayed` (lib/db/reads.ts, liveCountsSql).
+--
+-- A parked job is a `waiting` job due later whose job_steps row is 'sleeping' (wake_at in the
+-- future) or 'waiting' (wake_at in the future, or NULL: no timeout). A sleep whose time has passed
+-- keeps its 'sleeping' status (the resume writes nothing), so the index is on wake_at: the count
+-- range-scans only the future ones and the waits without timeout, then joins each to its job by
+-- primary key. Its cost follows the number of parked jobs, not the size of jobs or job_steps.
+CREATE INDEX job_steps_parked_idx ON job_steps (wake_at) WHERE status IN ('sleeping', 'waiting');
