@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap } from '@nestjs/common';
-import type { JobOptions } from '../core/job';
+import { EMPTY_COUNTS, type JobOptions } from '../core/job';
 import type { ResolvedJobDefaults } from '../core/options/resolved';
 import { PgQueueError } from '../core/errors';
 import type { DashboardFlow, DashboardJob, DashboardReads } from '../core/dashboard-reads';
@@ -190,24 +190,7 @@ export class DashboardService implements OnApplicationBootstrap {
     const found = all.find((q) => q.name === name);
     const o = this.runtime.queueOptions(name);
     // A queue nothing knows of (no jobs, no history, not registered, never paused) answers zeros.
-    const {
-      name: _n,
-      paused,
-      ...rest
-    } = found ?? {
-      name,
-      waiting: 0,
-      delayed: 0,
-      active: 0,
-      stalled: 0,
-      failed: 0,
-      cancelled: 0,
-      waitingChildren: 0,
-      sleeping: 0,
-      waitingSignal: 0,
-      paused: false,
-      oldestWaitingAgeMs: null,
-    };
+    const { name: _n, paused, ...rest } = found ?? { name, ...EMPTY_COUNTS, cancelled: 0, paused: false };
     // The page keys its tabs by state name.
     const { waitingChildren, waitingSignal, ...live } = rest;
     return {

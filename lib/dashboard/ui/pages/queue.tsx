@@ -4,7 +4,6 @@ import {
   ActionButton,
   Empty,
   ErrorBox,
-  Json,
   Link,
   Loading,
   Notice,
@@ -13,38 +12,16 @@ import {
   Time,
   type ActionResult,
 } from '../components';
-import { compact, duration, num } from '../format';
+import { duration, num } from '../format';
 import { usePoll } from '../poll';
-import { navigate, qs } from '../router';
+import { qs } from '../router';
 import { settings } from '../settings';
 import { EnqueueForm } from './enqueue';
 import { QueueConcurrency } from './queue-concurrency';
 import { QueueGroups } from './queue-groups';
+import { Filters, filtersOf, pageUrl } from './queue-filters';
+import { Settings } from './queue-settings';
 import { CleanByAge, DrainAction, MatchingActions } from './queue-operations';
-
-interface Filters {
-  state: JobState;
-  name: string;
-  uniqueKey: string;
-  payload: string;
-  group: string;
-  before: string;
-}
-
-function filtersOf(q: URLSearchParams): Filters {
-  const s = q.get('state') as JobState | null;
-  return {
-    state: s && JOB_STATES.includes(s) ? s : 'waiting',
-    name: q.get('name') ?? '',
-    uniqueKey: q.get('uniqueKey') ?? '',
-    payload: q.get('payload') ?? '',
-    group: q.get('group') ?? '',
-    before: q.get('before') ?? '',
-  };
-}
-
-const pageUrl = (queue: string, f: Partial<Filters>): string =>
-  `/queues/${enc(queue)}${qs({ state: f.state, name: f.name, uniqueKey: f.uniqueKey, payload: f.payload, group: f.group, before: f.before })}`;
 
 /** The time worth showing for a job in its state. */
 function when(j: JobSummary) {
@@ -399,186 +376,5 @@ export function QueuePage(props: { queue: string; query: URLSearchParams }) {
         )}
       </div>
     </>
-  );
-}
-
-function Settings(props: { d: QueueDetail }) {
-  const o = props.d.options;
-  return (
-    <dl class="kv">
-      {o === null && (
-        <>
-          <dt>Options</dt>
-          <dd class="muted">this app does not register the queue, so its worker options are not known here</dd>
-        </>
-      )}
-      {o && (
-        <>
-          <dt>Concurrency</dt>
-          <dd>{o.concurrency ?? '–'} per node</dd>
-          <dt>Global concurrency</dt>
-          <dd>{o.globalConcurrency ?? <span class="muted">none</span>}</dd>
-          <dt>Rate limit</dt>
-          <dd>{o.limiter ? <span class="mono">{compact(o.limiter, 200)}</span> : <span class="muted">none</span>}</dd>
-          <dt>Dead-letter queue</dt>
-          <dd>
-            {o.deadLetterQueue ? (
-              <Link to={`/queues/${enc(o.deadLetterQueue)}`}>{o.deadLetterQueue}</Link>
-            ) : (
-              <span class="muted">none</span>
-            )}
-          </dd>
-          <dt>Job defaults</dt>
-          <dd>
-            {o.defaultJobOptions ? (
-              <Json value={o.defaultJobOptions} class="small" />
-            ) : (
-              <span class="muted">module defaults</span>
-            )}
-          </dd>
-        </>
-      )}
-      <dt>Retention</dt>
-      <dd>
-        <Retention value={props.d.retention} />
-      </dd>
-    </dl>
-  );
-}
-
-/** `{ completedMs: 86400000, failedMs: null }` as "completed 1 d 0 h · failed kept until removed". */
-function Retention(props: { value: unknown }) {
-  const v = props.value;
-  if (v == null) return <span class="muted">–</span>;
-  if (typeof v !== 'object' || Array.isArray(v)) return <Json value={v} class="small" />;
-  const entries = Object.entries(v as Record<string, unknown>);
-  if (!entries.every(([k, x]) => k.endsWith('Ms') && (x === null || typeof x === 'number')))
-    return <Json value={v} class="small" />;
-  return (
-    <ul class="plain-list">
-      {entries.map(([k, x]) => (
-        <li key={k}>
-          <span class="kv-key">{k.slice(0, -2)}</span>{' '}
-          {x === null ? <span class="muted">kept until removed</span> : `kept ${duration(x as number)}`}
-        </li>
-      ))}
-    </ul>
-  );
-}
-
-function Filters(props: { queue: string; f: Filters; names: string[]; connection?: string }) {
-  const [name, setName] = useState(props.f.name);
-  const [uniqueKey, setUniqueKey] = useState(props.f.uniqueKey);
-  const [payload, setPayload] = useState(props.f.payload);
-  const [group, setGroup] = useState(props.f.group);
-  const [id, setId] = useState('');
-  const [problem, setProblem] = useState<string | null>(null);
-  useEffect(() => {
-    setName(props.f.name);
-    setUniqueKey(props.f.uniqueKey);
-    setPayload(props.f.payload);
-    setGroup(props.f.group);
-  }, [props.f.name, props.f.uniqueKey, props.f.payload, props.f.group]);
-
-  const apply = (e: Event): void => {
-    e.preventDefault();
-    if (payload.trim()) {
-      try {
-        const v: unknown = JSON.parse(payload);
-        if (v === null || typeof v !== 'object') throw new Error('not an object');
-      } catch {
-        setProblem('Payload match must be a JSON object or array, e.g. {"orderId": 42}');
-        return;
-      }
-    }
-    setProblem(null);
-    navigate(
-      pageUrl(props.queue, {
-        state: props.f.state,
-        name: name.trim(),
-        uniqueKey: uniqueKey.trim(),
-        payload: payload.trim(),
-        group: group.trim(),
-      }),
-    );
-  };
-  const find = (e: Event): void => {
-    e.preventDefault();
-    const v = id.trim();
-    if (!/^[1-9][0-9]{0,18}$/.test(v)) {
-      setProblem('A job id is a positive whole number');
-      return;
-    }
-    setProblem(null);
-    navigate(`/jobs/${v}${qs(onConnection(props.connection))}`);
-  };
-  const active = props.f.name || props.f.uniqueKey || props.f.payload || props.f.group;
-  return (
-    <div class="filters">
-      <form class="filter-form" onSubmit={apply}>
-        <label>
-          Name
-          <select value={name} onChange={(e) => setName((e.currentTarget as HTMLSelectElement).value)} data-testid="filter-name">
-            <option value="">any</option>
-            {[...new Set([...props.names, ...(props.f.name ? [props.f.name] : [])])].map((n) => (
-              <option key={n} value={n}>
-                {n}
-              </option>
-            ))}
-          </select>
-        </label>
-        <label>
-          Unique key
-          <input
-            value={uniqueKey}
-            onInput={(e) => setUniqueKey((e.currentTarget as HTMLInputElement).value)}
-            placeholder="exact key"
-          />
-        </label>
-        <label>
-          Group
-          <input
-            value={group}
-            onInput={(e) => setGroup((e.currentTarget as HTMLInputElement).value)}
-            placeholder="exact group"
-            data-testid="filter-group"
-          />
-        </label>
-        <label class="grow">
-          Payload contains
-          <input
-            class="mono"
-            value={payload}
-            onInput={(e) => setPayload((e.currentTarget as HTMLInputElement).value)}
-            placeholder='{"orderId": 42}'
-            data-testid="filter-payload"
-          />
-        </label>
-        <button type="submit" class="btn btn-plain">
-          Filter
-        </button>
-        {active && (
-          <Link to={pageUrl(props.queue, { state: props.f.state })} class="btn btn-link">
-            Clear
-          </Link>
-        )}
-      </form>
-      <form class="filter-form find" onSubmit={find}>
-        <label>
-          Job id
-          <input
-            value={id}
-            onInput={(e) => setId((e.currentTarget as HTMLInputElement).value)}
-            placeholder="12345"
-            inputMode="numeric"
-            size={10}
-          />
-        </label>
-        <button type="submit" class="btn btn-plain">
-          Open
-        </button>
-      </form>
-      {problem && <div class="field-error">{problem}</div>}
-    </div>
   );
 }
