@@ -78,6 +78,10 @@ const testsByNature = {
       'a thrown error fails every job of the batch, each with its own attempts':
         'it also checks the cross-process failed/retrying events of a batch, which need LISTEN (queue.events() is refused in poll-only mode); the batch outcomes themselves are checked by the other tests of the file',
     },
+    'steps-counts.int-spec.ts': {
+      'publishes a parked queue event per park, confirmed against the row':
+        'it listens for the parked queue event, which needs LISTEN (queue.events() is refused in poll-only mode); the parked counts are checked by the other test of the file',
+    },
     'queue-events-modes.int-spec.ts': {
       'events: { publish: false } sends no NOTIFY (a control NOTIFY sent after the job ended arrives alone)':
         'its app waits with LISTEN on; the poll-only wait has its own test in the file',
