@@ -1,12 +1,12 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Client } from 'pg';
 import { getQueueToken, type Queue } from '../../lib';
 import { bootApp } from '../support/app';
 import { assertBuilt } from '../support/built';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { killAll, ROOT, startWorkerProcess, untilReady, type WorkerProcess } from '../support/worker-process';
 
 // Batch handlers (docs/processing.md#batch-handlers) across TWO worker processes
 // (test/fixtures/batch-worker-process.js, the BUILT package), one SIGKILLed in the middle of a
@@ -14,54 +14,26 @@ import { createTestDatabase, waitFor, type TestDatabase } from '../support/datab
 // expire and are run by the other node. Checked from the database (job_history), not from the
 // workers' counters.
 
-const ROOT = path.resolve(__dirname, '..', '..');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'batch-worker-process.js');
 const LEASE_MS = 3000;
 const HEARTBEAT_MS = 500;
 
-interface Worker {
-  readonly name: string;
-  readonly proc: ChildProcess;
-  exited: boolean;
-  readonly output: () => string;
-}
+type Worker = WorkerProcess;
 const started: Worker[] = [];
 
 function startWorker(name: string, url: string): Worker {
-  const proc = spawn(process.execPath, [FIXTURE], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      DB_URL: url,
-      PGQ_CONCURRENCY: '20',
-      PGQ_BATCH_SIZE: '10',
-      PGQ_BATCH_WAIT_MS: '50',
-      // Long enough that the kill lands inside a call.
-      PGQ_BATCH_MS: '400',
-      PGQ_POLL_MS: '200',
-      PGQ_LEASE_MS: String(LEASE_MS),
-      PGQ_HEARTBEAT_MS: String(HEARTBEAT_MS),
-      PGQ_RESCUE_MS: '500',
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  return startWorkerProcess(started, FIXTURE, name, {
+    DB_URL: url,
+    PGQ_CONCURRENCY: '20',
+    PGQ_BATCH_SIZE: '10',
+    PGQ_BATCH_WAIT_MS: '50',
+    // Long enough that the kill lands inside a call.
+    PGQ_BATCH_MS: '400',
+    PGQ_POLL_MS: '200',
+    PGQ_LEASE_MS: LEASE_MS,
+    PGQ_HEARTBEAT_MS: HEARTBEAT_MS,
+    PGQ_RESCUE_MS: '500',
   });
-  let out = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  const w: Worker = { name, proc, exited: false, output: () => out };
-  proc.on('exit', () => (w.exited = true));
-  started.push(w);
-  return w;
-}
-
-async function untilReady(w: Worker): Promise<void> {
-  await waitFor(
-    () => {
-      if (w.exited) throw new Error(`${w.name} exited during boot:\n${w.output()}`);
-      return /^ready$/m.test(w.output());
-    },
-    { timeoutMs: 20_000, intervalMs: 20, message: () => `${w.name} to print "ready"; output:\n${w.output()}` },
-  );
 }
 
 /** The job ids of every call `w` started (its 'batch <pid> <ids>' lines). */
@@ -80,7 +52,7 @@ describe('batch handlers across two processes, one SIGKILLed mid-call', () => {
   }, 60_000);
 
   afterAll(async () => {
-    for (const w of started.splice(0).filter((x) => !x.exited)) w.proc.kill('SIGKILL');
+    await killAll(started);
     await producer?.close();
     await sql?.end().catch(() => undefined);
     await db?.drop();
@@ -105,7 +77,7 @@ describe('batch handlers across two processes, one SIGKILLed mid-call', () => {
     const killedAt = Date.now();
     const inFlight = batchesOf(a).flat();
     expect(inFlight.length).toBeGreaterThan(0);
-    await waitFor(() => a.exited, { timeoutMs: 20_000, message: 'worker-a to exit' });
+    await waitFor(() => a.exit !== null, { timeoutMs: 20_000, message: 'worker-a to exit' });
 
     const completed = async () =>
       (await sql.query<{ n: number }>(`SELECT count(*)::int AS n FROM pgqueue.job_history WHERE queue = 'batched'`)).rows[0].n;

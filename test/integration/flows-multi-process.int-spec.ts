@@ -1,12 +1,12 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Client } from 'pg';
 import { DataSource } from 'typeorm';
 import { QueueService, type FlowJob } from '../../lib';
 import { bootApp } from '../support/app';
 import { assertBuilt } from '../support/built';
+import { killAll, ROOT, startWorkerProcess, untilReady, type WorkerProcess } from '../support/worker-process';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 import { unexplainedRuns } from '../support/explained-runs';
 
@@ -20,50 +20,14 @@ import { unexplainedRuns } from '../support/explained-runs';
 // committed effect per job (completeWith in the effect's transaction), every parent run after
 // all its children.
 
-const ROOT = path.resolve(__dirname, '..', '..');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'flow-worker-process.js');
 
-interface Worker {
-  readonly name: string;
-  readonly proc: ChildProcess;
-  exit: { code: number | null; signal: NodeJS.Signals | null } | null;
-  readonly exited: Promise<void>;
-  readonly output: () => string;
-}
+type Worker = WorkerProcess;
 
 const started: Worker[] = [];
 
 function startWorker(name: string, dbUrl: string, env: Record<string, number>): Worker {
-  const e: NodeJS.ProcessEnv = { ...process.env, DB_URL: dbUrl };
-  for (const [k, v] of Object.entries(env)) e[k] = String(v);
-  const proc = spawn(process.execPath, [FIXTURE], { cwd: ROOT, env: e, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  const w: Worker = {
-    name,
-    proc,
-    exit: null,
-    exited: new Promise<void>((resolve) =>
-      proc.on('exit', (code, signal) => {
-        w.exit = { code, signal };
-        resolve();
-      }),
-    ),
-    output: () => out,
-  };
-  started.push(w);
-  return w;
-}
-
-async function untilReady(w: Worker): Promise<void> {
-  await waitFor(
-    () => {
-      if (w.exit) throw new Error(`${w.name} exited during boot: ${JSON.stringify(w.exit)}\n${w.output()}`);
-      return /^ready$/m.test(w.output());
-    },
-    { timeoutMs: 20_000, intervalMs: 20, message: () => `${w.name} to print "ready"; output:\n${w.output()}` },
-  );
+  return startWorkerProcess(started, FIXTURE, name, { DB_URL: dbUrl, ...env });
 }
 
 /**
@@ -104,9 +68,7 @@ describe('flows across worker processes', () => {
 
   afterEach(async () => {
     keepRunning = false;
-    const alive = started.splice(0).filter((w) => !w.exit);
-    for (const w of alive) w.proc.kill('SIGKILL');
-    await Promise.all(alive.map((w) => w.exited));
+    await killAll(started);
     await producer?.close();
     await sql?.end().catch(() => undefined);
     await db?.drop();

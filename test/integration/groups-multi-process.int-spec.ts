@@ -1,18 +1,17 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Client } from 'pg';
 import { QueueService, type RegisterQueueOptions } from '../../lib';
 import { bootApp } from '../support/app';
 import { assertBuilt } from '../support/built';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { killAll, ROOT, startWorkerProcess, untilReady, type WorkerProcess } from '../support/worker-process';
 
 // Grouped queues (docs/groups.md) across THREE worker processes (test/fixtures/group-worker-process.js,
 // the BUILT package): every limit is checked from the database's own timestamps (job_history's
 // started_at and finished_at), never from the workers' counters.
 
-const ROOT = path.resolve(__dirname, '..', '..');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'group-worker-process.js');
 
 const QUEUES: RegisterQueueOptions[] = [
@@ -22,47 +21,20 @@ const QUEUES: RegisterQueueOptions[] = [
   { name: 'vip', concurrency: 10, group: { concurrency: 1 } },
 ];
 
-interface Worker {
-  readonly name: string;
-  readonly proc: ChildProcess;
-  exited: boolean;
-  readonly output: () => string;
-}
+type Worker = WorkerProcess;
 const started: Worker[] = [];
 
 function startWorker(name: string, url: string, env: Record<string, string> = {}): Worker {
-  const proc = spawn(process.execPath, [FIXTURE], {
-    cwd: ROOT,
-    env: {
-      ...process.env,
-      DB_URL: url,
-      PGQ_QUEUES: JSON.stringify(QUEUES),
-      // A short lease, renewed often: a SIGKILLed node's jobs are rescued within seconds.
-      PGQ_POLL_MS: '200',
-      PGQ_LEASE_MS: '3000',
-      PGQ_HEARTBEAT_MS: '500',
-      PGQ_RESCUE_MS: '500',
-      ...env,
-    },
-    stdio: ['ignore', 'pipe', 'pipe'],
+  return startWorkerProcess(started, FIXTURE, name, {
+    DB_URL: url,
+    PGQ_QUEUES: JSON.stringify(QUEUES),
+    // A short lease, renewed often: a SIGKILLed node's jobs are rescued within seconds.
+    PGQ_POLL_MS: '200',
+    PGQ_LEASE_MS: '3000',
+    PGQ_HEARTBEAT_MS: '500',
+    PGQ_RESCUE_MS: '500',
+    ...env,
   });
-  let out = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  const w: Worker = { name, proc, exited: false, output: () => out };
-  proc.on('exit', () => (w.exited = true));
-  started.push(w);
-  return w;
-}
-
-async function untilReady(w: Worker): Promise<void> {
-  await waitFor(
-    () => {
-      if (w.exited) throw new Error(`${w.name} exited during boot:\n${w.output()}`);
-      return /^ready$/m.test(w.output());
-    },
-    { timeoutMs: 20_000, intervalMs: 20, message: () => `${w.name} to print "ready"; output:\n${w.output()}` },
-  );
 }
 
 interface Run {
@@ -134,8 +106,7 @@ describe('grouped queues across three processes', () => {
   }, 60_000);
 
   afterAll(async () => {
-    const alive = started.splice(0).filter((w) => !w.exited);
-    for (const w of alive) w.proc.kill('SIGKILL');
+    await killAll(started);
     await producer?.close();
     await sql?.end().catch(() => undefined);
     await db?.drop();

@@ -1,6 +1,5 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { spawn, type ChildProcess } from 'node:child_process';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
@@ -8,6 +7,7 @@ import { Client } from 'pg';
 import { QueueService, type Queue, type QueueCounts } from '../../lib';
 import { bootApp } from '../support/app';
 import { assertBuilt } from '../support/built';
+import { killAll, ROOT, startWorkerProcess, type WorkerProcess } from '../support/worker-process';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 
 // Issue 31's "Done when": a checkout handler of five steps (a { manager } write in the app's
@@ -18,42 +18,16 @@ import { createTestDatabase, waitFor, type TestDatabase } from '../support/datab
 // started each time. One order row, one charge key and one email key, the job completed once,
 // and no worker held while it slept or waited.
 
-const ROOT = path.resolve(__dirname, '..', '..');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'steps-checkout-process.js');
 /** A killed worker's job is rescued within about four seconds. */
 const FAST = { PGQ_LEASE_MS: 4000, PGQ_HEARTBEAT_MS: 400, PGQ_RESCUE_MS: 300, PGQ_POLL_MS: 200 };
 
-interface Worker {
-  readonly name: string;
-  readonly proc: ChildProcess;
-  exit: { code: number | null; signal: NodeJS.Signals | null } | null;
-  readonly exited: Promise<void>;
-  readonly output: () => string;
-}
+type Worker = WorkerProcess;
 
 const started: Worker[] = [];
 
 function startWorker(name: string, env: Record<string, string>): Worker {
-  const all: NodeJS.ProcessEnv = { ...process.env, ...env };
-  for (const [k, v] of Object.entries(FAST)) all[k] = String(v);
-  const proc = spawn(process.execPath, [FIXTURE], { cwd: ROOT, env: all, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  const w: Worker = {
-    name,
-    proc,
-    exit: null,
-    exited: new Promise<void>((resolve) =>
-      proc.on('exit', (code, signal) => {
-        w.exit = { code, signal };
-        resolve();
-      }),
-    ),
-    output: () => out,
-  };
-  started.push(w);
-  return w;
+  return startWorkerProcess(started, FIXTURE, name, { ...env, ...FAST });
 }
 
 /** The "payment provider" and "mailer": every call counted, with its Idempotency-Key. */
@@ -96,9 +70,7 @@ describe('a checkout of five durable steps, SIGKILLed at every point', () => {
   });
 
   afterAll(async () => {
-    const alive = started.splice(0).filter((w) => !w.exit);
-    for (const w of alive) w.proc.kill('SIGKILL');
-    await Promise.all(alive.map((w) => w.exited));
+    await killAll(started);
     await new Promise((resolve) => api.server.close(resolve));
     await producer?.close();
     await sql?.end().catch(() => undefined);

@@ -1,11 +1,11 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Client } from 'pg';
 import { QueueService, type Queue } from '../../lib';
 import { bootApp } from '../support/app';
 import { assertBuilt } from '../support/built';
+import { killAll, ROOT, startWorkerProcess, type WorkerProcess } from '../support/worker-process';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
 
 // Durable steps through crashes (issue 31): a checkout handler of five steps (a transactional
@@ -16,42 +16,16 @@ import { createTestDatabase, waitFor, type TestDatabase } from '../support/datab
 // Exactly one committed effect per transactional step, one charge per idempotency key (the call
 // itself may run twice: at least once), and every job ends once, completed.
 
-const ROOT = path.resolve(__dirname, '..', '..');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'steps-worker-process.js');
 /** A killed worker's job is rescued within about four seconds. */
 const FAST = { PGQ_LEASE_MS: 4000, PGQ_HEARTBEAT_MS: 400, PGQ_RESCUE_MS: 300, PGQ_POLL_MS: 200 };
 
-interface Worker {
-  readonly name: string;
-  readonly proc: ChildProcess;
-  exit: { code: number | null; signal: NodeJS.Signals | null } | null;
-  readonly exited: Promise<void>;
-  readonly output: () => string;
-}
+type Worker = WorkerProcess;
 
 const started: Worker[] = [];
 
 function startWorker(name: string, dbUrl: string): Worker {
-  const env: NodeJS.ProcessEnv = { ...process.env, DB_URL: dbUrl };
-  for (const [k, v] of Object.entries(FAST)) env[k] = String(v);
-  const proc = spawn(process.execPath, [FIXTURE], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  const w: Worker = {
-    name,
-    proc,
-    exit: null,
-    exited: new Promise<void>((resolve) =>
-      proc.on('exit', (code, signal) => {
-        w.exit = { code, signal };
-        resolve();
-      }),
-    ),
-    output: () => out,
-  };
-  started.push(w);
-  return w;
+  return startWorkerProcess(started, FIXTURE, name, { DB_URL: dbUrl, ...FAST });
 }
 
 describe('durable steps across SIGKILLed workers', () => {
@@ -78,9 +52,7 @@ describe('durable steps across SIGKILLed workers', () => {
   });
 
   afterAll(async () => {
-    const alive = started.splice(0).filter((w) => !w.exit);
-    for (const w of alive) w.proc.kill('SIGKILL');
-    await Promise.all(alive.map((w) => w.exited));
+    await killAll(started);
     await producer?.close();
     await sql?.end().catch(() => undefined);
     await db?.drop();
