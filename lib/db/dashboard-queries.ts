@@ -39,8 +39,8 @@ const RUN_AT_KEY = `pg_catalog.to_char(run_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"
  * - uniqueKey (live states): jobs_unique_key_idx (queue, unique_key): at most one row.
  * - group, waiting / delayed: jobs_group_claim_idx (queue, group_key, priority, run_at, id)
  *   WHERE state = 'waiting' AND group_key IS NOT NULL: that group's jobs only, in claim order, the
- *   cursor an index condition; active: jobs_group_active_idx (queue, group_key), as many entries
- *   as the group runs now. waiting-children and history have no group index (one on the
+ *   cursor an index condition; active: jobs_active_idx, the queue's running jobs (as many as run
+ *   on all nodes), the group a row filter. waiting-children and history have no group index (one on the
  *   partitioned history would cost every finished job an entry): there the group is a row
  *   filter, over at most FILTER_SCAN_LIMIT entries of the state's index, as a name is.
  * Parameters: $1 queue, then in order: cursor values, unique key, scan limit, filters, limit.

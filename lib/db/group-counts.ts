@@ -17,8 +17,7 @@ export const GROUP_SCAN_LIMIT = 10_000;
  * run_at, id) WHERE state = 'waiting' in the claim's own order from its start, due jobs only, and
  * stops after $2 entries; `active` takes the grouped running jobs, at most $2 (as many as jobs
  * running, which the concurrency bounds), on jobs_active_idx (queue, locked_until) WHERE state =
- * 'active', or index-only on an index of (queue, group_key) WHERE state = 'active' AND group_key
- * IS NOT NULL where migration 17 has one (its `group_key IS NOT NULL` is written here for that).
+ * 'active' (migration 21 dropped 17's index of grouped active rows: it cost every grouped claim).
  * Neither index holds group_key, so each entry costs a heap visit: what the LIMIT bounds. Claim
  * order puts the oldest due jobs of each priority first, so a group whose oldest job has waited
  * longest is found first whatever the backlog behind it (within one priority; a lower priority's
