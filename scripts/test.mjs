@@ -159,6 +159,8 @@ async function main() {
       console.log(
         '[test] PGQUEUE_TEST_SCOPE=server: the integration and e2e suites and the ESM apps; unit and browser tests left out',
       );
+    if (process.env.PGQUEUE_TEST_SCOPE === 'harness' && !pgBouncerMode)
+      console.log('[test] PGQUEUE_TEST_SCOPE=harness: the harness files jest.config.js names, and the ESM apps');
     const results = [];
 
     const jestBin = require.resolve('jest/bin/jest');
