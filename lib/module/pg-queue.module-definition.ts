@@ -13,6 +13,10 @@ const definition = new ConfigurableModuleBuilder<PgQueueModuleOptions>({ moduleN
 /** The class `PgQueueModule` extends: it brings `forRoot` and `forRootAsync`. */
 export const PgQueueConfigurableModule = definition.ConfigurableModuleClass;
 
+/** What `forRoot` and `forRootAsync` take (the options, and `isGlobal`), for PgQueueModule's own. */
+export type PgQueueForRootOptions = typeof definition.OPTIONS_TYPE;
+export type PgQueueForRootAsyncOptions = typeof definition.ASYNC_OPTIONS_TYPE;
+
 /**
  * The DI token of the module's options exactly as given to `forRoot` (or returned by
  * `forRootAsync`'s factory), before validation and defaults, which the queue applies once at boot.

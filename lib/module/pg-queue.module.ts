@@ -3,9 +3,13 @@ import { DiscoveryModule } from '@nestjs/core';
 import type { RegisterQueueOptions } from '../core/options/types';
 import { PgQueueExplorer } from '../discovery/pg-queue.explorer';
 import { PG_QUEUE_RUNTIME } from './pg-queue.constants';
-import { PgQueueConfigurableModule } from './pg-queue.module-definition';
+import {
+  PgQueueConfigurableModule,
+  type PgQueueForRootAsyncOptions,
+  type PgQueueForRootOptions,
+} from './pg-queue.module-definition';
 import { PgQueueLifecycle } from './pg-queue.lifecycle';
-import { asyncQueueProvider, queueProviders, runtimeProvider } from './pg-queue.providers';
+import { asyncQueueProvider, mayUseDefaultDataSource, queueProviders, runtimeProvider } from './pg-queue.providers';
 import type { RegisterQueueAsyncOptions } from './register-queue-async';
 import { QueueService } from './queue.service';
 
@@ -26,10 +30,25 @@ export class PgQueueQueuesModule {}
  */
 @Module({
   imports: [DiscoveryModule],
-  providers: [runtimeProvider, QueueService, PgQueueExplorer, PgQueueLifecycle],
+  providers: [QueueService, PgQueueExplorer, PgQueueLifecycle],
   exports: [PG_QUEUE_RUNTIME, QueueService],
 })
 export class PgQueueModule extends PgQueueConfigurableModule {
+  /**
+   * The module, at the root, with its options. The runtime's provider comes with each call: it
+   * looks up the app's default TypeORM DataSource only where these options may use it (no
+   * `connection` and no `dataSource` of their own), so an app that gives its connection does not
+   * load TypeORM for it.
+   */
+  static forRoot(options: PgQueueForRootOptions): DynamicModule {
+    return withRuntime(super.forRoot(options), mayUseDefaultDataSource(options));
+  }
+
+  /** As forRoot, with options from a factory: they are read at boot, so the default DataSource may be used. */
+  static forRootAsync(options: PgQueueForRootAsyncOptions): DynamicModule {
+    return withRuntime(super.forRootAsync(options), true);
+  }
+
   /** Registers queues: each becomes injectable with `@InjectQueue(name)`. */
   static registerQueue(...queues: RegisterQueueOptions[]): DynamicModule {
     const providers = queueProviders(queues);
@@ -50,4 +69,8 @@ export class PgQueueModule extends PgQueueConfigurableModule {
     const provider = asyncQueueProvider(options);
     return { module: PgQueueQueuesModule, imports: options.imports ?? [], providers: [provider], exports: [provider] };
   }
+}
+
+function withRuntime(m: DynamicModule, withDefaultDataSource: boolean): DynamicModule {
+  return { ...m, providers: [...(m.providers ?? []), runtimeProvider(withDefaultDataSource)] };
 }

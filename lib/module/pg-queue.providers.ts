@@ -19,40 +19,62 @@ import type { PgPoolClient } from '../core/pg-types';
 
 // The providers of PgQueueModule, built here so that the module file reads as a list of them.
 
+/** Injected instead of the app's default DataSource where the options cannot use it: never provided. */
+const NO_DEFAULT_DATA_SOURCE = Symbol('nestjs-pg-queue:no-default-data-source');
+
 /**
  * The runtime, built whole: the databases to open (each with its DataSource resolved and, under
  * PgQueueTestingModule, its test settings), the ambient transaction lookup and the test mode go
  * in; nothing is set on it afterwards.
+ * `withDefaultDataSource`: inject the app's default TypeORM DataSource (optional), which finding
+ * its token costs loading `@nestjs/typeorm` and TypeORM (about 160 ms of a worker's start, 367
+ * modules). forRoot with a `connection` or a `dataSource` of its own never reads it, so that
+ * app, which may not use TypeORM at all, does not load it (pg-queue.module-definition.ts).
  */
-export const runtimeProvider: Provider = {
-  provide: PG_QUEUE_RUNTIME,
-  inject: [
-    PG_QUEUE_MODULE_OPTIONS,
-    ModuleRef,
-    ModulesContainer,
-    { token: defaultDataSourceToken() as string, optional: true },
-    { token: PG_QUEUE_TESTING, optional: true },
-  ],
-  useFactory: async (
-    options: PgQueueModuleOptions,
-    moduleRef: ModuleRef,
-    modules: ModulesContainer,
-    defaultDataSource?: DataSourceLike,
-    testMode?: PgQueueTestMode,
-  ): Promise<PgQueueRuntime> => {
-    const runtime = await PgQueueRuntime.create(connectionsToOpen(options, moduleRef, defaultDataSource, testMode), {
-      logger: new Logger('PgQueue'),
-      ambientTransaction: clsTransaction(moduleRef),
-      manual: Boolean(testMode),
-    });
-    try {
-      runtime.declareQueues(registrationsIn(modules), asyncRegistrationsIn(modules));
-    } catch (err) {
-      await runtime.close();
-      throw err;
-    }
-    return runtime;
-  },
+export function runtimeProvider(withDefaultDataSource: boolean): Provider {
+  return {
+    provide: PG_QUEUE_RUNTIME,
+    inject: [
+      PG_QUEUE_MODULE_OPTIONS,
+      ModuleRef,
+      ModulesContainer,
+      { token: (withDefaultDataSource ? defaultDataSourceToken() : NO_DEFAULT_DATA_SOURCE) as string, optional: true },
+      { token: PG_QUEUE_TESTING, optional: true },
+    ],
+    useFactory: runtimeFactory,
+  };
+}
+
+/**
+ * Whether forRoot's `options` may use the app's default DataSource: neither a `connection` nor a
+ * `dataSource` of their own (dataSourceOf's fallback). Unknown options (forRootAsync's, read at
+ * boot) may.
+ */
+export function mayUseDefaultDataSource(options: unknown): boolean {
+  if (typeof options !== 'object' || options === null) return true;
+  const o = options as Partial<PgQueueModuleOptions>;
+  return o.connection === undefined && o.dataSource === undefined;
+}
+
+const runtimeFactory = async (
+  options: PgQueueModuleOptions,
+  moduleRef: ModuleRef,
+  modules: ModulesContainer,
+  defaultDataSource?: DataSourceLike,
+  testMode?: PgQueueTestMode,
+): Promise<PgQueueRuntime> => {
+  const runtime = await PgQueueRuntime.create(connectionsToOpen(options, moduleRef, defaultDataSource, testMode), {
+    logger: new Logger('PgQueue'),
+    ambientTransaction: clsTransaction(moduleRef),
+    manual: Boolean(testMode),
+  });
+  try {
+    runtime.declareQueues(registrationsIn(modules), asyncRegistrationsIn(modules));
+  } catch (err) {
+    await runtime.close();
+    throw err;
+  }
+  return runtime;
 };
 
 /** The options of each queue provider's factory (see registrationsIn). */
