@@ -13,7 +13,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { startPostgres } from '../scripts/pg-server.mjs';
+import { numberArg, withScratchDatabase } from './scratch-database.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -23,28 +23,19 @@ const raw = require('./raw-sql.cjs');
 const { Module } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
 
-const arg = (name, dflt) => {
-  const v = process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
-  return v === undefined ? dflt : Number(v);
-};
-const ROUNDS = arg('rounds', 5);
-const CALLS = arg('calls', 40);
-const GROUPS = arg('groups', 100);
+const ROUNDS = numberArg('rounds', 5);
+const CALLS = numberArg('calls', 40);
+const GROUPS = numberArg('groups', 100);
 const BATCH = 1000;
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fmt = (n) => Math.round(n).toLocaleString('en-US');
 
 async function main() {
-  const server = process.env.DATABASE_URL ? null : await startPostgres({ durable: true });
-  const adminUrl = process.env.DATABASE_URL ?? server.url;
-  const name = `bench_group_enqueue_${process.pid}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  const dbUrl = url.toString();
+  await withScratchDatabase('bench_group_enqueue', run);
+}
+
+async function run(dbUrl) {
   class M {}
   Module({
     imports: [
@@ -107,9 +98,6 @@ async function main() {
   process.stdout.write(lines.join('\n') + '\n');
   await pool.end();
   await app.close();
-  await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-  await admin.end();
-  await server?.stop();
 }
 
 main().catch((err) => {

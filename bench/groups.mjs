@@ -22,7 +22,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { startPostgres } from '../scripts/pg-server.mjs';
+import { numberArg, withScratchDatabase } from './scratch-database.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const require = createRequire(import.meta.url);
@@ -32,15 +32,11 @@ const raw = require('./raw-sql.cjs');
 const { Module } = require('@nestjs/common');
 const { NestFactory } = require('@nestjs/core');
 
-const arg = (name, dflt) => {
-  const v = process.argv.find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
-  return v === undefined ? dflt : Number(v);
-};
-const JOBS = arg('jobs', 200_000);
-const GROUPS = arg('groups', 1000);
-const CONCURRENCY = arg('concurrency', 50);
-const GROUP_CONCURRENCY = arg('group-concurrency', null);
-const RAW_LOOPS = arg('raw-loops', 2);
+const JOBS = numberArg('jobs', 200_000);
+const GROUPS = numberArg('groups', 1000);
+const CONCURRENCY = numberArg('concurrency', 50);
+const GROUP_CONCURRENCY = numberArg('group-concurrency', null);
+const RAW_LOOPS = numberArg('raw-loops', 2);
 const FLOOD = Math.round(JOBS * 0.9);
 const PLAIN_FIRST = process.argv.includes('--plain-first');
 
@@ -133,15 +129,10 @@ const pct = (xs, p) => {
 const fmt = (n) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-');
 
 async function main() {
-  const server = process.env.DATABASE_URL ? null : await startPostgres({ durable: true });
-  const adminUrl = process.env.DATABASE_URL ?? server.url;
-  const name = `bench_groups_${process.pid}`;
-  const admin = new pg.Client({ connectionString: adminUrl });
-  await admin.connect();
-  await admin.query(`CREATE DATABASE ${name}`);
-  const url = new URL(adminUrl);
-  url.pathname = `/${name}`;
-  const dbUrl = url.toString();
+  await withScratchDatabase('bench_groups', run);
+}
+
+async function run(dbUrl) {
   // Migrations, once, by a producer-only app.
   class Boot {}
   Module({ imports: [lib.PgQueueModule.forRoot({ connection: dbUrl, workers: false })] })(Boot);
@@ -234,9 +225,6 @@ async function main() {
     process.stdout.write(lines.join('\n') + '\n');
   } finally {
     await sql.end();
-    await admin.query(`DROP DATABASE ${name} WITH (FORCE)`);
-    await admin.end();
-    await server?.stop();
   }
 }
 

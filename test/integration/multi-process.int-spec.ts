@@ -1,6 +1,5 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { Client } from 'pg';
 import { QueueService, type Job } from '../../lib';
@@ -10,26 +9,14 @@ import { unexplainedRuns } from '../support/explained-runs';
 import { afterRescuePass } from '../support/rescue-pass';
 import { TcpProxy } from '../support/tcp-proxy';
 import { createTestDatabase, waitFor, type TestDatabase } from '../support/database';
+import { ROOT, startWorkerProcess, type Exit, type WorkerProcess } from '../support/worker-process';
 
 // Several real worker processes (test/fixtures/worker-process.js, running the BUILT package from
 // dist/) on one database: no job lost or run twice, a SIGKILLed worker's job rescued after its
 // lease, and SIGTERM finishing short jobs while handing long ones back. Every assertion reads
 // the database; logs are only shown to explain a failure.
 
-const ROOT = path.resolve(__dirname, '..', '..');
 const FIXTURE = path.join(ROOT, 'test', 'fixtures', 'worker-process.js');
-
-type Exit = { code: number | null; signal: NodeJS.Signals | null };
-
-interface WorkerProcess {
-  readonly name: string;
-  readonly proc: ChildProcess;
-  readonly pid: number;
-  /** Set once the process has exited. */
-  exit: Exit | null;
-  readonly exited: Promise<Exit>;
-  readonly output: () => string;
-}
 
 const started: WorkerProcess[] = [];
 
@@ -44,10 +31,9 @@ interface WorkerEnv {
 }
 
 function startWorker(name: string, dbUrl: string, o: WorkerEnv): WorkerProcess {
-  const env: NodeJS.ProcessEnv = { ...process.env, DB_URL: dbUrl, PGQ_CONCURRENCY: String(o.concurrency) };
+  const env: Record<string, string | number> = { DB_URL: dbUrl, PGQ_CONCURRENCY: o.concurrency };
   const set = (key: string, v: number | undefined) => {
-    if (v === undefined) delete env[key];
-    else env[key] = String(v);
+    if (v !== undefined) env[key] = v;
   };
   set('PGQ_LEASE_MS', o.leaseMs);
   set('PGQ_HEARTBEAT_MS', o.heartbeatIntervalMs);
@@ -55,27 +41,7 @@ function startWorker(name: string, dbUrl: string, o: WorkerEnv): WorkerProcess {
   set('PGQ_POLL_MS', o.pollIntervalMs);
   set('PGQ_SHUTDOWN_MS', o.shutdownTimeoutMs);
   if (o.noWait) env.WORKER_NO_WAIT = '1';
-  else delete env.WORKER_NO_WAIT;
-
-  const proc = spawn(process.execPath, [FIXTURE], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  proc.stdout!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
-  const w: WorkerProcess = {
-    name,
-    proc,
-    pid: proc.pid!,
-    exit: null,
-    exited: new Promise<Exit>((resolve) => {
-      proc.on('exit', (code, signal) => {
-        w.exit = { code, signal };
-        resolve(w.exit);
-      });
-    }),
-    output: () => out,
-  };
-  started.push(w);
-  return w;
+  return startWorkerProcess(started, FIXTURE, name, env);
 }
 
 /** Resolves once the worker printed 'ready'; throws (with its output) if it exits first or takes too long. */

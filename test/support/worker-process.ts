@@ -5,13 +5,17 @@ import { waitFor } from './database';
 /** The repository root: child fixtures run from it, on the built package. */
 export const ROOT = path.resolve(__dirname, '..', '..');
 
+/** How a worker process ended. */
+export type Exit = { code: number | null; signal: NodeJS.Signals | null };
+
 /** A worker process started from a test fixture (test/fixtures/*-process.js). */
 export interface WorkerProcess {
   readonly name: string;
   readonly proc: ChildProcess;
+  readonly pid: number;
   /** How it ended, once it has (null while it runs). */
-  exit: { code: number | null; signal: NodeJS.Signals | null } | null;
-  readonly exited: Promise<void>;
+  exit: Exit | null;
+  readonly exited: Promise<Exit>;
   /** Its stdout and stderr so far, interleaved. */
   readonly output: () => string;
 }
@@ -35,11 +39,12 @@ export function startWorkerProcess(
   const w: WorkerProcess = {
     name,
     proc,
+    pid: proc.pid!,
     exit: null,
-    exited: new Promise<void>((resolve) =>
+    exited: new Promise<Exit>((resolve) =>
       proc.on('exit', (code, signal) => {
         w.exit = { code, signal };
-        resolve();
+        resolve(w.exit);
       }),
     ),
     output: () => out,
