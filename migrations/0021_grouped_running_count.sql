@@ -11,7 +11,9 @@
 -- the grouped drain went from 0.74-0.79x of the ungrouped queue's to 0.82-0.87x with the index
 -- dropped; the claim's UPDATE of 324 jobs from 4.7-4.9 to 4.0-4.4 ms in a claim loop.
 -- The dashboard's group reads (lib/db/group-counts.ts, the jobs list's group filter) read active
--- rows the same way, bounded as before. The function below is version 20's with step 3 rewritten.
+-- rows the same way, bounded as before. The function below is version 20's with step 3 rewritten,
+-- and the stored-override check of the visited groups read once (it ran in steps 2 and 3, and the
+-- lone-group path probed again).
 DROP INDEX jobs_group_active_idx;
 
 CREATE OR REPLACE FUNCTION claim_grouped(p_queue text, p_limit int, p_worker text, p_lease_ms float8, p_cursor text,
@@ -45,6 +47,7 @@ DECLARE
   ts timestamptz;
   run_keys text[] := '{}';
   run_n int[] := '{}';
+  overrides boolean;
 BEGIN
   IF EXISTS (SELECT 1 FROM queues q WHERE q.name = p_queue AND q.paused) THEN
     RETURN QUERY SELECT p_cursor, NULL::bigint, NULL::text, NULL::jsonb, NULL::int, NULL::int, NULL::int, NULL::jsonb, NULL::int, NULL::jsonb, NULL::boolean,
@@ -94,10 +97,12 @@ BEGIN
   END IF;
   -- 2. Per-group try-locks (a group another node's claim holds is skipped, never waited for):
   -- every group of a queue with limits; otherwise only groups with a stored concurrency.
+  -- Whether a visited group has a stored concurrency: read once, for the three places below.
+  overrides := EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = ANY(keys) AND s.concurrency IS NOT NULL);
   IF limited THEN
     SELECT coalesce(pg_catalog.array_agg(u.k ORDER BY u.o), '{}') INTO keys FROM pg_catalog.unnest(keys) WITH ORDINALITY u(k, o)
     WHERE pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(lock_prefix || u.k, 0));
-  ELSIF EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = ANY(keys) AND s.concurrency IS NOT NULL) THEN
+  ELSIF overrides THEN
     SELECT coalesce(pg_catalog.array_agg(u.k ORDER BY u.o), '{}') INTO keys FROM pg_catalog.unnest(keys) WITH ORDINALITY u(k, o)
     WHERE NOT EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = u.k AND s.concurrency IS NOT NULL)
        OR pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(lock_prefix || u.k, 0));
@@ -107,7 +112,7 @@ BEGIN
   -- claimed by one statement as the plain claim does (claim.ts): none of the per-group
   -- bookkeeping below, which costs about as much as the claim itself (issue 29, docs/groups.md).
   IF NOT limited AND NOT p_ungrouped AND pg_catalog.cardinality(keys) = 1
-     AND NOT EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = keys[1] AND s.concurrency IS NOT NULL) THEN
+     AND (NOT overrides OR NOT EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = keys[1] AND s.concurrency IS NOT NULL)) THEN
     cur := keys[1];
     ts := pg_catalog.clock_timestamp();
     RETURN QUERY
@@ -134,7 +139,7 @@ BEGIN
   -- visited group are counted in one pass over the queue's active rows (jobs_active_idx: as many
   -- as jobs run on all nodes), and only where a limit needs them.
   IF p_fifo OR p_concurrency IS NOT NULL
-     OR EXISTS (SELECT 1 FROM job_groups s WHERE s.queue = p_queue AND s.group_key = ANY(keys) AND s.concurrency IS NOT NULL) THEN
+     OR overrides THEN
     SELECT coalesce(pg_catalog.array_agg(r.k), '{}'), coalesce(pg_catalog.array_agg(r.n), '{}') INTO run_keys, run_n
     FROM (SELECT a.group_key AS k, pg_catalog.count(*)::int AS n FROM jobs a
           WHERE a.queue = p_queue AND a.state = 'active' AND a.group_key = ANY(keys) GROUP BY a.group_key) r;
