@@ -20,7 +20,13 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export async function startRole(script, arg, { readyTimeoutMs = 60_000 } = {}) {
   // BENCH_CPU_PROF=dir: every role process writes a V8 CPU profile there when it exits
   // (node --cpu-prof; open it in Chrome DevTools or summarise it with bench/profile-top.mjs).
-  const execArgv = process.env.BENCH_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`] : [];
+  const execArgv = process.env.BENCH_CPU_PROF
+    ? [
+        '--cpu-prof',
+        `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`,
+        `--cpu-prof-interval=${process.env.BENCH_CPU_PROF_US ?? 1000}`,
+      ]
+    : [];
   const child = fork(path.join(here, script), [JSON.stringify(arg)], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv,

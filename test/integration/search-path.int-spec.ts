@@ -97,6 +97,7 @@ const CALLED: Record<string, readonly number[]> = {
   cardinality: [1],
   ceil: [1],
   current_setting: [1],
+  date_part: [2],
   date_trunc: [2],
   generate_series: [3],
   json_agg: [1],
