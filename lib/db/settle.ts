@@ -31,17 +31,43 @@ interface Group<O> {
 
 type Of<O, K extends Outcome['kind']> = O & Extract<Outcome, { kind: K }>;
 
-/** The statements a batch of outcomes needs: one per kind present, dead letters one per target queue. */
+/**
+ * The statements a batch of outcomes needs: one per kind present, dead letters one per target
+ * queue. One pass over the batch (six filter passes, one per kind, were a fifth of a no-op
+ * drain's settle time for batches that are nearly always all completions).
+ */
 function groupsOf<O extends Outcome>(w: OutcomeWriters, outcomes: readonly O[], workerId: string): Group<O>[] {
+  const done: Of<O, 'completed'>[] = [];
+  const retry: Of<O, 'retry'>[] = [];
+  const failed: Of<O, 'failed' | 'cancelled'>[] = [];
+  const cancelled: Of<O, 'failed' | 'cancelled'>[] = [];
+  const snoozed: Of<O, 'snoozed'>[] = [];
+  const dead: Of<O, 'dead-letter'>[] = [];
+  for (const o of outcomes) {
+    switch (o.kind) {
+      case 'completed':
+        done.push(o as Of<O, 'completed'>);
+        break;
+      case 'retry':
+        retry.push(o as Of<O, 'retry'>);
+        break;
+      case 'failed':
+        failed.push(o as Of<O, 'failed' | 'cancelled'>);
+        break;
+      case 'cancelled':
+        cancelled.push(o as Of<O, 'failed' | 'cancelled'>);
+        break;
+      case 'snoozed':
+        snoozed.push(o as Of<O, 'snoozed'>);
+        break;
+      case 'dead-letter':
+        dead.push(o as Of<O, 'dead-letter'>);
+        break;
+    }
+  }
   const groups: Group<O>[] = [];
-  const done = outcomes.filter((o): o is Of<O, 'completed'> => o.kind === 'completed');
-  const retry = outcomes.filter((o): o is Of<O, 'retry'> => o.kind === 'retry');
-  const failed = outcomes.filter((o): o is Of<O, 'failed' | 'cancelled'> => o.kind === 'failed');
-  const cancelled = outcomes.filter((o): o is Of<O, 'failed' | 'cancelled'> => o.kind === 'cancelled');
-  const snoozed = outcomes.filter((o): o is Of<O, 'snoozed'> => o.kind === 'snoozed');
   if (done.length) groups.push({ outcomes: done, run: () => w.complete(done, workerId) });
   if (retry.length) groups.push({ outcomes: retry, run: () => w.retry(retry, workerId) });
-  const dead = outcomes.filter((o): o is Of<O, 'dead-letter'> => o.kind === 'dead-letter');
   for (const [dlq, list] of groupBy(dead, (o) => o.deadLetterQueue)) {
     groups.push({ outcomes: list, run: () => w.deadLetter(list, dlq, workerId) });
   }
