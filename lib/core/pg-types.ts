@@ -88,12 +88,16 @@ export interface PgQueryConfig {
   name?: string | undefined;
   text: string;
   values?: unknown[] | undefined;
+  /** 'array': each row as an array of its values, in the statement's column order. */
+  rowMode?: 'array' | undefined;
 }
 
 /** What a query resolves to, as far as this package reads it. */
 export interface PgQueryResult<R> {
   rows: R[];
   rowCount: number | null;
+  /** The result's columns, in order. */
+  fields?: readonly { readonly name: string }[];
 }
 
 /** Anything that runs a query: a pg `Pool`, `PoolClient` or `Client`. */

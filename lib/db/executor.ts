@@ -25,6 +25,21 @@ async function run<R>(target: PgQueryable, sql: string, params: readonly unknown
   return (await target.query<R>(config)).rows;
 }
 
+/**
+ * Runs one statement and returns its rows as arrays of values, with the names of its columns:
+ * for the claim, whose rows the worker decodes by position (claim.ts). pg builds each object row
+ * by copying a template and storing every column under its name, a keyed store per value.
+ */
+export async function arrayRows(
+  target: PgQueryable,
+  sql: string,
+  params: readonly unknown[],
+  name?: string,
+): Promise<{ rows: unknown[][]; columns: readonly { readonly name: string }[] }> {
+  const res = await target.query<unknown[]>({ name, text: sql, values: params as unknown[], rowMode: 'array' });
+  return { rows: res.rows, columns: res.fields ?? [] };
+}
+
 /** Runs each statement on any free connection of the queue's pool (autocommit). */
 export function poolExecutor(pool: PgPool): SqlExecutor {
   return { query: (sql, params, name) => run(pool, sql, params, name) };
