@@ -20,13 +20,17 @@ export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export async function startRole(script, arg, { readyTimeoutMs = 60_000 } = {}) {
   // BENCH_CPU_PROF=dir: every role process writes a V8 CPU profile there when it exits
   // (node --cpu-prof; open it in Chrome DevTools or summarise it with bench/profile-top.mjs).
-  const execArgv = process.env.BENCH_CPU_PROF
-    ? [
-        '--cpu-prof',
-        `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`,
-        `--cpu-prof-interval=${process.env.BENCH_CPU_PROF_US ?? 1000}`,
-      ]
-    : [];
+  // BENCH_NODE_ARGS: more node and V8 flags for every role (diagnostics: '--trace-deopt').
+  const execArgv = [
+    ...(process.env.BENCH_CPU_PROF
+      ? [
+          '--cpu-prof',
+          `--cpu-prof-dir=${process.env.BENCH_CPU_PROF}`,
+          `--cpu-prof-interval=${process.env.BENCH_CPU_PROF_US ?? 1000}`,
+        ]
+      : []),
+    ...(process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(/\s+/).filter(Boolean) : []),
+  ];
   const child = fork(path.join(here, script), [JSON.stringify(arg)], {
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     execArgv,
