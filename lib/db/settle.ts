@@ -37,34 +37,21 @@ type Of<O, K extends Outcome['kind']> = O & Extract<Outcome, { kind: K }>;
  * drain's settle time for batches that are nearly always all completions).
  */
 function groupsOf<O extends Outcome>(w: OutcomeWriters, outcomes: readonly O[], workerId: string): Group<O>[] {
-  const done: Of<O, 'completed'>[] = [];
-  const retry: Of<O, 'retry'>[] = [];
-  const failed: Of<O, 'failed' | 'cancelled'>[] = [];
-  const cancelled: Of<O, 'failed' | 'cancelled'>[] = [];
-  const snoozed: Of<O, 'snoozed'>[] = [];
-  const dead: Of<O, 'dead-letter'>[] = [];
-  for (const o of outcomes) {
-    switch (o.kind) {
-      case 'completed':
-        done.push(o as Of<O, 'completed'>);
-        break;
-      case 'retry':
-        retry.push(o as Of<O, 'retry'>);
-        break;
-      case 'failed':
-        failed.push(o as Of<O, 'failed' | 'cancelled'>);
-        break;
-      case 'cancelled':
-        cancelled.push(o as Of<O, 'failed' | 'cancelled'>);
-        break;
-      case 'snoozed':
-        snoozed.push(o as Of<O, 'snoozed'>);
-        break;
-      case 'dead-letter':
-        dead.push(o as Of<O, 'dead-letter'>);
-        break;
-    }
-  }
+  const byKind: Record<Outcome['kind'], O[]> = {
+    completed: [],
+    retry: [],
+    failed: [],
+    cancelled: [],
+    snoozed: [],
+    'dead-letter': [],
+  };
+  for (const o of outcomes) byKind[o.kind].push(o);
+  const done = byKind.completed as Of<O, 'completed'>[];
+  const retry = byKind.retry as Of<O, 'retry'>[];
+  const failed = byKind.failed as Of<O, 'failed' | 'cancelled'>[];
+  const cancelled = byKind.cancelled as Of<O, 'failed' | 'cancelled'>[];
+  const snoozed = byKind.snoozed as Of<O, 'snoozed'>[];
+  const dead = byKind['dead-letter'] as Of<O, 'dead-letter'>[];
   const groups: Group<O>[] = [];
   if (done.length) groups.push({ outcomes: done, run: () => w.complete(done, workerId) });
   if (retry.length) groups.push({ outcomes: retry, run: () => w.retry(retry, workerId) });
