@@ -87,6 +87,13 @@ function variants() {
       setup: [`DROP INDEX ${SCHEMA}.job_history_queue_state_idx`],
     },
     {
+      key: 'complete-qi',
+      label: 'into history with (queue, id) in place of (queue, state, id)',
+      kind: 'complete',
+      sql: complete.completeArchive,
+      setup: [`DROP INDEX ${SCHEMA}.job_history_queue_state_idx`, `CREATE INDEX ON ${SCHEMA}.job_history (queue, id)`],
+    },
+    {
       key: 'complete-id',
       label: 'into history without its id index',
       kind: 'complete',
