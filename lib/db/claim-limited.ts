@@ -1,5 +1,5 @@
 import { PgQueueError } from '../core/errors';
-import type { ClaimedRow } from './claim';
+import { runClaim, type ClaimedRow } from './claim';
 import { advisoryLockHolders, describeHolders } from './lock-holders';
 import type { SchemaSql, StoreContext } from './store-context';
 import { lockKey } from './transaction';
@@ -139,7 +139,7 @@ export class LimitedClaims {
       }
       let rows: ClaimedRow[] = [];
       if (allowed > 0) {
-        rows = (await client.query<ClaimedRow>(this.claimSql, [queue, allowed, workerId, leaseMs])).rows;
+        rows = await runClaim(client, this.claimSql, [queue, allowed, workerId, leaseMs]);
         if (limiter && rows.length)
           await client.query(this.q.recordStarts, [queue, rows.length, limiter.durationMs, limiter.max]);
       }

@@ -1,4 +1,5 @@
 import type { JobAttemptError } from '../core/job';
+import type { PgQueryable } from '../core/pg-types';
 import type { JobRow } from './job-row';
 import { arrayRows } from './executor';
 import type { SchemaSql, StoreContext } from './store-context';
@@ -129,7 +130,7 @@ export type ClaimStatements = ReturnType<typeof claimStatements>;
  * about 0.15 us more per value, three values per claimed job. Both give the same double: the
  * microseconds since the epoch, an exact integer, divided by 10^6 and rounded once.
  */
-export function epochMs(ts: string): string {
+function epochMs(ts: string): string {
   return `pg_catalog.date_part('epoch', ${ts}) * 1000::float8`;
 }
 
@@ -188,10 +189,8 @@ export class Claims {
     return this.run(sql, [queue, limit, workerId, leaseMs, fromPriority, Math.ceil(windowMs)]);
   }
 
-  /** Runs a claim on the pool, its rows decoded by position (claimedRows). */
-  private async run(sql: string, params: unknown[]): Promise<ClaimedRow[]> {
-    const { rows, columns } = await arrayRows(this.ctx.pool, sql, params, this.ctx.name(sql));
-    return claimedRows(rows, columns);
+  private run(sql: string, params: unknown[]): Promise<ClaimedRow[]> {
+    return runClaim(this.ctx.pool, sql, params, this.ctx.name(sql));
   }
 
   /** Milliseconds until the queue's next delayed job is due (database clock); null when none is. */
@@ -199,6 +198,16 @@ export class Claims {
     const [r] = await this.ctx.db.query<{ due_in_ms: number | null }>(this.q.nextDue, [queue]);
     return r?.due_in_ms ?? null;
   }
+}
+
+/**
+ * Runs the claim (or a windowed form of it) on `target`, its rows decoded by position
+ * (claimedRows): the one reader of the claim's rows, for the pool's claims here and the limited
+ * claim's inside its lock (claim-limited.ts).
+ */
+export async function runClaim(target: PgQueryable, sql: string, params: unknown[], name?: string): Promise<ClaimedRow[]> {
+  const { rows, columns } = await arrayRows(target, sql, params, name);
+  return claimedRows(rows, columns);
 }
 
 /** The claim's columns, in its RETURNING order: what claimedRows reads by position. */
