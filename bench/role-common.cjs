@@ -150,10 +150,25 @@ function traceQueries(pg) {
       );
     return r;
   };
+  // Notifications too: when each reached the process (the pick-up path's first step).
+  const emit = pg.Client.prototype.emit;
+  pg.Client.prototype.emit = function tracedEmit(event, msg) {
+    if (event === 'notification') log.push([now(), 0, 'notification', String(msg?.payload ?? '').slice(0, 60)]);
+    return emit.apply(this, arguments);
+  };
   const connect = pg.Client.prototype.connect;
   pg.Client.prototype.connect = function tracedConnect(cb) {
     const t = now();
-    const r = connect.call(this, cb);
+    // pg-pool connects with a callback, a direct client without one (a promise).
+    const r = connect.call(
+      this,
+      typeof cb === 'function'
+        ? function (err) {
+            log.push([t, now() - t, err ? 'error' : 'connect', '']);
+            return cb.apply(this, arguments);
+          }
+        : cb,
+    );
     if (r && typeof r.then === 'function') r.then(() => log.push([t, now() - t, 'connect', '']));
     return r;
   };

@@ -3,6 +3,7 @@
 // job was accounted for (the only thing the smoke mode asserts).
 
 import { createRequire } from 'node:module';
+import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { committedXacts, counters, lockTable, now, sleep, startRoles, usage, waitEmpty, withDatabase } from './harness.mjs';
 
@@ -382,6 +383,11 @@ export function latency(ctx, { kind, rate, seconds }) {
       await waitEmpty(url, table, 30_000);
       const statements = await topStatements(client, ctx);
       const report = await worker.request({ type: 'report' });
+      // BENCH_TRACE_OUT: the whole trace and every job's times, for bench/latency-tail.mjs.
+      if (process.env.BENCH_TRACE_OUT) {
+        const file = `${process.env.BENCH_TRACE_OUT}.${kind}${ctx.dist ? '-base' : ''}.json`;
+        writeFileSync(file, JSON.stringify({ trace: report.trace, starts: report.starts, commits: sent.commits }));
+      }
       const started = new Map(report.starts);
       // From the commit's acknowledgement (what the target means), and from the call to add():
       // an upper bound, as the acknowledgement can reach a busy producer after the worker started.
