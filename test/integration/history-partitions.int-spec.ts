@@ -227,6 +227,47 @@ describe('history partitions', () => {
     expect((await store.getJob('250'))?.state).toBe('cancelled');
   });
 
+  it('a pass reads the recorded id ranges only while a partition is left to record, and records a partition dropped and made again', async () => {
+    await historyIn(t.pool, 'memo');
+    const now = await dbNow(t.pool);
+    const setup = new HistoryPartitions(t.pool, 'memo', D);
+    // Days -4 to -2 (closed: they ended over an hour ago), and today on.
+    for (const k of [4, 0]) await setup.runOnce(30 * D, now - k * D);
+    const leaf = (k: number) =>
+      `job_history_p${new Date(Math.floor((now - k * D) / D) * D).toISOString().slice(0, 10).replace(/-/g, '')}t0000`;
+    // The pass's own reads, counted on their way to the real pool.
+    const sent: string[] = [];
+    const counted = {
+      query: (config: unknown, values?: unknown[]) => {
+        sent.push(typeof config === 'string' ? config : String((config as { text: string }).text));
+        return t.pool.query(config as string, values);
+      },
+      connect: () => t.pool.connect(),
+      end: () => Promise.resolve(),
+      on: () => counted,
+    };
+    const parts = new HistoryPartitions(counted as unknown as Pool, 'memo', D);
+    expect((await parts.runOnce(30 * D)).closed).toEqual([leaf(4), leaf(3), leaf(2)]);
+    expect(sent.some((q) => q.includes('pg_stat_activity'))).toBe(true);
+
+    sent.length = 0;
+    expect((await parts.runOnce(30 * D)).closed).toEqual([]);
+    // The layout and the partitions: nothing of the recorded ranges nor of open transactions.
+    expect(sent).toHaveLength(2);
+    expect(sent.filter((q) => q.includes('job_history_id_bounds') && !q.includes('to_regclass'))).toEqual([]);
+
+    // Day -3 dropped and made again under its name (its range forgotten with it): a new table,
+    // whose range the next pass records, or lookups by id would pass over its rows.
+    await t.pool.query(`ALTER TABLE memo.job_history_done DETACH PARTITION memo.${leaf(3)}`);
+    await t.pool.query(`DROP TABLE memo.${leaf(3)}`);
+    await t.pool.query(`DELETE FROM memo.job_history_id_bounds WHERE partition = $1`, [leaf(3)]);
+    const lo = Math.floor((now - 3 * D) / D) * D;
+    expect(await setup.createPartition(leaf(3), lo, lo + D)).toBe(true);
+    expect((await parts.runOnce(30 * D)).closed).toEqual([leaf(3)]);
+    const { rows } = await t.pool.query(`SELECT partition FROM memo.job_history_id_bounds ORDER BY partition`);
+    expect(rows.map((r) => r.partition)).toEqual([leaf(4), leaf(3), leaf(2)].sort());
+  });
+
   it('a row written into a closed partition outside its recorded id range is still found by id (getJob, the job page, childResults)', async () => {
     // What a transaction of another role (hidden from pg_stat_activity), open for over an hour
     // across the partition's end, could do: its history row is stamped with its start.

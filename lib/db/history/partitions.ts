@@ -26,6 +26,11 @@ export interface HistoryPassResult {
   readonly closed: string[];
 }
 
+/** A ranged partition as the catalog lists it: its table's oid too. */
+export interface ListedPartition extends HistoryPartition {
+  readonly oid: string;
+}
+
 /**
  * Keeps job_history partitioned (migrations/0010_history_partitions.sql has the layout): creates
  * the partitions of completed and cancelled jobs ahead of time, drops those wholly past
@@ -36,6 +41,13 @@ export interface HistoryPassResult {
 export class HistoryPartitions {
   private readonly lock: HistoryLock;
   private readonly legacy: LegacyHistory;
+  /**
+   * The tables (by oid) of the ranged partitions whose id range this process saw recorded, read
+   * or written. By oid, not by name: a partition dropped elsewhere and made again under its name
+   * is a new table, whose range must be recorded afresh (lookups by id pass over an unrecorded
+   * partition older than the newest recorded one).
+   */
+  private readonly recorded = new Set<string>();
 
   constructor(
     private readonly pool: PgPool,
@@ -63,11 +75,11 @@ export class HistoryPartitions {
   }
 
   /** The ranged partitions of job_history_done, and the lower bound of job_history_current. */
-  async partitions(): Promise<{ floor: number; list: HistoryPartition[] }> {
+  async partitions(): Promise<{ floor: number; list: ListedPartition[] }> {
     const bound = (side: string) =>
       `(pg_catalog.regexp_match(pg_catalog.pg_get_expr(c.relpartbound, c.oid), '${side} \\(''([^'']+)''\\)'))[1]`;
-    const { rows } = await this.pool.query<{ name: string; lo: number | null; hi: number | null; parent: string }>(
-      `SELECT c.relname AS name, p.relname AS parent,
+    const { rows } = await this.pool.query<{ name: string; oid: string; lo: number | null; hi: number | null; parent: string }>(
+      `SELECT c.relname AS name, c.oid::text AS oid, p.relname AS parent,
               extract(epoch FROM ${bound('FROM')}::timestamptz)::float8 * 1000::float8 AS lo,
               extract(epoch FROM ${bound('TO')}::timestamptz)::float8 * 1000::float8 AS hi
        FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent
@@ -78,7 +90,7 @@ export class HistoryPartitions {
     const floor = current?.lo ?? -Infinity;
     const list = rows
       .filter((r) => r.parent === 'job_history_done' && r.lo !== null && r.hi !== null)
-      .map((r) => ({ name: r.name, lo: r.lo as number, hi: r.hi as number }))
+      .map((r) => ({ name: r.name, oid: r.oid, lo: r.lo as number, hi: r.hi as number }))
       .sort((a, b) => a.lo - b.lo);
     return { floor, list };
   }
@@ -103,18 +115,27 @@ export class HistoryPartitions {
       if (result.converted !== 'swapped') return result;
     }
     const list = await this.createAhead(at, result);
+    const kept: ListedPartition[] = [];
     for (const p of list) {
-      if (p.hi > at - dropAfterMs) continue;
+      if (p.hi > at - dropAfterMs) {
+        kept.push(p);
+        continue;
+      }
       const drop = async (c: PgPoolClient): Promise<void> => {
         await c.query(`DROP TABLE ${this.t(p.name)}`);
         if (layout.bounds) await c.query(`DELETE FROM ${this.t('job_history_id_bounds')} WHERE partition = $1`, [p.name]);
       };
-      if ((await this.lock.tryStep(drop, result)) !== null) result.dropped.push(p.name);
+      if ((await this.lock.tryStep(drop, result)) !== null) {
+        result.dropped.push(p.name);
+        this.recorded.delete(p.oid);
+      } else kept.push(p);
     }
     // On the database clock only: a pass with `now` overridden (tests, the benchmark) creates past
     // partitions to fill them afterwards, and a partition closed before it is filled would hide
     // its rows from lookups by id. Those call recordIdBounds themselves once the rows are in.
-    if (now === undefined) result.closed.push(...(await this.recordIdBounds(result)));
+    // The layout and the partitions just read serve it too (a partition created this pass is
+    // open, so missing from `kept` changes nothing).
+    if (now === undefined) result.closed.push(...(await this.recordIdBounds(result, { ...layout, list: kept })));
     return result;
   }
 
@@ -127,14 +148,23 @@ export class HistoryPartitions {
    * land there. The SHARE lock waits for writes in flight (bounded by the lock timeout). Answers
    * the partitions closed.
    */
-  async recordIdBounds(result: { lockTimeouts: number } = { lockTimeouts: 0 }): Promise<string[]> {
-    const layout = await this.layout();
+  async recordIdBounds(
+    result: { lockTimeouts: number } = { lockTimeouts: 0 },
+    /** The layout and ranged partitions as this pass read them: not read again. */
+    seen?: { current: boolean; bounds: boolean; now: number; list: readonly ListedPartition[] },
+  ): Promise<string[]> {
+    const layout = seen ?? (await this.layout());
     if (!layout.current || !layout.bounds) return [];
-    const { list } = await this.partitions();
+    const list = seen?.list ?? (await this.partitions()).list;
+    // Nothing to read while every partition old enough is one this process saw recorded: the
+    // steady state of a pass every few seconds, where it read the recorded names and the oldest
+    // transaction each time (issue 30: six statements a pass, now two).
+    if (list.every((p) => p.hi > layout.now - CLOSE_AFTER_MS || this.recorded.has(p.oid))) return [];
     const bounds = this.t('job_history_id_bounds');
     const known = new Set(
       (await this.pool.query<{ partition: string }>(`SELECT partition FROM ${bounds}`)).rows.map((r) => r.partition),
     );
+    for (const p of list) if (known.has(p.name)) this.recorded.add(p.oid);
     const { rows } = await this.pool.query<{ oldest: number | null }>(
       `SELECT extract(epoch FROM pg_catalog.min(xact_start))::float8 * 1000::float8 AS oldest FROM pg_stat_activity
        WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
@@ -157,6 +187,7 @@ export class HistoryPartitions {
       // partition past the newest closed one as open, so none older may stay unrecorded.
       if ((await this.lock.tryStep(close, result)) === null) break;
       closed.push(p.name);
+      this.recorded.add(p.oid);
     }
     return closed;
   }
@@ -187,7 +218,7 @@ export class HistoryPartitions {
     at: number,
     result: { created: string[]; lockTimeouts: number },
     waitMs?: number,
-  ): Promise<HistoryPartition[]> {
+  ): Promise<ListedPartition[]> {
     const { floor, list } = await this.partitions();
     for (const r of missingRanges(at, this.intervalMs, list, floor)) {
       const name = partitionName(r.lo);
