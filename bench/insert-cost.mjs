@@ -13,24 +13,17 @@
 // The variants drop indexes and constraints: never point it at a database you keep.
 
 import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { numberArg, withScratchDatabase } from './scratch-database.mjs';
+import { distRequire, interleavedRounds, numberArg, printVariants, runScratch, withSession } from './scratch-database.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(import.meta.url);
-const dist = process.env.INSERT_DIST ?? path.join(here, '..', 'dist');
-const { migrate } = require(path.join(dist, 'db', 'migrator'));
-const { buildInsert, INSERT_COLUMNS } = require(path.join(dist, 'db', 'insert'));
-const raw = require('./raw-sql.cjs');
+const lib = distRequire('INSERT_DIST');
+const { migrate } = lib('db/migrator');
+const { buildInsert, INSERT_COLUMNS } = lib('db/insert');
+const raw = createRequire(import.meta.url)('./raw-sql.cjs');
 
 const ROUNDS = numberArg('rounds', 3);
 const BATCHES = numberArg('batches', 30);
 const BATCH = 1000;
 const SCHEMA = 'pgqueue';
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** The partial indexes of jobs whose predicate a job added to wait is never in (no group, no unique key). */
 const UNENTERED = [
@@ -103,10 +96,7 @@ function variants() {
 
 /** Microseconds per job of `v`, on a schema migrated afresh. */
 async function measure(url, v) {
-  const pool = new pg.Pool({ connectionString: url, max: 1 });
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
+  return withSession(url, async (c, pool) => {
     await c.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
     await c.query(`DROP TABLE IF EXISTS ${raw.TABLE}`);
     if (v.loopTable) await c.query(raw.schema);
@@ -125,46 +115,17 @@ async function measure(url, v) {
     const [{ n }] = (await c.query(`SELECT count(*)::int AS n FROM ${table}`)).rows;
     if (n !== BATCH * BATCHES) throw new Error(`${v.key}: ${n} jobs stored of ${BATCH * BATCHES}`);
     return us / n;
-  } finally {
-    await c.end();
-    await pool.end();
-  }
+  });
 }
 
 async function run(url) {
   const vs = variants();
-  const results = new Map(vs.map((v) => [v.key, []]));
-  for (let r = 0; r < ROUNDS; r++) {
-    const order = r % 2 === 0 ? vs : [...vs].reverse();
-    for (const v of order) {
-      const us = await measure(url, v);
-      results.get(v.key).push(us);
-      process.stderr.write(`[insert-cost] round ${r + 1}/${ROUNDS} ${v.key}: ${us.toFixed(2)} us/job\n`);
-    }
-  }
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  const version = (await admin.query('SHOW server_version')).rows[0].server_version;
-  await admin.end();
-  const base = median(results.get('insert'));
+  const { results, version } = await interleavedRounds('insert-cost', url, vs, measure, ROUNDS);
   console.log(
     `\nPostgreSQL ${version}; ${BATCHES} inserts of ${BATCH} jobs per variant, one connection, round trip included; ` +
       `${ROUNDS} rounds, medians (min-max)\n`,
   );
-  console.log('| insert | us per job | against the library insert |');
-  console.log('| --- | ---: | ---: |');
-  for (const v of vs) {
-    const xs = results.get(v.key);
-    const m = median(xs);
-    const delta = v.key === 'insert' ? '' : `${m - base >= 0 ? '+' : ''}${(m - base).toFixed(2)}`;
-    console.log(`| ${v.label} | ${m.toFixed(2)} (${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}) | ${delta} |`);
-  }
+  printVariants(['insert', 'us per job', 'against the library insert'], vs, results, () => 'insert');
 }
 
-withScratchDatabase('bench_insert_cost', run).then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runScratch('bench_insert_cost', run);

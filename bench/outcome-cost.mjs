@@ -13,27 +13,19 @@
 // with default durability, like bench/run.mjs. Not part of `npm run bench`; run it by hand.
 // The variants drop indexes and change statements: never point it at a database you keep.
 
-import { createRequire } from 'node:module';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import pg from 'pg';
-import { numberArg, withScratchDatabase } from './scratch-database.mjs';
+import { distRequire, interleavedRounds, numberArg, printVariants, runScratch, withSession } from './scratch-database.mjs';
 
-const here = path.dirname(fileURLToPath(import.meta.url));
-const require = createRequire(import.meta.url);
-const dist = process.env.OUTCOME_DIST ?? path.join(here, '..', 'dist');
-const { migrate } = require(path.join(dist, 'db', 'migrator'));
-const { claimStatements } = require(path.join(dist, 'db', 'claim'));
-const { completionStatements } = require(path.join(dist, 'db', 'outcomes'));
-const { schemaSql } = require(path.join(dist, 'db', 'store-context'));
-const { HistoryPartitions } = require(path.join(dist, 'db', 'history', 'partitions'));
+const lib = distRequire('OUTCOME_DIST');
+const { migrate } = lib('db/migrator');
+const { claimStatements } = lib('db/claim');
+const { completionStatements } = lib('db/outcomes');
+const { schemaSql } = lib('db/store-context');
+const { HistoryPartitions } = lib('db/history/partitions');
 
 const ROUNDS = numberArg('rounds', 3);
 const BATCHES = numberArg('batches', 100);
 const BATCH = 300;
 const SCHEMA = 'pgqueue';
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Drops every index of the history's leaf partitions whose name ends with `suffix`. */
 const dropLeafIndexes = (suffix) => `
@@ -112,10 +104,7 @@ function variants() {
 
 /** Microseconds per job of `v`, on a schema migrated afresh and preloaded with BATCH * BATCHES jobs. */
 async function measure(url, v) {
-  const pool = new pg.Pool({ connectionString: url, max: 1 });
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try {
+  return withSession(url, async (c, pool) => {
     await c.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
     await migrate(pool, SCHEMA);
     // The dated history partitions a worker node's maintenance creates (one a day, ahead of time):
@@ -152,47 +141,18 @@ async function measure(url, v) {
     }
     if (jobs !== BATCH * BATCHES) throw new Error(`${v.key}: ${jobs} jobs of ${BATCH * BATCHES}`);
     return us;
-  } finally {
-    await c.end();
-    await pool.end();
-  }
+  });
 }
 
 async function run(url) {
   const vs = variants();
-  const results = new Map(vs.map((v) => [v.key, []]));
-  for (let r = 0; r < ROUNDS; r++) {
-    const order = r % 2 === 0 ? vs : [...vs].reverse();
-    for (const v of order) {
-      const us = await measure(url, v);
-      results.get(v.key).push(us);
-      process.stderr.write(`[outcome-cost] round ${r + 1}/${ROUNDS} ${v.key}: ${us.toFixed(2)} us/job\n`);
-    }
-  }
-  const admin = new pg.Client({ connectionString: url });
-  await admin.connect();
-  const version = (await admin.query('SHOW server_version')).rows[0].server_version;
-  await admin.end();
-  const claimBase = median(results.get('claim'));
-  const completeBase = median(results.get('complete'));
+  const { results, version } = await interleavedRounds('outcome-cost', url, vs, measure, ROUNDS);
   console.log(
     `\nPostgreSQL ${version}; ${BATCHES} batches of ${BATCH} jobs per variant, one connection; ${ROUNDS} rounds, medians (min-max)\n`,
   );
-  console.log('| statement | us per job | against the first of its kind |');
-  console.log('| --- | ---: | ---: |');
-  for (const v of vs) {
-    const xs = results.get(v.key);
-    const base = v.kind === 'claim' ? claimBase : completeBase;
-    const m = median(xs);
-    const delta = v.key === 'claim' || v.key === 'complete' ? '' : `${m - base >= 0 ? '+' : ''}${(m - base).toFixed(2)}`;
-    console.log(`| ${v.label} | ${m.toFixed(2)} (${Math.min(...xs).toFixed(2)}-${Math.max(...xs).toFixed(2)}) | ${delta} |`);
-  }
+  printVariants(['statement', 'us per job', 'against the first of its kind'], vs, results, (v) =>
+    v.kind === 'claim' ? 'claim' : 'complete',
+  );
 }
 
-withScratchDatabase('bench_outcome_cost', run).then(
-  () => process.exit(0),
-  (err) => {
-    console.error(err);
-    process.exit(1);
-  },
-);
+runScratch('bench_outcome_cost', run);
