@@ -13,6 +13,12 @@ const here = path.dirname(fileURLToPath(import.meta.url));
 export const now = () => performance.timeOrigin + performance.now();
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** Nearest-rank percentiles of `values`: returns p => value (p = 100 is the maximum). */
+export function percentiles(values) {
+  const v = [...values].sort((x, y) => x - y);
+  return (p) => v[Math.min(v.length - 1, Math.max(0, Math.ceil((p / 100) * v.length) - 1))];
+}
+
 /**
  * A role process (bench/<script>) talking IPC. `request(msg)` sends a command and resolves with
  * the answer of the same type; an 'error' message or an early exit rejects every waiter.

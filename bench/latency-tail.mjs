@@ -10,6 +10,7 @@
 // come from two processes on one machine.
 
 import { existsSync, readFileSync } from 'node:fs';
+import { percentiles } from './harness.mjs';
 
 const args = process.argv.slice(2);
 const prefix = args.find((a) => !a.startsWith('--'));
@@ -20,8 +21,6 @@ if (!prefix) {
 }
 const top = Number(flag('top', '10'));
 const kinds = flag('kinds', 'lib,lib-base,raw,gw').split(',');
-
-const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))];
 
 for (const kind of kinds) {
   const file = `${prefix}.${kind}.json`;
@@ -38,10 +37,10 @@ for (const kind of kinds) {
     .filter(([id]) => committed.has(String(id)))
     .map(([id, at]) => ({ id: String(id), committedAt: committed.get(String(id)), startedAt: at }))
     .map((j) => ({ ...j, ms: j.startedAt - j.committedAt }));
-  const sorted = jobs.map((j) => j.ms).sort((a, b) => a - b);
+  // The bench's own percentiles, so these figures are the ones its report printed for the run.
+  const pct = percentiles(jobs.map((j) => j.ms));
   console.log(
-    `\n${kind}: ${jobs.length} jobs, p50 ${pct(sorted, 50).toFixed(2)} ms, p99 ${pct(sorted, 99).toFixed(2)} ms, ` +
-      `max ${sorted[sorted.length - 1].toFixed(2)} ms`,
+    `\n${kind}: ${jobs.length} jobs, p50 ${pct(50).toFixed(2)} ms, p99 ${pct(99).toFixed(2)} ms, max ${pct(100).toFixed(2)} ms`,
   );
   const events = trace.slice().sort((a, b) => a[0] - b[0]);
   for (const j of jobs.sort((a, b) => b.ms - a.ms).slice(0, top)) {

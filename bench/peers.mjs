@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { counters, now, sleep, startRoles, usage, withDatabase } from './harness.mjs';
+import { counters, now, percentiles, sleep, startRoles, usage, withDatabase } from './harness.mjs';
 import { rampFigures } from './workloads.mjs';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -138,12 +138,6 @@ export function drainPeer(ctx, { kind, jobs }) {
       await producer.stop(5000);
     }
   });
-}
-
-/** Nearest-rank percentiles (as in workloads.mjs). */
-function percentiles(values) {
-  const v = [...values].sort((x, y) => x - y);
-  return (p) => v[Math.min(v.length - 1, Math.max(0, Math.ceil((p / 100) * v.length) - 1))];
 }
 
 /** Workload 4 for a peer: an idle, running worker; `rate` add() calls per second for `seconds`. */

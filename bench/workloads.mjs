@@ -5,7 +5,18 @@
 import { createRequire } from 'node:module';
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
-import { committedXacts, counters, lockTable, now, sleep, startRoles, usage, waitEmpty, withDatabase } from './harness.mjs';
+import {
+  committedXacts,
+  counters,
+  lockTable,
+  now,
+  percentiles,
+  sleep,
+  startRoles,
+  usage,
+  waitEmpty,
+  withDatabase,
+} from './harness.mjs';
 
 const require = createRequire(import.meta.url);
 const raw = require('./raw-sql.cjs');
@@ -323,12 +334,6 @@ function pollDashboard(base, everyMs) {
       wake();
     },
   };
-}
-
-/** Nearest-rank percentiles of `values`: returns p => value (p = 100 is the maximum). */
-function percentiles(values) {
-  const v = [...values].sort((x, y) => x - y);
-  return (p) => v[Math.min(v.length - 1, Math.max(0, Math.ceil((p / 100) * v.length) - 1))];
 }
 
 /**

@@ -114,13 +114,9 @@ export class HistoryPartitions {
       result.converted = await this.convertLegacy(at);
       if (result.converted !== 'swapped') return result;
     }
-    const list = await this.createAhead(at, result);
-    const kept: ListedPartition[] = [];
-    for (const p of list) {
-      if (p.hi > at - dropAfterMs) {
-        kept.push(p);
-        continue;
-      }
+    const listed = await this.createAhead(at, result);
+    for (const p of listed) {
+      if (p.hi > at - dropAfterMs) continue;
       const drop = async (c: PgPoolClient): Promise<void> => {
         await c.query(`DROP TABLE ${this.t(p.name)}`);
         if (layout.bounds) await c.query(`DELETE FROM ${this.t('job_history_id_bounds')} WHERE partition = $1`, [p.name]);
@@ -128,14 +124,17 @@ export class HistoryPartitions {
       if ((await this.lock.tryStep(drop, result)) !== null) {
         result.dropped.push(p.name);
         this.recorded.delete(p.oid);
-      } else kept.push(p);
+      }
     }
     // On the database clock only: a pass with `now` overridden (tests, the benchmark) creates past
     // partitions to fill them afterwards, and a partition closed before it is filled would hide
     // its rows from lookups by id. Those call recordIdBounds themselves once the rows are in.
-    // The layout and the partitions just read serve it too (a partition created this pass is
-    // open, so missing from `kept` changes nothing).
-    if (now === undefined) result.closed.push(...(await this.recordIdBounds(result, { ...layout, list: kept })));
+    // The layout and the partitions just read serve it too, less those dropped (a partition
+    // created this pass is open, so missing from the list changes nothing).
+    if (now === undefined) {
+      const list = listed.filter((p) => !result.dropped.includes(p.name));
+      result.closed.push(...(await this.recordIdBounds(result, { ...layout, list })));
+    }
     return result;
   }
 
