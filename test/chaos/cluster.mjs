@@ -20,9 +20,11 @@ export const APP_SCHEMA = `
     started_at timestamptz NOT NULL,
     done_at    timestamptz NOT NULL,
     pid        integer NOT NULL,
-    -- The earliest claim of any run (job.startedAt: the claim's database time). With asyncCommit a
-    -- crash may forget a claim of its last moments: that job runs again although its first run
-    -- ended after the crash (a replica held it, in a slot or prefetched, across the crash).
+    -- The earliest claim of any run (job.startedAt: the claim's database time), runs that left no
+    -- row included (recordRunStarts). With asyncCommit a crash may forget a claim of its last
+    -- moments: that job runs again although its first recorded run ended after the crash (a
+    -- replica held it, in a slot or prefetched, across the crash, or ran it and had its own
+    -- insert cut by the crash).
     claimed_at timestamptz NOT NULL
   );`;
 
@@ -245,6 +247,37 @@ export async function errorHistory(url) {
   );
   if (!rows) throw new Error('the database did not answer the count of recorded errors');
   return rows;
+}
+
+/**
+ * Folds the claim times the replicas appended as each run started (replica.cjs) into
+ * chaos_done.claimed_at, so it is each job's earliest claim over every run, including a run the
+ * crash cut before its own insert (that run left no row, and its claim may be the forgotten one).
+ * A line of a job with no row (it never completed a run) changes nothing here: the tally counts
+ * such a job as lost.
+ */
+export async function recordRunStarts(url, files) {
+  const earliest = new Map();
+  for (const f of files) {
+    if (!fs.existsSync(f)) continue;
+    const lines = fs.readFileSync(f, 'utf8').split('\n');
+    lines.pop(); // after the last newline: empty, or a line a SIGKILL cut short
+    for (const line of lines) {
+      const [seq, ms] = line.split(' ');
+      const t = Number(ms);
+      if (!(earliest.get(seq) <= t)) earliest.set(seq, t);
+    }
+  }
+  const rows = await tryQuery(
+    url,
+    `UPDATE chaos_done d SET claimed_at = to_timestamp(s.ms / 1000.0)
+       FROM unnest($1::bigint[], $2::float8[]) AS s(seq, ms)
+      WHERE d.seq = s.seq AND to_timestamp(s.ms / 1000.0) < d.claimed_at
+     RETURNING d.seq`,
+    [[...earliest.keys()], [...earliest.values()]],
+  );
+  if (!rows) throw new Error("the database did not take the runs' claim times");
+  return rows.length;
 }
 
 /**

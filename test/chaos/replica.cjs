@@ -4,13 +4,15 @@
 // that records its run in `chaos_done` (one row per job, `runs` counts every run after the
 // first), on the app's own pool, as an app's repository would.
 //
-// Argument (JSON): { url, options, concurrency } where `options` are PgQueueModule options merged
-// over the suite's defaults and `concurrency` is the queue's (20; 16 with --long). IPC: sends
+// Argument (JSON): { url, options, concurrency, startsFile } where `options` are PgQueueModule
+// options merged over the suite's defaults, `concurrency` is the queue's (20; 16 with --long) and
+// `startsFile` is where each run's start is appended (see tick). IPC: sends
 // { type: 'ready' } once the workers run. SIGTERM runs Nest's
 // shutdown hooks (graceful stop), then the process exits by itself with code 0; if something
 // still holds the event loop EXIT_WATCHDOG_MS later, it exits with 3 and says what.
 
 require('reflect-metadata');
+const fs = require('node:fs');
 const path = require('node:path');
 const { setTimeout: sleep } = require('node:timers/promises');
 
@@ -20,7 +22,7 @@ const { NestFactory } = require('@nestjs/core');
 const { Pool } = require('pg');
 
 const EXIT_WATCHDOG_MS = 3000;
-const { url, options = {}, concurrency = 20 } = JSON.parse(process.argv[2]);
+const { url, options = {}, concurrency = 20, startsFile } = JSON.parse(process.argv[2]);
 const tag = `[replica ${process.pid}]`;
 
 const appPool = new Pool({ connectionString: url, max: 10, application_name: `chaos-replica:${process.pid}:app` });
@@ -29,6 +31,12 @@ appPool.on('error', (err) => process.stderr.write(`${tag} app pool: ${err.messag
 class ChaosProcessor {
   async tick(job) {
     const startedAt = Date.now();
+    // Every run's claim time, before anything can fail: a run whose own insert below a server
+    // crash cuts leaves no row, and its claim (committed asynchronously just before the crash)
+    // may be the one the crash forgot. The driver takes each job's earliest claim from these
+    // lines and chaos_done together (cluster.mjs, recordRunStarts). A write() reaches the page
+    // cache at once, so the line outlives a SIGKILL of this process.
+    if (startsFile) fs.appendFileSync(startsFile, `${job.payload.seq} ${job.startedAt.getTime()}\n`);
     await sleep(1);
     await appPool.query(
       `INSERT INTO chaos_done (seq, created_at, started_at, done_at, pid, claimed_at)

@@ -26,6 +26,7 @@ import {
   connect,
   deadTuples,
   duplicatesAround,
+  recordRunStarts,
   errorHistory,
   heldBy,
   perSecond,
@@ -138,8 +139,15 @@ async function runScenario(sc, server, logDir) {
   const inconclusive = [];
   /** Server crashes by the fault: { atMs, activeAtCrash, recovered }. */
   const crashes = [];
+  /** Where each replica appends its runs' claim times (replica.cjs, tick). */
+  const startsFiles = [];
+  const replicaArg = (name) => {
+    const startsFile = path.join(logDir, `${sc.key}-${name}.starts`);
+    startsFiles.push(startsFile);
+    return { url, options, concurrency, startsFile };
+  };
   const startReplica = async (i) => {
-    const r = spawnChild('replica.cjs', { url, options, concurrency }, log(`replica-${i}`));
+    const r = spawnChild('replica.cjs', replicaArg(`replica-${i}`), log(`replica-${i}`));
     replicas[i] = r;
     everyReplica.push(r);
     await r.ready;
@@ -267,7 +275,7 @@ async function runScenario(sc, server, logDir) {
   );
 
   // A fresh replica finishes the rest; jobs a killed replica held come back after their lease.
-  const drainer = spawnChild('replica.cjs', { url, options, concurrency }, log('drainer'));
+  const drainer = spawnChild('replica.cjs', replicaArg('drainer'), log('drainer'));
   await drainer.ready;
   // Drained on a condition, not for a fixed time: on while the backlog shrinks, given up once it
   // has not moved for one lease (jobs a killed replica held come back after it) plus 20 s. A fixed
@@ -292,6 +300,10 @@ async function runScenario(sc, server, logDir) {
   for (const k of kills) k.rescued = await rescuedFrom(url, k.pid);
   const errors = await errorHistory(url);
   counts.unexplainedDuplicates = await unexplainedDuplicates(url);
+  const earlierClaims = await recordRunStarts(url, startsFiles);
+  if (crashes.length > 0) {
+    notes.push(`${earlierClaims} job(s) whose earliest claim is a run that left no row (its own insert was cut)`);
+  }
   for (const c of crashes) c.duplicates = await duplicatesAround(url, c.atMs, CRASH_WINDOW_MS);
 
   const series = await perSecond(url, t0, t3);
