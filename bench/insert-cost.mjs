@@ -39,6 +39,12 @@ const dropChecks = [
   `ALTER TABLE ${SCHEMA}.jobs DROP CONSTRAINT jobs_max_attempts_check`,
 ];
 
+/** The claim index as the loop has it: what ordering by priority first costs each insert. */
+const claimIndexWithoutPriority = [
+  `DROP INDEX ${SCHEMA}.jobs_claim_idx`,
+  `CREATE INDEX jobs_claim_idx ON ${SCHEMA}.jobs (queue, run_at, id) WHERE state = 'waiting'`,
+];
+
 function variants() {
   // addBulk at its defaults: one queue, one name, every option the same, so every column but the
   // payload travels as one scalar (insert.ts); on the queue's pool, so durable.
@@ -83,6 +89,13 @@ function variants() {
       sql: ours,
       params: oursParams,
       setup: [...dropUnentered, ...dropChecks],
+    },
+    {
+      key: 'no-priority',
+      label: "the same, and the claim index without priority (the loop's: queue, run_at, id)",
+      sql: ours,
+      params: oursParams,
+      setup: [...dropUnentered, ...dropChecks, ...claimIndexWithoutPriority],
     },
     {
       key: 'loop',
