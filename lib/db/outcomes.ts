@@ -7,10 +7,17 @@ import type { SchemaSql, StoreContext } from './store-context';
 /** The outcome of one attempt, waiting in the completer for its batch. */
 export type Outcome =
   | { kind: 'completed'; id: string; attempt: number; resultJson: string | null }
-  | { kind: 'retry'; id: string; attempt: number; errorJson: string; delayMs: number }
-  | { kind: 'failed' | 'cancelled'; id: string; attempt: number; errorJson: string }
-  | { kind: 'snoozed'; id: string; attempt: number; delayMs: number }
-  | { kind: 'dead-letter'; id: string; attempt: number; errorJson: string; deadLetterQueue: string };
+  | { kind: 'retry'; id: string; attempt: number; claimedAtMs?: number | null; errorJson: string; delayMs: number }
+  | { kind: 'failed' | 'cancelled'; id: string; attempt: number; claimedAtMs?: number | null; errorJson: string }
+  | { kind: 'snoozed'; id: string; attempt: number; claimedAtMs?: number | null; delayMs: number }
+  | {
+      kind: 'dead-letter';
+      id: string;
+      attempt: number;
+      claimedAtMs?: number | null;
+      errorJson: string;
+      deadLetterQueue: string;
+    };
 
 /**
  * The live columns a completion carries into history (ARCHIVE_COLS less those it sets itself):
@@ -112,10 +119,19 @@ export function failureStatements(sql: SchemaSql) {
   // endedAt): the row keeps only the latest attempt's started_at, so the dashboard's timeline
   // knew an earlier attempt only from the worker's own `at` (lib/dashboard/job-timeline.ts).
   // Two more keys in a failure's error object; a completion writes none.
+  // The claim that started the attempt, as well as its worker and number: a claim that a crash
+  // forgot (asyncCommit) takes its increment of the attempt with it, so the same worker's next
+  // claim of the job has the same number, and the forgotten attempt's failure, written once the
+  // database is back, would land on it (docs/reliability.md, case 4). The worker sends the claim's
+  // started_at as the claim returned it (epoch ms); NULL skips the check. Within 1 ms, not equal:
+  // the value travels as a float8's text, which a server set to extra_float_digits = 0 rounds to
+  // 15 digits (10 us here), and two claims of a job a crash apart are seconds apart.
+  const claimedBy = (p: number) =>
+    `(($${p}::float8[])[${at}] IS NULL OR pg_catalog.abs(pg_catalog.date_part('epoch', j.started_at) * 1000::float8 - ($${p}::float8[])[${at}]) < 1::float8)`;
   return {
     /**
      * Schedules the next attempt of failed jobs, appending each attempt's error.
-     * $1 id[] $2 attempt[] $3 error[] (JSON objects) $4 delay_ms[] $5 worker
+     * $1 id[] $2 attempt[] $3 error[] (JSON objects) $4 delay_ms[] $5 worker $6 claimed-at ms[]
      */
     retry: `
       WITH retried AS (
@@ -124,19 +140,19 @@ export function failureStatements(sql: SchemaSql) {
           locked_by = NULL, locked_until = NULL,
           errors = j.errors || pg_catalog.jsonb_build_array((($3::text[])[${at}])::jsonb ||
             pg_catalog.jsonb_build_object('worker', $5::text, 'startedAt', j.started_at, 'endedAt', now()))
-      WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $5 AND j.attempt = ($2::int[])[${at}] ${ack}
+      WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $5 AND j.attempt = ($2::int[])[${at}] AND ${claimedBy(6)} ${ack}
       RETURNING j.id, j.queue, j.attempt
       )${publishCte(sql, 'retrying', 'retried')}
       SELECT id, ${publishRef(sql)} AS published FROM retried`,
 
     /**
      * Moves jobs to history as failed (no attempts left) or cancelled, with the attempt's error.
-     * $1 id[] $2 attempt[] $3 error[] $4 worker $5 'failed' | 'cancelled'
+     * $1 id[] $2 attempt[] $3 error[] $4 worker $5 'failed' | 'cancelled' $6 claimed-at ms[]
      */
     fail: `
       WITH failed AS (
         DELETE FROM ${jobs} j
-        WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
+        WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] AND ${claimedBy(6)} ${ack}
         RETURNING j.*, ($3::text[])[${at}] AS err
       ), archived AS (
       INSERT INTO ${history} (${ARCHIVE_COLS})
@@ -151,14 +167,14 @@ export function failureStatements(sql: SchemaSql) {
 
     /**
      * A handler snoozed its job: back to waiting after a delay, the attempt not counted.
-     * $1 id[] $2 attempt[] $3 delay_ms[] $4 worker
+     * $1 id[] $2 attempt[] $3 delay_ms[] $4 worker $5 claimed-at ms[]
      */
     snooze: `
       WITH snoozed AS (
       UPDATE ${jobs} j
       SET state = 'waiting', run_at = now() + ($3::bigint[])[${at}]::float8 * interval '1 millisecond',
           locked_by = NULL, locked_until = NULL, attempt = greatest(j.attempt - 1, 0)
-      WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
+      WHERE j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] AND ${claimedBy(5)} ${ack}
       RETURNING j.id, j.queue, j.attempt
       )${publishCte(sql, 'snoozed', 'snoozed')}
       SELECT id, ${publishRef(sql)} AS published FROM snoozed`,
@@ -168,7 +184,7 @@ export function failureStatements(sql: SchemaSql) {
      * attempts reset, its errors kept; its unique key is dropped (it may clash there).
      * The event is published under the queue the job leaves (`o`, the row before the update),
      * so that queue's listeners hear it. $1 id[] $2 attempt[] $3 error[] $4 worker
-     * $5 dead-letter queue $6 channel
+     * $5 dead-letter queue $6 channel $7 claimed-at ms[]
      */
     deadLetter: `
       WITH moved AS (
@@ -179,7 +195,7 @@ export function failureStatements(sql: SchemaSql) {
               pg_catalog.jsonb_build_object('worker', $4::text, 'startedAt', j.started_at, 'endedAt', now()))
         FROM ${jobs} o
         WHERE o.id = j.id AND o.id = ANY($1::bigint[])
-          AND j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] ${ack}
+          AND j.id = ANY($1::bigint[]) AND j.locked_by = $4 AND j.attempt = ($2::int[])[${at}] AND ${claimedBy(7)} ${ack}
         RETURNING j.id, o.attempt, o.queue
       ), wake AS (SELECT pg_catalog.pg_notify($6, $5 || '|0') WHERE EXISTS (SELECT 1 FROM moved))${publishCte(sql, 'deadLettered', 'moved')}
       SELECT id, (SELECT count(*) FROM wake) AS woken, ${publishRef(sql)} AS published FROM moved`,
@@ -235,6 +251,7 @@ export class OutcomeWriters {
       list.map((o) => o.errorJson),
       list.map((o) => o.delayMs),
       workerId,
+      claimedAt(list),
     ]);
   }
 
@@ -246,6 +263,7 @@ export class OutcomeWriters {
       workerId,
       deadLetterQueue,
       this.ctx.channel,
+      claimedAt(list),
     ]);
   }
 
@@ -256,6 +274,7 @@ export class OutcomeWriters {
       list.map((o) => o.errorJson),
       workerId,
       state,
+      claimedAt(list),
     ]);
   }
 
@@ -265,6 +284,7 @@ export class OutcomeWriters {
       list.map((o) => o.attempt),
       list.map((o) => o.delayMs),
       workerId,
+      claimedAt(list),
     ]);
   }
 
@@ -285,4 +305,9 @@ export class OutcomeWriters {
     ]);
     return r.n > 0;
   }
+}
+
+/** The claim time of each outcome's attempt (the failure statements' `claimedBy`), null where unknown. */
+function claimedAt(list: readonly { readonly claimedAtMs?: number | null }[]): (number | null)[] {
+  return list.map((o) => o.claimedAtMs ?? null);
 }

@@ -271,5 +271,6 @@ export function refusedOutcome(o: PendingOutcome, err: Error): PendingOutcome {
     message: `The database refused this attempt's ${o.kind} outcome (${String(err.message).slice(0, 500)}); the job was failed instead.`,
     at: new Date().toISOString(),
   };
-  return { kind: 'failed', id: o.id, attempt: o.attempt, errorJson: attemptErrorJson(error), job: o.job, error };
+  const claimedAtMs = o.kind === 'completed' ? null : o.claimedAtMs;
+  return { kind: 'failed', id: o.id, attempt: o.attempt, claimedAtMs, errorJson: attemptErrorJson(error), job: o.job, error };
 }

@@ -130,7 +130,7 @@ export class JobRunner {
         `Job ${job.id} (${job.queue}/${job.name}) has an unusable backoff ${shown}; using the queue's default`,
       );
     }
-    const entry = new Attempt(job, backoff);
+    const entry = new Attempt(job, backoff, row.started_at_ms);
     job.completeIn = this.completeIn;
     job.stepsIn = this.steps;
     this.running.add(entry);

@@ -25,7 +25,8 @@ import { attemptErrorJson, backoffDelayMs, toAttemptError } from './retry-policy
  *   handed back to the queue, its interrupted attempt not counted.
  *
  * A lost lease is not a case of its own: the handler's signal fires with LeaseLostError, its end
- * is decided like any other, and the write, guarded by (id, attempt, locked_by), matches no row;
+ * is decided like any other, and the write, guarded by (id, attempt, locked_by, and for a failure
+ * the claim's start), matches no row;
  * the completer counts it and reports it dropped.
  */
 export type AttemptEnd = 'returned' | 'threw' | 'abandoned';
@@ -39,6 +40,12 @@ export interface AttemptFacts {
   readonly cancelRequested: boolean;
   /** completeWith() wrote the completion in the handler's transaction. */
   readonly completedInTransaction: boolean;
+  /**
+   * The started_at of the claim that began the attempt, in epoch ms as the claim returned it
+   * (not `job.startedAt`, whose Date drops the microseconds): the failure statements write onto
+   * that claim only (db/outcomes.ts, `claimedBy`). Null or absent: not checked.
+   */
+  readonly claimedAtMs?: number | null;
 }
 
 /** Where the decision reads the time and chance: a test fixes both. */
@@ -89,7 +96,7 @@ export function decideOutcome(
     }
   }
   if (thrown instanceof SnoozeJobError && !attempt.cancelRequested && isMs(thrown.delayMs)) {
-    return { kind: 'snoozed', id: job.id, attempt: job.attempt, delayMs: thrown.delayMs, job };
+    return { kind: 'snoozed', id: job.id, attempt: job.attempt, claimedAtMs: attempt.claimedAtMs, delayMs: thrown.delayMs, job };
   }
   if (thrown instanceof CancelJobError || attempt.cancelRequested) {
     // A cancelled job ends cancelled whatever its handler threw on the way out (usually the
@@ -99,7 +106,15 @@ export function decideOutcome(
       job.attempt,
       clock.now(),
     );
-    return { kind: 'cancelled', id: job.id, attempt: job.attempt, errorJson: attemptErrorJson(error), job, error };
+    return {
+      kind: 'cancelled',
+      id: job.id,
+      attempt: job.attempt,
+      claimedAtMs: attempt.claimedAtMs,
+      errorJson: attemptErrorJson(error),
+      job,
+      error,
+    };
   }
   // UnrecoverableError (BullMQ's name): the last attempt, whatever attempts are left. A subclass
   // counts too, as it does in BullMQ, so an app can have its own kinds of "never retry".
@@ -114,7 +129,7 @@ function failure(
   clock: OutcomeClock,
   final: boolean,
 ): PendingOutcome {
-  const { job } = attempt;
+  const { job, claimedAtMs } = attempt;
   // A SnoozeJobError whose delay the database cannot add to a timestamp (a subclass, or a
   // delayMs changed after construction) fails the attempt, saying so, instead of reaching the writer.
   const error = toAttemptError(thrown instanceof SnoozeJobError ? unusableSnooze(thrown) : thrown, job.attempt, clock.now());
@@ -122,11 +137,21 @@ function failure(
   if (!final && job.attempt < job.maxAttempts) {
     // The backoff was validated, but the delay is clamped to what the statement accepts anyway.
     const delayMs = Math.min(Math.max(backoffDelayMs(attempt.backoff, job.attempt, clock.random), 0), MAX_DELAY_MS) || 0;
-    return { kind: 'retry', id: job.id, attempt: job.attempt, errorJson, delayMs, job, error, thrown };
+    return {
+      kind: 'retry',
+      id: job.id,
+      attempt: job.attempt,
+      claimedAtMs: attempt.claimedAtMs,
+      errorJson,
+      delayMs,
+      job,
+      error,
+      thrown,
+    };
   }
   return deadLetterQueue
-    ? { kind: 'dead-letter', id: job.id, attempt: job.attempt, errorJson, deadLetterQueue, job, error, thrown }
-    : { kind: 'failed', id: job.id, attempt: job.attempt, errorJson, job, error, thrown };
+    ? { kind: 'dead-letter', id: job.id, attempt: job.attempt, claimedAtMs, errorJson, deadLetterQueue, job, error, thrown }
+    : { kind: 'failed', id: job.id, attempt: job.attempt, claimedAtMs, errorJson, job, error, thrown };
 }
 
 /**

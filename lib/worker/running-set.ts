@@ -21,6 +21,8 @@ export class Attempt implements AttemptFacts {
   constructor(
     readonly job: RunningJob,
     readonly backoff: ResolvedBackoff,
+    /** The claim's started_at in epoch ms (AttemptFacts.claimedAtMs). */
+    readonly claimedAtMs: number | null = null,
   ) {}
 }
 
@@ -46,12 +48,16 @@ export class RunningSet {
     this.byId.set(a.job.id, a);
   }
 
-  /** Settles `a`: its timeout cleared, out of the set. False if it was settled already. */
+  /**
+   * Settles `a`: its timeout cleared, out of the set. False if it was settled already. An attempt
+   * a later claim of the same job has replaced (a claim a crash forgot, then claimed again:
+   * docs/reliability.md, case 4) leaves that later attempt in the set.
+   */
   end(a: Attempt): boolean {
     if (a.settled) return false;
     a.settled = true;
     if (a.timer) clearTimeout(a.timer);
-    this.byId.delete(a.job.id);
+    if (this.byId.get(a.job.id) === a) this.byId.delete(a.job.id);
     return true;
   }
 

@@ -89,6 +89,7 @@ const JSONB_OPS = ['->', '->>', '@>', '?'];
  * `pg_catalog.fn(...)`, so a new call cannot slip past unqualified (and should be added here).
  */
 const CALLED: Record<string, readonly number[]> = {
+  abs: [1],
   age: [1],
   array_agg: [1],
   array_cat: [2],

@@ -39,6 +39,7 @@ interface Case {
   cancelRequested?: boolean;
   completedInTransaction?: boolean;
   deadLetterQueue?: string | null;
+  claimedAtMs?: number | null;
 }
 
 function facts(c: Case = {}): AttemptFacts {
@@ -66,6 +67,7 @@ function facts(c: Case = {}): AttemptFacts {
     backoff: c.backoff ?? FIXED,
     cancelRequested: c.cancelRequested ?? false,
     completedInTransaction: c.completedInTransaction ?? false,
+    claimedAtMs: c.claimedAtMs,
   };
 }
 
@@ -343,5 +345,27 @@ describe('usableBackoff', () => {
     ['a jitter that is not a boolean', { type: 'fixed', delayMs: 10, maxDelayMs: 20, jitter: 'yes' }, false],
   ])('%s: %s', (_what, stored, usable) => {
     expect(usableBackoff(stored, FIXED)).toBe(usable ? stored : FIXED);
+  });
+});
+
+describe("every write but a completion names the attempt's claim", () => {
+  // The failure statements write onto the claim that started the attempt only (db/outcomes.ts,
+  // claimedBy): a claim a crash forgot has the same worker and attempt number as the next one.
+  const claimedAtMs = 1_796_399_368_667.834;
+  it.each<[string, AttemptEnd, unknown, Case]>([
+    ['retry', 'threw', new Error('boom'), {}],
+    ['failed', 'threw', new Error('boom'), { attempt: 3 }],
+    ['dead-letter', 'threw', new Error('boom'), { attempt: 3, deadLetterQueue: 'dead' }],
+    ['cancelled', 'threw', new CancelJobError('stop'), {}],
+    ['snoozed', 'threw', new SnoozeJobError(1000), {}],
+  ])('%s carries it', (kind, end, value, c) => {
+    const d = decide(end, value, { ...c, claimedAtMs });
+    expect(d).toMatchObject({ kind, claimedAtMs });
+  });
+
+  it('a completion does not (a completion a crash forgot lands on no other run than one of its own)', () => {
+    const d = decide('returned', 'ok', { claimedAtMs });
+    expect(d.kind).toBe('completed');
+    expect(d).not.toHaveProperty('claimedAtMs');
   });
 });
