@@ -1,9 +1,8 @@
 import 'reflect-metadata';
 import type { INestApplicationContext } from '@nestjs/common';
-import type { Pool } from 'pg';
 import { Process, Processor, QueueService, type ActiveJob, type Job } from '../../lib';
 import { bootApp, runtimeOf } from '../support/app';
-import { createTestDatabase, waitFor, type TestDatabase, testPool } from '../support/database';
+import { useTestDatabase, waitFor } from '../support/database';
 
 /** Each run of a job, in start order; the test ends each one (fail: it throws, as a run whose own write a crash cut). */
 const runs: { id: string; attempt: number; end: (fail: boolean) => void }[] = [];
@@ -26,24 +25,17 @@ class HeldProcessor {
  * once, three jobs each run once more.
  */
 describe('a claim a crash forgot, claimed again by the same worker', () => {
-  let db: TestDatabase;
-  let pool: Pool;
+  const ctx = useTestDatabase();
   let app: INestApplicationContext;
 
   beforeAll(async () => {
-    db = await createTestDatabase();
-    pool = testPool(db.url, 2);
     app = await bootApp({
-      options: { connection: db.url, pollIntervalMs: 200 },
+      options: { connection: ctx.db.url, pollIntervalMs: 200 },
       queues: [{ name: 'forgotten', concurrency: 2, defaultJobOptions: { attempts: 3, backoff: { type: 'fixed', delayMs: 0 } } }],
       providers: [HeldProcessor],
     });
   });
-  afterAll(async () => {
-    await app?.close();
-    await pool?.end();
-    await db?.drop();
-  });
+  afterAll(() => app?.close());
 
   it("the forgotten attempt's failure is dropped, not written on the new claim: the job runs twice, not three times", async () => {
     const sup = runtimeOf(app).supervisor;
@@ -54,12 +46,12 @@ describe('a claim a crash forgot, claimed again by the same worker', () => {
       const job = await app.get(QueueService).add('forgotten', 'held', {});
       await waitFor(() => runs.length === 1, { message: 'the first run to start' });
       // What the crash leaves of a claim it forgot: the row as the claim found it.
-      await pool.query(
+      await ctx.pool.query(
         `UPDATE pgqueue.jobs SET state = 'waiting', attempt = attempt - 1, locked_by = NULL, locked_until = NULL, started_at = NULL
          WHERE id = $1`,
         [job.id],
       );
-      await pool.query(`SELECT pg_notify('pgqueue_jobs', 'forgotten|0')`);
+      await ctx.pool.query(`SELECT pg_notify('pgqueue_jobs', 'forgotten|0')`);
       await waitFor(() => runs.length === 2, { message: 'the same worker to claim the job again' });
       expect(runs.map((r) => [r.id, r.attempt])).toEqual([
         [job.id, 1],
@@ -69,7 +61,7 @@ describe('a claim a crash forgot, claimed again by the same worker', () => {
       runs[0].end(true);
       await waitFor(() => dropped.length > 0, { message: "the forgotten attempt's retry to be dropped" });
       expect(dropped).toEqual([[job.id, 'retry']]);
-      const [row] = (await pool.query(`SELECT state, attempt, errors FROM pgqueue.jobs WHERE id = $1`, [job.id])).rows;
+      const [row] = (await ctx.pool.query(`SELECT state, attempt, errors FROM pgqueue.jobs WHERE id = $1`, [job.id])).rows;
       expect(row).toEqual({ state: 'active', attempt: 1, errors: [] });
 
       runs[1].end(false);

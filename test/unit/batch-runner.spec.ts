@@ -3,11 +3,11 @@ import { BatchError, Process, PgQueueConfigError, type ActiveJob, type Job } fro
 import { resolveBatchOptions, type BatchHandlerEntry } from '../../lib/core/batch';
 import { CancelJobError, PgQueueError } from '../../lib/core/errors';
 import { PROCESS_METADATA } from '../../lib/core/tokens';
-import type { ClaimedRow } from '../../lib/db/job-store';
 import { RunningJob } from '../../lib/worker/active-job';
 import { BatchRunner } from '../../lib/worker/batch-runner';
 import type { AttemptEnd } from '../../lib/worker/outcome';
 import { Attempt } from '../../lib/worker/running-set';
+import { claimedRow } from '../support/job-row';
 
 // The batch runner's settling (lib/worker/batch-runner.ts) without a database: which end each job
 // of a call gets. The integration suite (batch-handlers.int-spec.ts) checks the rows it leads to.
@@ -15,25 +15,7 @@ import { Attempt } from '../../lib/worker/running-set';
 const BACKOFF = { type: 'fixed', delayMs: 0, maxDelayMs: 0, jitter: false } as const;
 
 function attempt(id: number): Attempt {
-  const row: ClaimedRow = {
-    id: String(id),
-    group_key: null,
-    name: 'send',
-    payload: { id },
-    priority: 0,
-    unique_key: null,
-    attempt: 1,
-    max_attempts: 3,
-    backoff: null,
-    timeout_ms: null,
-    progress: null,
-    errors: null,
-    trace: null,
-    cancel_requested: null,
-    run_at_ms: 0,
-    created_at_ms: 0,
-    started_at_ms: 0,
-  };
+  const row = claimedRow({ id: String(id), payload: { id } });
   return new Attempt(new RunningJob(row, 'mail'), BACKOFF);
 }
 

@@ -1,5 +1,4 @@
 import { RunningJob } from '../../lib/worker/active-job';
-import type { ClaimedRow } from '../../lib/db/job-store';
 import {
   ALREADY_WRITTEN,
   HAND_BACK,
@@ -22,6 +21,7 @@ import {
   UnrecoverableError,
 } from '../../lib/core/errors';
 import type { ResolvedBackoff } from '../../lib/core/options/resolved';
+import { claimedRow } from '../support/job-row';
 
 // The worker's one decision (lib/worker/outcome.ts): what an attempt's end means. Pure, so every
 // branch is checked here without a database; the integration suite checks the writes it leads to.
@@ -43,25 +43,7 @@ interface Case {
 }
 
 function facts(c: Case = {}): AttemptFacts {
-  const row: ClaimedRow = {
-    id: '42',
-    group_key: null,
-    name: 'send',
-    payload: {},
-    priority: 0,
-    unique_key: null,
-    attempt: c.attempt ?? 1,
-    max_attempts: c.maxAttempts ?? 3,
-    backoff: null,
-    timeout_ms: null,
-    progress: null,
-    errors: null,
-    trace: null,
-    cancel_requested: null,
-    run_at_ms: 0,
-    created_at_ms: 0,
-    started_at_ms: 0,
-  };
+  const row = claimedRow({ attempt: c.attempt ?? 1, max_attempts: c.maxAttempts ?? 3 });
   return {
     job: new RunningJob(row, 'mail'),
     backoff: c.backoff ?? FIXED,

@@ -1,30 +1,12 @@
 import { RunningJob } from '../../lib/worker/active-job';
-import type { ClaimedRow } from '../../lib/db/job-store';
 import { Attempt, RunningSet } from '../../lib/worker/running-set';
 import type { ResolvedBackoff } from '../../lib/core/options/resolved';
+import { claimedRow } from '../support/job-row';
 
 const BACKOFF: ResolvedBackoff = { type: 'fixed', delayMs: 1000, maxDelayMs: 60_000, jitter: false };
 
 function attempt(id: string, claimedAtMs: number): Attempt {
-  const row: ClaimedRow = {
-    id,
-    group_key: null,
-    name: 'send',
-    payload: {},
-    priority: 0,
-    unique_key: null,
-    attempt: 1,
-    max_attempts: 3,
-    backoff: null,
-    timeout_ms: null,
-    progress: null,
-    errors: null,
-    trace: null,
-    cancel_requested: null,
-    run_at_ms: claimedAtMs,
-    created_at_ms: null,
-    started_at_ms: claimedAtMs,
-  };
+  const row = claimedRow({ id, run_at_ms: claimedAtMs, created_at_ms: null, started_at_ms: claimedAtMs });
   return new Attempt(new RunningJob(row, 'mail'), BACKOFF, claimedAtMs);
 }
 
