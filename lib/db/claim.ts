@@ -130,7 +130,7 @@ export type ClaimStatements = ReturnType<typeof claimStatements>;
  * about 0.15 us more per value, three values per claimed job. Both give the same double: the
  * microseconds since the epoch, an exact integer, divided by 10^6 and rounded once.
  */
-function epochMs(ts: string): string {
+export function epochMs(ts: string): string {
   return `pg_catalog.date_part('epoch', ${ts}) * 1000::float8`;
 }
 

@@ -1,20 +1,21 @@
 import { attemptParams, bigintArrayText, resultsByIdJson } from './batch-params';
 import type { SqlExecutor } from './executor';
 import { publishCte, publishRef } from './events';
+import { epochMs } from './claim';
 import { ARCHIVE_COLS } from './job-row';
 import type { SchemaSql, StoreContext } from './store-context';
 
 /** The outcome of one attempt, waiting in the completer for its batch. */
 export type Outcome =
   | { kind: 'completed'; id: string; attempt: number; resultJson: string | null }
-  | { kind: 'retry'; id: string; attempt: number; claimedAtMs?: number | null; errorJson: string; delayMs: number }
-  | { kind: 'failed' | 'cancelled'; id: string; attempt: number; claimedAtMs?: number | null; errorJson: string }
-  | { kind: 'snoozed'; id: string; attempt: number; claimedAtMs?: number | null; delayMs: number }
+  | { kind: 'retry'; id: string; attempt: number; claimedAtMs: number | null; errorJson: string; delayMs: number }
+  | { kind: 'failed' | 'cancelled'; id: string; attempt: number; claimedAtMs: number | null; errorJson: string }
+  | { kind: 'snoozed'; id: string; attempt: number; claimedAtMs: number | null; delayMs: number }
   | {
       kind: 'dead-letter';
       id: string;
       attempt: number;
-      claimedAtMs?: number | null;
+      claimedAtMs: number | null;
       errorJson: string;
       deadLetterQueue: string;
     };
@@ -123,11 +124,12 @@ export function failureStatements(sql: SchemaSql) {
   // forgot (asyncCommit) takes its increment of the attempt with it, so the same worker's next
   // claim of the job has the same number, and the forgotten attempt's failure, written once the
   // database is back, would land on it (docs/reliability.md, case 4). The worker sends the claim's
-  // started_at as the claim returned it (epoch ms); NULL skips the check. Within 1 ms, not equal:
+  // started_at as the claim returned it (epoch ms, the claim's own epochMs); NULL skips the check
+  // (an outcome the worker did not claim itself). Within 1 ms, not equal:
   // the value travels as a float8's text, which a server set to extra_float_digits = 0 rounds to
   // 15 digits (10 us here), and two claims of a job a crash apart are seconds apart.
   const claimedBy = (p: number) =>
-    `(($${p}::float8[])[${at}] IS NULL OR pg_catalog.abs(pg_catalog.date_part('epoch', j.started_at) * 1000::float8 - ($${p}::float8[])[${at}]) < 1::float8)`;
+    `(($${p}::float8[])[${at}] IS NULL OR pg_catalog.abs(${epochMs('j.started_at')} - ($${p}::float8[])[${at}]) < 1::float8)`;
   return {
     /**
      * Schedules the next attempt of failed jobs, appending each attempt's error.
@@ -308,6 +310,6 @@ export class OutcomeWriters {
 }
 
 /** The claim time of each outcome's attempt (the failure statements' `claimedBy`), null where unknown. */
-function claimedAt(list: readonly { readonly claimedAtMs?: number | null }[]): (number | null)[] {
-  return list.map((o) => o.claimedAtMs ?? null);
+function claimedAt(list: readonly { readonly claimedAtMs: number | null }[]): (number | null)[] {
+  return list.map((o) => o.claimedAtMs);
 }

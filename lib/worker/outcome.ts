@@ -43,9 +43,9 @@ export interface AttemptFacts {
   /**
    * The started_at of the claim that began the attempt, in epoch ms as the claim returned it
    * (not `job.startedAt`, whose Date drops the microseconds): the failure statements write onto
-   * that claim only (db/outcomes.ts, `claimedBy`). Null or absent: not checked.
+   * that claim only (db/outcomes.ts, `claimedBy`). Null: not checked.
    */
-  readonly claimedAtMs?: number | null;
+  readonly claimedAtMs: number | null;
 }
 
 /** Where the decision reads the time and chance: a test fixes both. */

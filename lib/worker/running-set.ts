@@ -22,7 +22,7 @@ export class Attempt implements AttemptFacts {
     readonly job: RunningJob,
     readonly backoff: ResolvedBackoff,
     /** The claim's started_at in epoch ms (AttemptFacts.claimedAtMs). */
-    readonly claimedAtMs: number | null = null,
+    readonly claimedAtMs: number | null,
   ) {}
 }
 

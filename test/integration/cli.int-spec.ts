@@ -41,6 +41,7 @@ describe('nestjs-pg-queue CLI', () => {
               kind,
               id: String(r.id),
               attempt: r.attempt,
+              claimedAtMs: r.started_at_ms,
               errorJson: JSON.stringify({ attempt: r.attempt, name: 'Error', message: 'boom', at: new Date().toISOString() }),
             },
       ),

@@ -302,8 +302,10 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
         const rows = await store.claim('direct', 10, 'test-worker', 60_000);
         expect(rows).toHaveLength(5);
         const byName = new Map(rows.map((r) => [r.name, new RunningJob(r, 'direct')]));
+        const claimedAt = new Map(rows.map((r) => [r.name, r.started_at_ms]));
         const job = (name: string) => byName.get(name)!;
         const outcome = (name: string) => ({ id: job(name).id, attempt: job(name).attempt, job: job(name) });
+        const failure = (name: string) => ({ ...outcome(name), claimedAtMs: claimedAt.get(name)! });
         const written: string[] = [];
         const refused: { id: string; failedInstead: string | null; error: string }[] = [];
         const completer = new Completer(
@@ -318,10 +320,10 @@ describe('outcomes: written first, then events and logs; lost and refused ones r
         );
         const batch: PendingOutcome[] = [
           { kind: 'completed', ...outcome('j0'), resultJson: '{"ok":true}', result: { ok: true } },
-          { kind: 'snoozed', ...outcome('j1'), delayMs: 60_000 },
+          { kind: 'snoozed', ...failure('j1'), delayMs: 60_000 },
           // A bigint, but past any interval: the whole snooze statement fails with it.
-          { kind: 'snoozed', ...outcome('j2'), delayMs: 2 ** 62 },
-          { kind: 'snoozed', ...outcome('j3'), delayMs: 60_000 },
+          { kind: 'snoozed', ...failure('j2'), delayMs: 2 ** 62 },
+          { kind: 'snoozed', ...failure('j3'), delayMs: 60_000 },
           { kind: 'completed', ...outcome('j4'), resultJson: null, result: undefined },
         ];
         for (const o of batch) completer.push(o);

@@ -16,7 +16,7 @@ const BACKOFF = { type: 'fixed', delayMs: 0, maxDelayMs: 0, jitter: false } as c
 
 function attempt(id: number): Attempt {
   const row = claimedRow({ id: String(id), payload: { id } });
-  return new Attempt(new RunningJob(row, 'mail'), BACKOFF);
+  return new Attempt(new RunningJob(row, 'mail'), BACKOFF, row.started_at_ms);
 }
 
 /** Runs one call of `handler` over jobs 1..n; resolves with each job's end, in order. */

@@ -49,7 +49,7 @@ function facts(c: Case = {}): AttemptFacts {
     backoff: c.backoff ?? FIXED,
     cancelRequested: c.cancelRequested ?? false,
     completedInTransaction: c.completedInTransaction ?? false,
-    claimedAtMs: c.claimedAtMs,
+    claimedAtMs: c.claimedAtMs ?? null,
   };
 }
 
@@ -59,7 +59,8 @@ function decide(end: AttemptEnd, value: unknown, c: Case = {}): Decision {
 
 /** The decision without the references it carries (job, thrown), for table comparisons. */
 function shape(d: Decision): Record<string, unknown> {
-  const { job: _job, thrown: _thrown, errorJson: _json, ...rest } = d as Record<string, unknown>;
+  // The claim time is the attempt's, passed through whatever the end: checked on its own below.
+  const { job: _job, thrown: _thrown, errorJson: _json, claimedAtMs: _claimed, ...rest } = d as Record<string, unknown>;
   return rest;
 }
 
