@@ -101,8 +101,13 @@ describe('Prometheus metrics (nestjs-pg-queue/metrics)', () => {
           );
         },
         {
-          timeoutMs: 10_000,
-          message: () => `all jobs to finish; last scrape: ${JSON.stringify(last.filter((m) => m.name.includes('_total')))}`,
+          // 20 s: through PgBouncer on a loaded CI machine every counter was at its mark at 10 s
+          // and the wait still timed out; the message now names the durations too.
+          timeoutMs: 20_000,
+          message: () =>
+            `all jobs to finish; durations observed: failed ${total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'failed' })}, ` +
+            `completed ${total(last, 'pgqueue_job_duration_seconds_count', { queue: 'm', outcome: 'completed' })}; ` +
+            `last scrape: ${JSON.stringify(last.filter((m) => m.name.includes('_total')))}`,
         },
       );
 
